@@ -1,0 +1,87 @@
+// Define-by-run reverse-mode autograd.
+//
+// Every differentiable op computes its output, then calls record(): if gradients are enabled and
+// some input requires them, record() attaches a Node to the output holding the op's name, its
+// inputs' nodes and a closure that maps the output's gradient to the inputs' gradients. The closure
+// is written right beside the forward computation, so the rule sits next to what it differentiates:
+//
+//   Tensor exp(const Tensor& x) {
+//     Tensor y = unary_kernel(UnaryOp::exp, x);
+//     return record("exp", {x}, y, [y = y.detach()](const Tensor& gy) {
+//       return grads{mul(gy, y)};
+//     });
+//   }
+//
+// A closure must capture the op's *output* detached (y.detach()), never the output itself: the
+// output owns the node, and the node owning the output would be a reference cycle.
+//
+// backward() sorts the graph topologically from the root, sweeps it once in reverse, and adds each
+// leaf's gradient into its .grad (gradients accumulate across calls, as in PyTorch; zero them
+// between steps). Unless retain_graph is set, every node's closure is released as it runs, freeing
+// saved tensors; a second backward through a released node throws.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace qkv {
+
+using grads = std::vector<Tensor>;  // one gradient per input; undefined = no gradient
+using BackwardFn = std::function<grads(const Tensor& grad_output)>;
+
+struct Node {
+  std::string op;
+  std::vector<std::shared_ptr<TensorImpl>> inputs;  // kept for leaves and for to_dot
+  std::vector<std::shared_ptr<Node>> input_nodes;   // inputs[i]'s grad_fn (null for leaves)
+  BackwardFn backward;                              // released after use unless retained
+  Shape output_shape;
+  DType output_dtype = DType::f32;
+  bool released = false;
+};
+
+// Attaches the autograd record to `output` and returns it. Inputs that do not require grad get
+// no gradient (their entries in the closure's result are ignored).
+Tensor record(const char* op, const std::vector<Tensor>& inputs, Tensor output, BackwardFn fn);
+
+// Whether ops record a graph on this thread.
+bool grad_enabled();
+
+// RAII guard: no graph is recorded while it lives (inference, optimizer updates).
+class NoGrad {
+ public:
+  NoGrad();
+  ~NoGrad();
+  NoGrad(const NoGrad&) = delete;
+  NoGrad& operator=(const NoGrad&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// RAII guard that turns recording back on (used inside backward with create_graph).
+class EnableGrad {
+ public:
+  EnableGrad();
+  ~EnableGrad();
+
+ private:
+  bool previous_;
+};
+
+// The sweep behind Tensor::backward. `gradient` defaults to 1 for a one-element root.
+void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph, bool create_graph);
+
+// Gradients of `output` with respect to `inputs` without touching any .grad (torch.autograd.grad).
+std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs,
+                         const Tensor& gradient = Tensor(), bool retain_graph = false,
+                         bool create_graph = false);
+
+// The graph behind `root` in Graphviz DOT: one box per op, one ellipse per leaf with its shape.
+std::string to_dot(const Tensor& root);
+
+}  // namespace qkv

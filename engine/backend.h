@@ -1,0 +1,126 @@
+// The one interface a device implements.
+//
+// A backend owns its device's memory and runs kernels on tensors that already live there. The ops
+// in engine/ops (shape checks, broadcasting, autograd) call these kernels through
+// `tensor.backend()` and never branch on the device themselves, so adding a device means
+// implementing this class and registering it - nothing else.
+//
+// Conventions for every kernel:
+// - Output tensors are allocated by the caller, contiguous, of the right shape and dtype.
+// - Inputs may be strided views unless a kernel says "contiguous"; broadcasting has already been
+//   applied by the caller (a broadcast input is a view with stride 0), so shapes match exactly.
+// - float32 and float64 are supported by every floating kernel; int64 and bool where stated.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/tensor.h"
+
+namespace qkv {
+
+enum class UnaryOp {
+  neg, exp, log, sqrt, rsqrt, abs, sign, tanh, sigmoid, relu, step,  // step(x) = x > 0
+  gelu_erf, gelu_tanh, gelu_erf_grad, gelu_tanh_grad,                  // *_grad: dgelu/dx
+  square, reciprocal,
+  pow_scalar,   // x ^ scalar
+  add_scalar,   // x + scalar
+  mul_scalar,   // x * scalar
+  rsub_scalar,  // scalar - x
+  eq_scalar, lt_scalar, gt_scalar,  // produce bool
+  logical_not,                      // bool -> bool
+};
+
+enum class BinaryOp {
+  add, sub, mul, div, maximum, minimum, pow,  // same dtype in and out
+  eq, ne, lt, le, gt, ge,                     // any dtype in, bool out
+  logical_and, logical_or,                    // bool in, bool out
+};
+
+enum class ReduceOp { sum, max, min, argmax, argmin };
+
+struct MemoryStats {
+  size_t bytes_in_use = 0;   // handed out to live storages
+  size_t peak_bytes = 0;     // high-water mark of bytes_in_use since the last reset
+  size_t bytes_cached = 0;   // kept in free lists for reuse
+  size_t allocations = 0;    // requests served
+  size_t cache_hits = 0;     // requests served from the free lists
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+
+  // ---- memory ---------------------------------------------------------------------------------
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* ptr, size_t bytes) = 0;
+  virtual MemoryStats memory_stats() const = 0;
+  virtual void reset_peak_memory() = 0;
+  // Raw transfers between this device and host memory (contiguous bytes).
+  virtual void copy_to_host(const void* device_src, void* host_dst, size_t bytes) = 0;
+  virtual void copy_from_host(const void* host_src, void* device_dst, size_t bytes) = 0;
+
+  // ---- elementwise ----------------------------------------------------------------------------
+  // dst = src converted to dst's dtype; same shape, any strides on both (dst may be a view).
+  virtual void copy(const Tensor& src, const Tensor& dst) = 0;
+  virtual void fill(const Tensor& dst, double value) = 0;  // dst contiguous
+  virtual void unary(UnaryOp op, const Tensor& x, const Tensor& out, double scalar = 0) = 0;
+  virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  virtual void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+
+  // ---- reductions -----------------------------------------------------------------------------
+  // x is contiguous [outer, reduced, inner]; out is [outer, inner] (argmax/argmin: int64 indices
+  // into the reduced dimension).
+  virtual void reduce(ReduceOp op, const Tensor& x, const Tensor& out) = 0;
+
+  // ---- matmul ---------------------------------------------------------------------------------
+  // out[b] = a[b] @ b[b]. a is [B, M, K], b is [B, K, N], each with unit stride in one of its two
+  // last dims (so a transposed operand is read in place); a batch stride of 0 broadcasts.
+  virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+
+  // ---- fused row kernels (contiguous, over the last dimension) ----------------------------------
+  virtual void softmax(const Tensor& x, const Tensor& out, bool log) = 0;
+  // gx from gy and the forward output y (y = softmax or log_softmax output).
+  virtual void softmax_backward(const Tensor& gy, const Tensor& y, const Tensor& gx, bool log) = 0;
+  // out = (x - mean) * rstd * weight + bias per row; mean/rstd are [rows] (saved for backward).
+  // weight and bias may be undefined.
+  virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                          const Tensor& out, const Tensor& mean, const Tensor& rstd) = 0;
+  // gweight/gbias may be undefined when weight/bias are.
+  virtual void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
+                                   const Tensor& mean, const Tensor& rstd, const Tensor& gx,
+                                   const Tensor& gweight, const Tensor& gbias) = 0;
+
+  // ---- indexing (x contiguous, index int64 contiguous, bounds checked by the caller) ------------
+  // out = x selected along `dim` at the 1-D `index`.
+  virtual void index_select(const Tensor& x, int dim, const Tensor& index, const Tensor& out) = 0;
+  // out[..., index[i], ...] += src[..., i, ...] along `dim` (out contiguous, accumulated into).
+  virtual void index_add(const Tensor& out, int dim, const Tensor& index, const Tensor& src) = 0;
+  // torch.gather: out[i][j][k] = x[i][index[i][j][k]][k] (for dim 1); index has out's shape.
+  virtual void gather(const Tensor& x, int dim, const Tensor& index, const Tensor& out) = 0;
+  // The adjoint of gather: out[i][index[i][j][k]][k] += src[i][j][k].
+  virtual void scatter_add(const Tensor& out, int dim, const Tensor& index, const Tensor& src) = 0;
+
+  // ---- random (counter-based, see engine/random.h; out contiguous) ------------------------------
+  virtual void random_uniform(const Tensor& out, uint64_t seed, uint64_t offset, double low,
+                              double high) = 0;
+  virtual void random_normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean,
+                             double std) = 0;
+  // out = 1 with probability p else 0, in out's dtype.
+  virtual void random_bernoulli(const Tensor& out, uint64_t seed, uint64_t offset, double p) = 0;
+
+  // ---- optimizer ------------------------------------------------------------------------------
+  // One fused Adam/AdamW step over a contiguous parameter and its state (all same shape/dtype).
+  // weight_decay is L2 (added to the gradient) unless decoupled (AdamW: param *= 1 - lr*wd).
+  virtual void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                         const Tensor& exp_avg_sq, double lr, double beta1, double beta2,
+                         double eps, double weight_decay, bool decoupled, int64_t step) = 0;
+};
+
+// The backend of a device. The CPU backend always exists; others register themselves.
+Backend& backend_for(Device device);
+void register_backend(DeviceKind kind, Backend* backend);
+bool has_backend(DeviceKind kind);
+
+}  // namespace qkv

@@ -1,0 +1,22 @@
+// General matrix multiply on the CPU: C = alpha * op(A) @ op(B) + beta * C, row-major.
+//
+// op(A) is M x K: A itself (trans_a = false, lda >= K) or the transpose of a K x M matrix
+// (trans_a = true, lda >= M); likewise op(B) is K x N. Transposes are read in place, never
+// materialized. The batched form repeats the product over `batch` matrices spaced by the given
+// strides (a stride of 0 broadcasts one operand over the batch).
+#pragma once
+
+#include <cstdint>
+
+namespace qkv::cpu {
+
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+          int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
+
+template <typename T>
+void gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                  T alpha, const T* a, int64_t lda, int64_t stride_a, const T* b, int64_t ldb,
+                  int64_t stride_b, T beta, T* c, int64_t ldc, int64_t stride_c);
+
+}  // namespace qkv::cpu

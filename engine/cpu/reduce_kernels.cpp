@@ -1,0 +1,69 @@
+// Reductions over the middle axis of a contiguous [outer, reduced, inner] tensor.
+#include <limits>
+#include <vector>
+
+#include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/dispatch.h"
+#include "engine/parallel.h"
+
+namespace qkv::cpu {
+
+void CpuBackend::reduce(ReduceOp op, const Tensor& x, const Tensor& out) {
+  const int64_t outer = x.size(0), reduced = x.size(1), inner = x.size(2);
+  QKV_DISPATCH_ALL(x.dtype(), "reduce", [&] {
+    const T* xp = x.data<T>();
+    // Sums accumulate in double so that a long float32 row loses no precision.
+    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+    if (op == ReduceOp::sum) {
+      T* op_ = out.data<T>();
+      parallel_for(0, outer * inner, std::max<int64_t>(1, 16384 / std::max<int64_t>(reduced, 1)),
+                   [&](int64_t b, int64_t e) {
+                     if (inner == 1) {
+                       for (int64_t o = b; o < e; ++o) {
+                         const T* row = xp + o * reduced;
+                         Acc acc = 0;
+                         for (int64_t r = 0; r < reduced; ++r) acc += row[r];
+                         op_[o] = T(acc);
+                       }
+                       return;
+                     }
+                     std::vector<Acc> acc;
+                     for (int64_t idx = b; idx < e;) {
+                       int64_t o = idx / inner, i0 = idx % inner;
+                       int64_t i1 = std::min(inner, i0 + (e - idx));
+                       acc.assign(i1 - i0, Acc(0));
+                       for (int64_t r = 0; r < reduced; ++r) {
+                         const T* row = xp + (o * reduced + r) * inner;
+                         for (int64_t i = i0; i < i1; ++i) acc[i - i0] += row[i];
+                       }
+                       for (int64_t i = i0; i < i1; ++i) op_[o * inner + i] = T(acc[i - i0]);
+                       idx += i1 - i0;
+                     }
+                   });
+      return;
+    }
+    const bool is_max = op == ReduceOp::max || op == ReduceOp::argmax;
+    const bool want_index = op == ReduceOp::argmax || op == ReduceOp::argmin;
+    parallel_for(0, outer * inner, std::max<int64_t>(1, 16384 / std::max<int64_t>(reduced, 1)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t idx = b; idx < e; ++idx) {
+                     int64_t o = idx / inner, i = idx % inner;
+                     const T* p = xp + o * reduced * inner + i;
+                     T best = p[0];
+                     int64_t best_r = 0;
+                     for (int64_t r = 1; r < reduced; ++r) {
+                       T v = p[r * inner];
+                       // NaN propagates: once best is NaN it stays; a NaN v replaces best.
+                       bool better = is_max ? (v > best) : (v < best);
+                       if (better || (v != v && best == best)) best = v, best_r = r;
+                     }
+                     if (want_index)
+                       out.data<int64_t>()[idx] = best_r;
+                     else
+                       out.data<T>()[idx] = best;
+                   }
+                 });
+  });
+}
+
+}  // namespace qkv::cpu

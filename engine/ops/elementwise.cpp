@@ -1,0 +1,261 @@
+// Elementwise ops: unary math, binary arithmetic with NumPy broadcasting, comparisons, where.
+// Each forward sits beside its derivative; binary backward sums the gradient back over the
+// dimensions that were broadcast (sum_to).
+#include <cmath>
+
+#include "engine/ops.h"
+#include "engine/ops/op_helpers.h"
+
+namespace qkv {
+
+using detail::unary_kernel;
+
+// ---- unary --------------------------------------------------------------------------------------
+
+namespace {
+Tensor unary_floating(UnaryOp op, const Tensor& x, const char* name, double scalar = 0) {
+  detail::check_defined(x, name);
+  detail::check_floating(x, name);
+  return unary_kernel(op, x, scalar);
+}
+}  // namespace
+
+Tensor neg(const Tensor& x) {
+  detail::check_defined(x, "neg");
+  Tensor y = unary_kernel(UnaryOp::neg, x);
+  return record("neg", {x}, y, [](const Tensor& gy) { return grads{neg(gy)}; });
+}
+
+Tensor exp(const Tensor& x) {
+  Tensor y = unary_floating(UnaryOp::exp, x, "exp");
+  return record("exp", {x}, y, [y = y.detach()](const Tensor& gy) { return grads{mul(gy, y)}; });
+}
+
+Tensor log(const Tensor& x) {
+  Tensor y = unary_floating(UnaryOp::log, x, "log");
+  return record("log", {x}, y, [x](const Tensor& gy) { return grads{div(gy, x)}; });
+}
+
+Tensor sqrt(const Tensor& x) {
+  Tensor y = unary_floating(UnaryOp::sqrt, x, "sqrt");
+  return record("sqrt", {x}, y, [y = y.detach()](const Tensor& gy) {
+    return grads{div(gy, mul(y, 2.0))};  // d sqrt(x) = 1 / (2 sqrt(x))
+  });
+}
+
+Tensor rsqrt(const Tensor& x) {
+  Tensor y = unary_floating(UnaryOp::rsqrt, x, "rsqrt");
+  return record("rsqrt", {x}, y, [y = y.detach()](const Tensor& gy) {
+    return grads{mul(gy, mul(pow(y, 3.0), -0.5))};  // d x^-1/2 = -1/2 x^-3/2
+  });
+}
+
+Tensor abs(const Tensor& x) {
+  Tensor y = unary_floating(UnaryOp::abs, x, "abs");
+  return record("abs", {x}, y, [x](const Tensor& gy) {
+    return grads{mul(gy, unary_kernel(UnaryOp::sign, x))};
+  });
+}
+
+Tensor pow(const Tensor& x, double exponent) {
+  Tensor y = unary_floating(UnaryOp::pow_scalar, x, "pow", exponent);
+  return record("pow", {x}, y, [x, exponent](const Tensor& gy) {
+    if (exponent == 0) return grads{zeros_like(x)};
+    return grads{mul(gy, mul(pow(x, exponent - 1), exponent))};
+  });
+}
+
+Tensor square(const Tensor& x) {
+  Tensor y = unary_floating(UnaryOp::square, x, "square");
+  return record("square", {x}, y, [x](const Tensor& gy) { return grads{mul(gy, mul(x, 2.0))}; });
+}
+
+Tensor tanh(const Tensor& x) {
+  Tensor y = unary_floating(UnaryOp::tanh, x, "tanh");
+  return record("tanh", {x}, y, [y = y.detach()](const Tensor& gy) {
+    return grads{mul(gy, rsub(square(y), 1.0))};  // 1 - tanh^2
+  });
+}
+
+Tensor sigmoid(const Tensor& x) {
+  Tensor y = unary_floating(UnaryOp::sigmoid, x, "sigmoid");
+  return record("sigmoid", {x}, y, [y = y.detach()](const Tensor& gy) {
+    return grads{mul(gy, mul(y, rsub(y, 1.0)))};  // s (1 - s)
+  });
+}
+
+Tensor relu(const Tensor& x) {
+  Tensor y = unary_floating(UnaryOp::relu, x, "relu");
+  return record("relu", {x}, y, [x](const Tensor& gy) {
+    return grads{mul(gy, unary_kernel(UnaryOp::step, x))};
+  });
+}
+
+Tensor gelu(const Tensor& x, GeluApprox approximate) {
+  bool t = approximate == GeluApprox::tanh;
+  Tensor y = unary_floating(t ? UnaryOp::gelu_tanh : UnaryOp::gelu_erf, x, "gelu");
+  return record("gelu", {x}, y, [x, t](const Tensor& gy) {
+    return grads{mul(gy, unary_kernel(t ? UnaryOp::gelu_tanh_grad : UnaryOp::gelu_erf_grad, x))};
+  });
+}
+
+// ---- binary -------------------------------------------------------------------------------------
+
+namespace {
+
+// Broadcasts a and b and runs the kernel; out_dtype is a's dtype for arithmetic, bool otherwise.
+Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const char* name, bool to_bool) {
+  detail::check_defined(a, name);
+  detail::check_defined(b, name);
+  detail::check_same_device(a, b, name);
+  detail::check_same_dtype(a, b, name);
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = Tensor::empty(shape, to_bool ? DType::b8 : a.dtype(), a.device());
+  a.backend().binary(op, detail::broadcast_view(a, shape), detail::broadcast_view(b, shape), out);
+  return out;
+}
+
+Tensor arithmetic(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
+  detail::check_defined(a, name);
+  QKV_CHECK(a.dtype() != DType::b8, name, "arithmetic on a bool tensor; convert it with to() first");
+  return binary_kernel(op, a, b, name, false);
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor y = arithmetic(BinaryOp::add, a, b, "add");
+  return record("add", {a, b}, y, [sa = a.shape(), sb = b.shape()](const Tensor& gy) {
+    return grads{sum_to(gy, sa), sum_to(gy, sb)};
+  });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor y = arithmetic(BinaryOp::sub, a, b, "sub");
+  return record("sub", {a, b}, y, [sa = a.shape(), sb = b.shape()](const Tensor& gy) {
+    return grads{sum_to(gy, sa), sum_to(neg(gy), sb)};
+  });
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor y = arithmetic(BinaryOp::mul, a, b, "mul");
+  return record("mul", {a, b}, y, [a, b](const Tensor& gy) {
+    return grads{a.requires_grad() ? sum_to(mul(gy, b), a.shape()) : Tensor(),
+                 b.requires_grad() ? sum_to(mul(gy, a), b.shape()) : Tensor()};
+  });
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor y = arithmetic(BinaryOp::div, a, b, "div");
+  return record("div", {a, b}, y, [a, b](const Tensor& gy) {
+    Tensor ga = a.requires_grad() ? sum_to(div(gy, b), a.shape()) : Tensor();
+    // d(a/b)/db = -a / b^2
+    Tensor gb = b.requires_grad() ? sum_to(neg(div(mul(gy, a), square(b))), b.shape()) : Tensor();
+    return grads{ga, gb};
+  });
+}
+
+namespace {
+// maximum/minimum: the gradient goes to the selected input; ties split it evenly (as PyTorch).
+Tensor extremum(const Tensor& a, const Tensor& b, bool is_max) {
+  const char* name = is_max ? "maximum" : "minimum";
+  Tensor y = arithmetic(is_max ? BinaryOp::maximum : BinaryOp::minimum, a, b, name);
+  return record(name, {a, b}, y, [a, b, is_max](const Tensor& gy) {
+    Tensor a_wins = (is_max ? gt(a, b) : lt(a, b)).to(gy.dtype());
+    Tensor tie = eq(a, b).to(gy.dtype());
+    Tensor wa = add(a_wins, mul(tie, 0.5));
+    Tensor wb = rsub(wa, 1.0);
+    return grads{sum_to(mul(gy, wa), a.shape()), sum_to(mul(gy, wb), b.shape())};
+  });
+}
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(a, b, true); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(a, b, false); }
+
+Tensor add(const Tensor& a, double b) {
+  detail::check_defined(a, "add");
+  Tensor y = unary_kernel(UnaryOp::add_scalar, a, b);
+  return record("add_scalar", {a}, y, [](const Tensor& gy) { return grads{gy}; });
+}
+
+Tensor mul(const Tensor& a, double b) {
+  detail::check_defined(a, "mul");
+  Tensor y = unary_kernel(UnaryOp::mul_scalar, a, b);
+  return record("mul_scalar", {a}, y, [b](const Tensor& gy) { return grads{mul(gy, b)}; });
+}
+
+Tensor rsub(const Tensor& a, double b) {
+  Tensor y = unary_floating(UnaryOp::rsub_scalar, a, "rsub", b);
+  return record("rsub_scalar", {a}, y, [](const Tensor& gy) { return grads{neg(gy)}; });
+}
+
+// ---- comparisons (no gradient) ---------------------------------------------------------------------
+
+Tensor eq(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::eq, a, b, "eq", true); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::ne, a, b, "ne", true); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::lt, a, b, "lt", true); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::le, a, b, "le", true); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::gt, a, b, "gt", true); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::ge, a, b, "ge", true); }
+Tensor eq(const Tensor& a, double b) { return unary_kernel(UnaryOp::eq_scalar, a, b, DType::b8); }
+Tensor lt(const Tensor& a, double b) { return unary_kernel(UnaryOp::lt_scalar, a, b, DType::b8); }
+Tensor gt(const Tensor& a, double b) { return unary_kernel(UnaryOp::gt_scalar, a, b, DType::b8); }
+
+namespace {
+void check_bool(const Tensor& t, const char* op) {
+  detail::check_defined(t, op);
+  QKV_CHECK(t.dtype() == DType::b8, op, "expected a bool tensor, got ", dtype_name(t.dtype()));
+}
+}  // namespace
+
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  check_bool(a, "logical_and");
+  check_bool(b, "logical_and");
+  return binary_kernel(BinaryOp::logical_and, a, b, "logical_and", true);
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  check_bool(a, "logical_or");
+  check_bool(b, "logical_or");
+  return binary_kernel(BinaryOp::logical_or, a, b, "logical_or", true);
+}
+Tensor logical_not(const Tensor& a) {
+  check_bool(a, "logical_not");
+  return unary_kernel(UnaryOp::logical_not, a);
+}
+
+// ---- where / masked_fill -------------------------------------------------------------------------
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_bool(cond, "where");
+  detail::check_defined(a, "where");
+  detail::check_defined(b, "where");
+  detail::check_same_device(cond, a, "where");
+  detail::check_same_device(a, b, "where");
+  detail::check_same_dtype(a, b, "where");
+  Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  Tensor y = Tensor::empty(shape, a.dtype(), a.device());
+  a.backend().where(detail::broadcast_view(cond, shape), detail::broadcast_view(a, shape),
+                    detail::broadcast_view(b, shape), y);
+  return record("where", {a, b}, y, [cond, sa = a.shape(), sb = b.shape()](const Tensor& gy) {
+    Tensor zero = zeros({}, {gy.dtype(), gy.device()});
+    return grads{sum_to(where(cond, gy, zero), sa), sum_to(where(cond, zero, gy), sb)};
+  });
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, double b) {
+  return where(cond, a, full({}, b, {a.dtype(), a.device()}));
+}
+Tensor where(const Tensor& cond, double a, const Tensor& b) {
+  return where(cond, full({}, a, {b.dtype(), b.device()}), b);
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
+  check_bool(mask, "masked_fill");
+  Shape s = broadcast_shapes(x.shape(), mask.shape(), "masked_fill");
+  QKV_CHECK(s == x.shape(), "masked_fill", "mask of shape ", shape_str(mask.shape()),
+            " does not broadcast to the input's ", shape_str(x.shape()));
+  return where(mask, full({}, value, {x.dtype(), x.device()}), x);
+}
+
+}  // namespace qkv

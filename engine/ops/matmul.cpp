@@ -1,0 +1,115 @@
+// matmul with torch.matmul's rules: 1-D operands are promoted to matrices (and the added dim
+// removed again), batch dimensions broadcast. The backward is two more matmuls:
+//   dA = dC @ B^T,  dB = A^T @ dC   (then summed over broadcast batch dims).
+#include "engine/ops.h"
+#include "engine/ops/op_helpers.h"
+
+namespace qkv {
+
+namespace {
+
+// A [batch..., r, c] operand as a 3-D view the kernel can read in place: unit stride along one of
+// the two matrix dims, and one batch stride (0 when broadcast). Copies only when it must.
+Tensor as_batched_matrix(const Tensor& t, const Shape& batch, int64_t batch_count) {
+  Shape full = batch;
+  full.push_back(t.shape()[t.dim() - 2]);
+  full.push_back(t.shape()[t.dim() - 1]);
+  Tensor v = detail::broadcast_view(t, full);
+  const int r = v.dim() - 2;
+  auto matrix_ok = [&](const Tensor& m) {
+    int64_t rows = m.shape()[r], cols = m.shape()[r + 1];
+    return m.strides()[r + 1] == 1 || cols == 1 || m.strides()[r] == 1 || rows == 1;
+  };
+  // the batch dims must collapse to a single stride
+  auto batch_stride = [&](const Tensor& m, int64_t& stride) {
+    stride = 0;
+    bool have = false;
+    int64_t expect = 0;
+    for (int d = r - 1; d >= 0; --d) {
+      if (m.shape()[d] == 1) continue;
+      if (!have) {
+        stride = m.strides()[d];
+        expect = stride * m.shape()[d];
+        have = true;
+      } else {
+        if (m.strides()[d] != expect) return false;
+        expect *= m.shape()[d];
+      }
+    }
+    // broadcast over every batch dim at once is fine (stride 0 throughout)
+    return true;
+  };
+  int64_t stride = 0;
+  bool all_broadcast = true;
+  for (int d = 0; d < r; ++d) all_broadcast = all_broadcast && (v.shape()[d] == 1 || v.strides()[d] == 0);
+  if (!(matrix_ok(v) && (all_broadcast ? (stride = 0, true) : batch_stride(v, stride)))) {
+    v = detail::contiguous_data(v);
+    stride = v.shape()[r] * v.shape()[r + 1];
+  }
+  Tensor m = v;
+  Strides s{stride, m.strides()[r], m.strides()[r + 1]};
+  // normalize degenerate dims so the kernel's "unit stride in one dim" rule holds
+  if (m.shape()[r + 1] == 1) s[2] = 1;
+  else if (m.shape()[r] == 1 && s[2] != 1) s[1] = 1;
+  return make_view(m, {batch_count, m.shape()[r], m.shape()[r + 1]}, s, m.offset());
+}
+
+Tensor matmul_nd(const Tensor& a, const Tensor& b) {
+  const int64_t m = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1];
+  const int64_t k2 = b.shape()[b.dim() - 2], n = b.shape()[b.dim() - 1];
+  QKV_CHECK(k == k2, "matmul", "inner dimensions differ: ", shape_str(a.shape()), " @ ",
+            shape_str(b.shape()));
+  Shape batch_a(a.shape().begin(), a.shape().end() - 2), batch_b(b.shape().begin(), b.shape().end() - 2);
+  Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
+  const int64_t batch_count = numel(batch);
+  Shape out_shape = batch;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  Tensor out = Tensor::empty(out_shape, a.dtype(), a.device());
+  if (out.numel() == 0) return out;
+  if (k == 0) {
+    out.backend().fill(out, 0.0);
+    return out;
+  }
+  // A 2-D right operand (a Linear layer's weight) folds the batch into M: one big GEMM.
+  if (b.dim() == 2 && a.dim() > 2 && a.is_contiguous()) {
+    Tensor a2 = make_view(a, {1, batch_count * m, k}, {0, k, 1}, a.offset());
+    Tensor b2 = as_batched_matrix(b, {1}, 1);
+    a.backend().matmul(a2, b2, make_view(out, {1, batch_count * m, n}, {0, n, 1}, 0));
+    return out;
+  }
+  a.backend().matmul(as_batched_matrix(a, batch, batch_count), as_batched_matrix(b, batch, batch_count),
+                     make_view(out, {batch_count, m, n}, {m * n, n, 1}, 0));
+  return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  detail::check_defined(a_in, "matmul");
+  detail::check_defined(b_in, "matmul");
+  detail::check_same_device(a_in, b_in, "matmul");
+  detail::check_same_dtype(a_in, b_in, "matmul");
+  detail::check_floating(a_in, "matmul");
+  QKV_CHECK(a_in.dim() >= 1 && b_in.dim() >= 1, "matmul", "both operands need at least one dim, got ",
+            shape_str(a_in.shape()), " @ ", shape_str(b_in.shape()));
+  // 1-D operands: a vector on the left is a row, on the right a column; the result drops them.
+  if (a_in.dim() == 1) return squeeze(matmul(unsqueeze(a_in, 0), b_in), -2);
+  if (b_in.dim() == 1) return squeeze(matmul(a_in, unsqueeze(b_in, 1)), -1);
+  Tensor y = matmul_nd(a_in.detach(), b_in.detach());
+  return record("matmul", {a_in, b_in}, y, [a = a_in, b = b_in](const Tensor& gy) {
+    Tensor ga, gb;
+    if (a.requires_grad()) ga = sum_to(matmul(gy, transpose(b, -1, -2)), a.shape());
+    if (b.requires_grad()) {
+      if (b.dim() == 2 && a.dim() > 2) {  // fold the batch: one [K, B*M] @ [B*M, N] product
+        const int64_t k = a.shape().back(), n = gy.shape().back();
+        gb = matmul(transpose(reshape(a, {-1, k}), 0, 1), reshape(gy, {-1, n}));
+      } else {
+        gb = sum_to(matmul(transpose(a, -1, -2), gy), b.shape());
+      }
+    }
+    return grads{ga, gb};
+  });
+}
+
+}  // namespace qkv

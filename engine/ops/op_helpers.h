@@ -1,0 +1,61 @@
+// Helpers shared by the op implementations in engine/ops/ (not part of the public API).
+#pragma once
+
+#include "engine/backend.h"
+#include "engine/error.h"
+#include "engine/ops.h"
+
+namespace qkv::detail {
+
+inline void check_defined(const Tensor& t, const char* op, const char* what = "input") {
+  QKV_CHECK(t.defined(), op, what, " is an undefined tensor");
+}
+
+inline void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
+  QKV_CHECK(a.device() == b.device(), op, "tensors are on different devices: ", a.device().str(),
+            " and ", b.device().str());
+}
+
+inline void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  QKV_CHECK(a.dtype() == b.dtype(), op, "dtypes differ: ", dtype_name(a.dtype()), " and ",
+            dtype_name(b.dtype()));
+}
+
+inline void check_floating(const Tensor& t, const char* op) {
+  QKV_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f64, op,
+            "expected a float32 or float64 tensor, got ", dtype_name(t.dtype()));
+}
+
+inline void check_index(const Tensor& t, const char* op) {
+  QKV_CHECK(t.dtype() == DType::i64, op, "indices must be int64, got ", dtype_name(t.dtype()));
+}
+
+inline Tensor empty(const Shape& shape, DType dtype, Device device) {
+  return Tensor::empty(shape, dtype, device);
+}
+
+// The input as a contiguous tensor (itself when already contiguous), without autograd.
+inline Tensor contiguous_data(const Tensor& t) {
+  if (t.is_contiguous()) return t.detach();
+  Tensor out = Tensor::empty(t.shape(), t.dtype(), t.device());
+  t.backend().copy(t, out);
+  return out;
+}
+
+// Runs a unary kernel into a new tensor (no autograd).
+inline Tensor unary_kernel(UnaryOp op, const Tensor& x, double scalar = 0,
+                           DType out_dtype = DType(255)) {
+  DType dt = out_dtype == DType(255) ? x.dtype() : out_dtype;
+  Tensor out = Tensor::empty(x.shape(), dt, x.device());
+  x.backend().unary(op, x, out, scalar);
+  return out;
+}
+
+// A broadcast view of t with the given shape (stride 0 along broadcast dims).
+Tensor broadcast_view(const Tensor& t, const Shape& shape);
+
+// Checks that every index lies in [0, size) and throws "<op>: index 7 is out of range for
+// <what> of size 5" otherwise. Runs the min/max on the index's device.
+void check_index_range(const Tensor& index, int64_t size, const char* op, const char* what);
+
+}  // namespace qkv::detail

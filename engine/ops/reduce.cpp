@@ -1,0 +1,150 @@
+// Reductions over any set of dims. The reduced dims are moved together (a permute, which copies
+// only if they are not already adjacent) so the kernel sees a [outer, reduced, inner] block.
+#include <algorithm>
+#include <numeric>
+
+#include "engine/ops.h"
+#include "engine/ops/op_helpers.h"
+
+namespace qkv {
+
+namespace {
+
+std::vector<int> normalize_dims(const Tensor& x, std::vector<int> dims, const char* op) {
+  if (dims.empty()) {
+    dims.resize(x.dim());
+    std::iota(dims.begin(), dims.end(), 0);
+  }
+  for (int& d : dims) d = normalize_dim(d, x.dim(), op);
+  std::sort(dims.begin(), dims.end());
+  QKV_CHECK(std::adjacent_find(dims.begin(), dims.end()) == dims.end(), op, "a dim is repeated");
+  return dims;
+}
+
+Shape reduced_shape(const Tensor& x, const std::vector<int>& dims, bool keepdim) {
+  Shape s;
+  for (int d = 0; d < x.dim(); ++d) {
+    bool reduced = std::binary_search(dims.begin(), dims.end(), d);
+    if (!reduced) s.push_back(x.shape()[d]);
+    else if (keepdim) s.push_back(1);
+  }
+  return s;
+}
+
+// Runs the reduction kernel; returns the result with keepdim shape.
+Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<int>& dims, const char* name) {
+  detail::check_defined(x, name);
+  Shape keep = reduced_shape(x, dims, true);
+  bool adjacent = dims.empty() || dims.back() - dims.front() + 1 == int(dims.size());
+  Tensor src = x.detach();
+  int first = dims.empty() ? 0 : dims.front();
+  if (!adjacent) {
+    // move the reduced dims to the end: [kept..., reduced...]
+    std::vector<int> order;
+    for (int d = 0; d < x.dim(); ++d)
+      if (!std::binary_search(dims.begin(), dims.end(), d)) order.push_back(d);
+    first = int(order.size());
+    order.insert(order.end(), dims.begin(), dims.end());
+    src = permute(src, order);
+  }
+  src = detail::contiguous_data(src);
+  int64_t outer = 1, reduced = 1, inner = 1;
+  for (int d = 0; d < src.dim(); ++d) {
+    if (d < first) outer *= src.shape()[d];
+    else if (d < first + int(dims.size())) reduced *= src.shape()[d];
+    else inner *= src.shape()[d];
+  }
+  QKV_CHECK(reduced > 0 || op == ReduceOp::sum, name, "cannot reduce over an empty dimension (shape ",
+            shape_str(x.shape()), ")");
+  bool index = op == ReduceOp::argmax || op == ReduceOp::argmin;
+  Tensor out = Tensor::empty(keep, index ? DType::i64 : x.dtype(), x.device());
+  if (reduced == 0) {
+    x.backend().fill(out, 0.0);
+    return out;
+  }
+  x.backend().reduce(op, make_view(src, {outer, reduced, inner}, {reduced * inner, inner, 1}, src.offset()),
+                     out);
+  return out;
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x, std::vector<int> dims, bool keepdim) {
+  detail::check_defined(x, "sum");
+  dims = normalize_dims(x, dims, "sum");
+  Tensor kept = reduce_kernel(ReduceOp::sum, x, dims, "sum");
+  Tensor y = keepdim ? kept : make_view(kept, reduced_shape(x, dims, false),
+                                       contiguous_strides(reduced_shape(x, dims, false)), 0);
+  return record("sum", {x}, y, [in = x.shape(), keep = kept.shape()](const Tensor& gy) {
+    return grads{expand(reshape(gy, keep), in)};
+  });
+}
+
+Tensor mean(const Tensor& x, std::vector<int> dims, bool keepdim) {
+  detail::check_defined(x, "mean");
+  detail::check_floating(x, "mean");
+  dims = normalize_dims(x, dims, "mean");
+  int64_t count = 1;
+  for (int d : dims) count *= x.shape()[d];
+  QKV_CHECK(count > 0, "mean", "mean over an empty dimension (shape ", shape_str(x.shape()), ")");
+  return mul(sum(x, dims, keepdim), 1.0 / double(count));
+}
+
+Tensor var(const Tensor& x, std::vector<int> dims, bool unbiased, bool keepdim) {
+  detail::check_floating(x, "var");
+  dims = normalize_dims(x, dims, "var");
+  int64_t count = 1;
+  for (int d : dims) count *= x.shape()[d];
+  QKV_CHECK(count > (unbiased ? 1 : 0), "var", "needs more than ", unbiased ? 1 : 0,
+            " elements per reduction, got ", count);
+  Tensor centered = sub(x, mean(x, dims, true));
+  return mul(sum(square(centered), dims, keepdim), 1.0 / double(count - (unbiased ? 1 : 0)));
+}
+
+namespace {
+Tensor extreme(const Tensor& x, std::vector<int> dims, bool keepdim, bool is_max) {
+  const char* name = is_max ? "amax" : "amin";
+  detail::check_defined(x, name);
+  dims = normalize_dims(x, dims, name);
+  Tensor kept = reduce_kernel(is_max ? ReduceOp::max : ReduceOp::min, x, dims, name);
+  Shape out_shape = reduced_shape(x, dims, keepdim);
+  Tensor y = make_view(kept, out_shape, contiguous_strides(out_shape), 0);
+  return record(name, {x}, y, [x, kept](const Tensor& gy) {
+    // every element equal to the extremum shares the gradient equally
+    Tensor hit = eq(x, kept).to(gy.dtype());
+    Tensor count = sum(hit, [&] {
+      std::vector<int> d;
+      for (int i = 0; i < x.dim(); ++i)
+        if (kept.shape()[i] == 1 && x.shape()[i] != 1) d.push_back(i);
+      return d;
+    }(), true);
+    return grads{mul(div(hit, count), reshape(gy, kept.shape()))};
+  });
+}
+}  // namespace
+
+Tensor amax(const Tensor& x, std::vector<int> dims, bool keepdim) { return extreme(x, dims, keepdim, true); }
+Tensor amin(const Tensor& x, std::vector<int> dims, bool keepdim) { return extreme(x, dims, keepdim, false); }
+
+namespace {
+Tensor arg_extreme(const Tensor& x, int dim, bool keepdim, bool is_max) {
+  const char* name = is_max ? "argmax" : "argmin";
+  detail::check_defined(x, name);
+  std::vector<int> dims{normalize_dim(dim, x.dim(), name)};
+  Tensor kept = reduce_kernel(is_max ? ReduceOp::argmax : ReduceOp::argmin, x, dims, name);
+  Shape s = reduced_shape(x, dims, keepdim);
+  return make_view(kept, s, contiguous_strides(s), 0);
+}
+}  // namespace
+
+Tensor argmax(const Tensor& x, int dim, bool keepdim) { return arg_extreme(x, dim, keepdim, true); }
+Tensor argmin(const Tensor& x, int dim, bool keepdim) { return arg_extreme(x, dim, keepdim, false); }
+
+ValuesIndices max(const Tensor& x, int dim, bool keepdim) {
+  return {amax(x, {dim}, keepdim), argmax(x, dim, keepdim)};
+}
+ValuesIndices min(const Tensor& x, int dim, bool keepdim) {
+  return {amin(x, {dim}, keepdim), argmin(x, dim, keepdim)};
+}
+
+}  // namespace qkv

@@ -1,0 +1,150 @@
+#include "engine/parallel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace qkv {
+namespace {
+
+thread_local bool t_in_parallel = false;
+
+int default_threads() {
+  if (const char* env = std::getenv("QKV_NUM_THREADS")) {
+    int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// A fixed set of workers that sleep on a condition variable between jobs. One job runs at a
+// time (kernels are issued from one thread; nested calls run inline), so the pool needs no queue.
+class ThreadPool {
+ public:
+  ~ThreadPool() { resize(0); }
+
+  void resize(int workers) {
+    {
+      std::unique_lock lock(mutex_);
+      stop_ = true;
+      ++generation_;
+    }
+    wake_.notify_all();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    stop_ = false;
+    for (int i = 0; i < workers; ++i) threads_.emplace_back([this, i] { worker_loop(i + 1); });
+  }
+
+  int workers() const { return int(threads_.size()); }
+
+  // Runs task(i) for i in [0, count) with the caller doing task(0).
+  void run(int count, const std::function<void(int)>& task) {
+    std::unique_lock run_lock(run_mutex_);
+    {
+      std::unique_lock lock(mutex_);
+      task_ = &task;
+      task_count_ = count;
+      pending_ = count - 1;
+      error_ = nullptr;
+      ++generation_;
+    }
+    wake_.notify_all();
+    run_chunk(0);
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [this] { return pending_ == 0; });
+    task_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void run_chunk(int i) {
+    t_in_parallel = true;
+    try {
+      (*task_)(i);
+    } catch (...) {
+      std::unique_lock lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
+    t_in_parallel = false;
+  }
+
+  void worker_loop(int id) {
+    uint64_t seen = generation_;
+    for (;;) {
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        if (id >= task_count_) continue;
+      }
+      run_chunk(id);
+      std::unique_lock lock(mutex_);
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+
+  std::mutex run_mutex_;  // one job at a time
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::vector<std::thread> threads_;
+  const std::function<void(int)>* task_ = nullptr;
+  int task_count_ = 0;
+  int pending_ = 0;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+};
+
+std::atomic<int> g_threads{0};
+
+ThreadPool& pool() {
+  static ThreadPool p;
+  return p;
+}
+
+}  // namespace
+
+int num_threads() {
+  int n = g_threads.load();
+  if (n == 0) {
+    n = default_threads();
+    g_threads = n;
+  }
+  return n;
+}
+
+void set_num_threads(int n) { g_threads = std::max(1, n); }
+
+bool in_parallel_region() { return t_in_parallel; }
+
+void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn) {
+  int64_t n = end - begin;
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  int64_t chunks = std::min<int64_t>(num_threads(), (n + grain - 1) / grain);
+  if (chunks <= 1 || t_in_parallel) {
+    fn(begin, end);
+    return;
+  }
+  ThreadPool& p = pool();
+  static std::mutex resize_mutex;
+  {
+    std::lock_guard lock(resize_mutex);
+    if (p.workers() != num_threads() - 1) p.resize(num_threads() - 1);
+  }
+  int64_t per = (n + chunks - 1) / chunks;
+  p.run(int(chunks), [&](int i) {
+    int64_t b = begin + i * per, e = std::min(end, b + per);
+    if (b < e) fn(b, e);
+  });
+}
+
+}  // namespace qkv

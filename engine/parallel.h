@@ -1,0 +1,26 @@
+// One thread pool shared by every CPU kernel.
+//
+// Kernels call parallel_for; it splits [begin, end) into at most num_threads() contiguous chunks of
+// at least `grain` iterations and runs them on the pool, the calling thread taking one chunk. A
+// parallel_for issued from inside another one runs serially on the calling thread, so nested
+// kernels never oversubscribe the cores.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace qkv {
+
+// Threads used by kernels: QKV_NUM_THREADS if set, else the number of cores. set_num_threads
+// (the CLI's --threads) overrides both.
+int num_threads();
+void set_num_threads(int n);
+
+// Runs fn(chunk_begin, chunk_end) over [begin, end). Exceptions thrown by fn are rethrown here.
+void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn);
+
+// True while the calling thread is running a chunk of a parallel_for.
+bool in_parallel_region();
+
+}  // namespace qkv

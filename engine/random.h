@@ -1,0 +1,89 @@
+// Reproducible random numbers, the same on every backend and for every thread count.
+//
+// The generator is counter-based (Philox-4x32-10): the n-th random number of a stream is a pure
+// function of (seed, n). A kernel that fills a tensor of numel elements asks the Generator for a
+// range of counters, then computes element i from counter offset + i in any order, on any thread or
+// GPU, and gets the same values. The functions below compile for CUDA too.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define QKV_HOST_DEVICE __host__ __device__
+#else
+#define QKV_HOST_DEVICE
+#endif
+
+namespace qkv {
+
+namespace philox {
+
+struct Block {
+  uint32_t v[4];
+};
+
+QKV_HOST_DEVICE inline void mulhilo(uint32_t a, uint32_t b, uint32_t& hi, uint32_t& lo) {
+  uint64_t p = uint64_t(a) * b;
+  hi = uint32_t(p >> 32);
+  lo = uint32_t(p);
+}
+
+// Ten rounds of Philox-4x32 on counter `ctr` with key `seed` (Salmon et al., SC'11).
+QKV_HOST_DEVICE inline Block generate(uint64_t seed, uint64_t ctr) {
+  uint32_t c0 = uint32_t(ctr), c1 = uint32_t(ctr >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    uint32_t hi0, lo0, hi1, lo1;
+    mulhilo(0xD2511F53u, c0, hi0, lo0);
+    mulhilo(0xCD9E8D57u, c2, hi1, lo1);
+    uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
+    c0 = n0, c1 = n1, c2 = n2, c3 = n3;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return {{c0, c1, c2, c3}};
+}
+
+// Uniform in [0, 1) with 53 random bits.
+QKV_HOST_DEVICE inline double uniform(uint64_t seed, uint64_t ctr) {
+  Block b = generate(seed, ctr);
+  uint64_t bits = (uint64_t(b.v[0]) << 21) ^ uint64_t(b.v[1]);
+  return double(bits & ((uint64_t(1) << 53) - 1)) * (1.0 / 9007199254740992.0);
+}
+
+// Standard normal by Box-Muller from one counter's four words.
+QKV_HOST_DEVICE inline double normal(uint64_t seed, uint64_t ctr) {
+  Block b = generate(seed, ctr);
+  double u1 = (double(b.v[0]) + 1.0) * (1.0 / 4294967297.0);  // (0, 1]
+  double u2 = double(b.v[1]) * (1.0 / 4294967296.0);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+}  // namespace philox
+
+// A seed and a running counter. Each fill takes `count` counters; the default generator is
+// process-wide and seeded by manual_seed (the CLI's --seed).
+class Generator {
+ public:
+  explicit Generator(uint64_t seed = 0x5eed) : seed_(seed) {}
+  void manual_seed(uint64_t seed) { seed_ = seed, offset_ = 0; }
+  uint64_t seed() const { return seed_; }
+  uint64_t offset() const { return offset_; }
+  void set_offset(uint64_t offset) { offset_ = offset; }
+  // Reserves `count` counters and returns the first.
+  uint64_t take(uint64_t count) {
+    uint64_t first = offset_;
+    offset_ += count;
+    return first;
+  }
+
+ private:
+  uint64_t seed_;
+  uint64_t offset_ = 0;
+};
+
+Generator& default_generator();
+void manual_seed(uint64_t seed);
+
+}  // namespace qkv
