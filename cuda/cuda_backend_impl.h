@@ -1,0 +1,74 @@
+// The CUDA implementation of qkv::Backend (internal to cuda/; users include cuda/cuda_backend.h).
+//
+// One backend object drives device 0 (the engine registers one backend per device kind). All
+// kernels, copies and cuBLAS calls go to one stream, so work runs in the order it was issued and
+// the caching allocator may hand a freed block to the next tensor at once. Kernels live in
+// cuda/*_kernels.cu by family, matmul in cuda/matmul.cpp.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <mutex>
+
+#include "cuda/device_allocator.h"
+#include "engine/backend.h"
+
+namespace qkv::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device_index);
+  Device device() const override { return Device::cuda(device_index_); }
+
+  void* allocate(size_t bytes) override { return allocator_.allocate(bytes); }
+  void deallocate(void* ptr, size_t bytes) override { allocator_.deallocate(ptr, bytes); }
+  MemoryStats memory_stats() const override { return allocator_.stats(); }
+  void reset_peak_memory() override { allocator_.reset_peak(); }
+  void copy_to_host(const void* src, void* dst, size_t bytes) override;
+  void copy_from_host(const void* src, void* dst, size_t bytes) override;
+
+  void copy(const Tensor& src, const Tensor& dst) override;
+  void fill(const Tensor& dst, double value) override;
+  void unary(UnaryOp op, const Tensor& x, const Tensor& out, double scalar) override;
+  void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void reduce(ReduceOp op, const Tensor& x, const Tensor& out) override;
+  void matmul(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void softmax(const Tensor& x, const Tensor& out, bool log) override;
+  void softmax_backward(const Tensor& gy, const Tensor& y, const Tensor& gx, bool log) override;
+  void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                  const Tensor& out, const Tensor& mean, const Tensor& rstd) override;
+  void layer_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
+                           const Tensor& mean, const Tensor& rstd, const Tensor& gx,
+                           const Tensor& gweight, const Tensor& gbias) override;
+  void index_select(const Tensor& x, int dim, const Tensor& index, const Tensor& out) override;
+  void index_add(const Tensor& out, int dim, const Tensor& index, const Tensor& src) override;
+  void gather(const Tensor& x, int dim, const Tensor& index, const Tensor& out) override;
+  void scatter_add(const Tensor& out, int dim, const Tensor& index, const Tensor& src) override;
+  void random_uniform(const Tensor& out, uint64_t seed, uint64_t offset, double low,
+                      double high) override;
+  void random_normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean,
+                     double std) override;
+  void random_bernoulli(const Tensor& out, uint64_t seed, uint64_t offset, double p) override;
+  void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
+                 const Tensor& exp_avg_sq, double lr, double beta1, double beta2, double eps,
+                 double weight_decay, bool decoupled, int64_t step) override;
+
+  cudaStream_t stream() const { return stream_; }
+  // Created on first use: cuBLAS initialization costs ~100 ms and a GPU context's memory.
+  cublasHandle_t cublas();
+  void synchronize();
+
+ private:
+  int device_index_;
+  cudaStream_t stream_ = nullptr;
+  std::once_flag cublas_once_;
+  cublasHandle_t cublas_ = nullptr;
+  DeviceAllocator allocator_;
+};
+
+// The registered backend (init() must have succeeded).
+CudaBackend& cuda_backend();
+
+}  // namespace qkv::cuda

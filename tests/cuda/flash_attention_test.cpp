@@ -1,0 +1,136 @@
+// The fused flash-attention kernels against attention composed from qkv ops on the CPU in float64:
+//   softmax(masked_fill(q k^T * scale, mask, -inf)) v, and its autograd gradients.
+#include <cmath>
+#include <limits>
+
+#include "tests/cuda/gpu_test_support.h"
+
+#ifdef QKV_WITH_CUDA
+#include "cuda/flash_attention.h"
+#endif
+
+using namespace qkv;
+using namespace qkv::test;
+namespace utf = boost::unit_test;
+
+namespace {
+
+struct Case {
+  int64_t batch, heads, tq, tk, d;
+  bool causal, padding;
+};
+
+std::string describe(const Case& c) {
+  std::ostringstream s;
+  s << "B=" << c.batch << " H=" << c.heads << " Tq=" << c.tq << " Tk=" << c.tk << " d=" << c.d
+    << (c.causal ? " causal" : "") << (c.padding ? " padded" : "");
+  return s.str();
+}
+
+// [B, Tk] key padding: batch 0 hides its last third of keys; batch 1 (if any) hides every key,
+// so its queries see nothing and must get zeros.
+Tensor padding_mask(const Case& c) {
+  std::vector<double> v(c.batch * c.tk, 0.0);
+  for (int64_t j = c.tk - c.tk / 3; j < c.tk; ++j) v[j] = 1;
+  if (c.batch > 1)
+    for (int64_t j = 0; j < c.tk; ++j) v[c.tk + j] = 1;
+  return gt(tensor(v, {c.batch, c.tk}), 0.5);
+}
+
+// The [B, 1, Tq, Tk] boolean mask (true = hidden) the reference applies.
+Tensor reference_mask(const Case& c, const Tensor& padding) {
+  std::vector<double> v(c.batch * c.tq * c.tk, 0.0);
+  const std::vector<double> pad =
+      padding.defined() ? values_of(padding) : std::vector<double>(c.batch * c.tk, 0.0);
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t i = 0; i < c.tq; ++i)
+      for (int64_t j = 0; j < c.tk; ++j)
+        v[(b * c.tq + i) * c.tk + j] = (c.causal && j > i) || pad[b * c.tk + j] ? 1 : 0;
+  return gt(tensor(v, {c.batch, 1, c.tq, c.tk}), 0.5);
+}
+
+void check_against_reference(const Case& c) {
+#ifdef QKV_WITH_CUDA
+  const std::string what = describe(c);
+  const double scale = 1 / std::sqrt(double(c.d));
+  // float32 inputs; the reference sees exactly the same values in float64
+  Tensor q = random_tensor({c.batch, c.heads, c.tq, c.d}, DType::f32, -2, 2, 151);
+  Tensor k = random_tensor({c.batch, c.heads, c.tk, c.d}, DType::f32, -2, 2, 152);
+  Tensor v = random_tensor({c.batch, c.heads, c.tk, c.d}, DType::f32, -2, 2, 153);
+  Tensor go = random_tensor({c.batch, c.heads, c.tq, c.d}, DType::f32, -1, 1, 154);
+  Tensor pad = c.padding ? padding_mask(c) : Tensor();
+
+  // reference, with autograd for the gradients
+  Tensor q64 = q.to(DType::f64).detach().requires_grad_(),
+         k64 = k.to(DType::f64).detach().requires_grad_(),
+         v64 = v.to(DType::f64).detach().requires_grad_();
+  Tensor scores = qkv::matmul(q64, k64.transpose(-1, -2)) * scale;
+  scores = masked_fill(scores, reference_mask(c, pad), -std::numeric_limits<double>::infinity());
+  Tensor out_ref = qkv::matmul(softmax(scores, -1), v64);
+  sum(out_ref * go.to(DType::f64)).backward();
+
+  // the kernels
+  const Device dev = Device::cuda();
+  Tensor qg = on_gpu(q), kg = on_gpu(k), vg = on_gpu(v), gog = on_gpu(go);
+  Tensor padg = pad.defined() ? on_gpu(pad) : Tensor();
+  Tensor out = Tensor::empty(q.shape(), DType::f32, dev);
+  Tensor lse = Tensor::empty({c.batch, c.heads, c.tq}, DType::f32, dev);
+  cuda::flash_attention_forward(qg, kg, vg, padg, c.causal, scale, out, lse);
+  Tensor gq = Tensor::empty(q.shape(), DType::f32, dev),
+         gk = Tensor::empty(k.shape(), DType::f32, dev),
+         gv = Tensor::empty(v.shape(), DType::f32, dev);
+  cuda::flash_attention_backward(qg, kg, vg, padg, c.causal, scale, out, lse, gog, gq, gk, gv);
+
+  check_close(out, out_ref.detach(), 2e-5, what + " out");
+  check_close(gq, q64.grad(), 1e-4, what + " grad q");
+  check_close(gk, k64.grad(), 1e-4, what + " grad k");
+  check_close(gv, v64.grad(), 1e-4, what + " grad v");
+
+  // lse: log-sum-exp of each row's visible scores, -inf where none is visible
+  const std::vector<double> s = values_of(scores.detach());
+  std::vector<double> want(c.batch * c.heads * c.tq);
+  for (size_t r = 0; r < want.size(); ++r) {
+    double m = -std::numeric_limits<double>::infinity(), total = 0;
+    for (int64_t j = 0; j < c.tk; ++j) m = std::max(m, s[r * c.tk + j]);
+    for (int64_t j = 0; j < c.tk && std::isfinite(m); ++j) total += std::exp(s[r * c.tk + j] - m);
+    want[r] = std::isfinite(m) ? m + std::log(total) : m;
+  }
+  check_close(lse, tensor(want, {c.batch, c.heads, c.tq}), 2e-6, what + " lse");
+#else
+  (void)c;
+  BOOST_FAIL("flash attention needs a CUDA build");
+#endif
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(flash_attention)
+
+BOOST_AUTO_TEST_CASE(matches_composed_attention_with_every_mask, *utf::precondition(gpu_present)) {
+  for (bool causal : {false, true})
+    for (bool padding : {false, true})
+      check_against_reference({2, 3, 100, 100, 64, causal, padding});
+}
+
+BOOST_AUTO_TEST_CASE(every_head_width_and_unequal_lengths, *utf::precondition(gpu_present)) {
+  check_against_reference({1, 2, 37, 37, 16, true, false});    // DMAX 32, partial tiles
+  check_against_reference({2, 1, 70, 130, 80, false, true});   // DMAX 128, Tq < Tk
+  check_against_reference({1, 2, 130, 70, 128, true, false});  // Tq > Tk
+  check_against_reference({1, 1, 1, 1, 1, false, false});      // a single key
+  check_against_reference({3, 2, 200, 200, 32, true, true});   // fully masked batch, causal
+}
+
+BOOST_AUTO_TEST_CASE(rejects_bad_shapes, *utf::precondition(gpu_present)) {
+#ifdef QKV_WITH_CUDA
+  const Device dev = Device::cuda();
+  Tensor q = Tensor::empty({1, 2, 8, 200}, DType::f32, dev);  // d > 128
+  Tensor out = Tensor::empty(q.shape(), DType::f32, dev),
+         lse = Tensor::empty({1, 2, 8}, DType::f32, dev);
+  BOOST_CHECK_THROW(cuda::flash_attention_forward(q, q, q, Tensor(), false, 1, out, lse), Error);
+  Tensor q64 = Tensor::empty({1, 2, 8, 16}, DType::f64, dev);
+  BOOST_CHECK_THROW(cuda::flash_attention_forward(q64, q64, q64, Tensor(), false, 1, q64, lse),
+                    Error);
+#endif
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,103 @@
+// Batched matmul through cuBLAS against the CPU GEMM in every layout the Backend contract allows:
+// each operand stored or transposed in place, broadcast batch (stride 0), degenerate M/N/K = 1
+// with arbitrary (even 0) leading dimensions, and rows broadcast with stride 0.
+#include "tests/cuda/gpu_test_support.h"
+
+using namespace qkv;
+using namespace qkv::test;
+namespace utf = boost::unit_test;
+
+namespace {
+
+// A [B, rows, cols] operand in the requested layout, built from the same values on each device:
+// transposed operands are views of a [B, cols, rows] tensor.
+Tensor operand(const Tensor& values, bool transposed, bool broadcast_batch, int64_t batch) {
+  Tensor t = transposed ? values.transpose(1, 2).contiguous().transpose(1, 2) : values;
+  if (broadcast_batch) t = t.expand({batch, t.size(1), t.size(2)});
+  return t;
+}
+
+void compare_matmul(int64_t batch, int64_t m, int64_t n, int64_t k, bool ta, bool tb, bool ba,
+                    bool bb, DType t, double tol) {
+  Tensor a = random_tensor({ba ? 1 : batch, m, k}, t, -1, 1, 71);
+  Tensor b = random_tensor({bb ? 1 : batch, k, n}, t, -1, 1, 72);
+  Tensor want = Tensor::empty({batch, m, n}, t),
+         got = Tensor::empty({batch, m, n}, t, Device::cuda());
+  host().matmul(operand(a, ta, ba, batch), operand(b, tb, bb, batch), want);
+  gpu().matmul(operand(on_gpu(a), ta, ba, batch), operand(on_gpu(b), tb, bb, batch), got);
+  std::ostringstream what;
+  what << dtype_name(t) << " B=" << batch << " M=" << m << " N=" << n << " K=" << k
+       << (ta ? " A^T" : "") << (tb ? " B^T" : "") << (ba ? " A broadcast" : "")
+       << (bb ? " B broadcast" : "");
+  check_close(got, want, tol, what.str());
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(matmul)
+
+BOOST_AUTO_TEST_CASE(all_layouts_and_degenerate_sizes, *utf::precondition(gpu_present)) {
+  struct Size {
+    int64_t batch, m, n, k;
+  };
+  const Size sizes[] = {{3, 17, 23, 31}, {2, 1, 9, 5},  {2, 9, 1, 5},
+                        {2, 6, 7, 1},    {1, 1, 1, 40}, {4, 64, 48, 80}};
+  for (DType t : {DType::f32, DType::f64}) {
+    // float32 products accumulate over K in a different order than the CPU's
+    const double tol = t == DType::f32 ? 1e-5 : 1e-12;
+    for (const Size& s : sizes)
+      for (int layout = 0; layout < 16; ++layout)
+        compare_matmul(s.batch, s.m, s.n, s.k, layout & 1, layout & 2, layout & 4, layout & 8, t,
+                       tol);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(zero_leading_dimensions_are_handled, *utf::precondition(gpu_present)) {
+  // A's rows all alias one row (stride 0 between rows): no valid cuBLAS leading dimension exists
+  Tensor row = random_tensor({1, 1, 8}, DType::f32, -1, 1, 73);
+  Tensor b = random_tensor({2, 8, 5}, DType::f32, -1, 1, 74);
+  Tensor want = Tensor::empty({2, 6, 5}),
+         got = Tensor::empty({2, 6, 5}, DType::f32, Device::cuda());
+  host().matmul(row.expand({2, 6, 8}), b, want);
+  gpu().matmul(on_gpu(row).expand({2, 6, 8}), on_gpu(b), got);
+  check_close(got, want, 1e-5, "A rows broadcast");
+  // B broadcast along N (stride 0 between columns), read "transposed" with ld 0
+  Tensor col = random_tensor({2, 8, 1}, DType::f32, -1, 1, 75);
+  Tensor a = random_tensor({2, 6, 8}, DType::f32, -1, 1, 76);
+  host().matmul(a, col.expand({2, 8, 5}), want);
+  gpu().matmul(on_gpu(a), on_gpu(col).expand({2, 8, 5}), got);
+  check_close(got, want, 1e-5, "B columns broadcast");
+}
+
+BOOST_AUTO_TEST_CASE(the_matmul_op_folds_and_broadcasts, *utf::precondition(gpu_present)) {
+  // through the op layer: a 2-D weight folds the batch into M; 4-D batches broadcast
+  Tensor x = random_tensor({2, 3, 10, 16}, DType::f32, -1, 1, 77);
+  Tensor w = random_tensor({16, 12}, DType::f32, -1, 1, 78);
+  check_close(qkv::matmul(on_gpu(x), on_gpu(w)), qkv::matmul(x, w), 1e-5, "x @ w");
+  check_close(qkv::matmul(on_gpu(x), on_gpu(w).transpose(0, 1).contiguous().transpose(0, 1)),
+              qkv::matmul(x, w), 1e-5, "x @ w^T view");
+  Tensor y = random_tensor({3, 16, 5}, DType::f32, -1, 1, 79);
+  check_close(qkv::matmul(on_gpu(x), on_gpu(y)), qkv::matmul(x, y), 1e-5, "batch broadcast");
+}
+
+#ifdef QKV_WITH_CUDA
+BOOST_AUTO_TEST_CASE(tf32_is_an_option_with_looser_accuracy, *utf::precondition(gpu_present)) {
+  cuda::set_allow_tf32(true);
+  // TF32 keeps 10 mantissa bits of each product's inputs: ~1e-3 relative error over K = 256
+  compare_matmul(2, 64, 64, 256, false, true, false, false, DType::f32, 5e-3);
+  cuda::set_allow_tf32(false);
+  compare_matmul(2, 64, 64, 256, false, true, false, false, DType::f32, 1e-5);
+}
+#endif
+
+BOOST_AUTO_TEST_CASE(bf16_matmul_accumulates_in_float, *utf::precondition(gpu_present)) {
+  Tensor a = random_tensor({2, 32, 64}, DType::bf16, -1, 1, 80);
+  Tensor b = random_tensor({2, 64, 24}, DType::bf16, -1, 1, 81);
+  Tensor want = Tensor::empty({2, 32, 24});
+  host().matmul(a.to(DType::f32), b.to(DType::f32), want);  // exact inputs, float products
+  Tensor got = Tensor::empty({2, 32, 24}, DType::bf16, Device::cuda());
+  gpu().matmul(on_gpu(a), on_gpu(b), got);
+  check_close(got.to(DType::f32), want, tolerance(DType::bf16), "bf16");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

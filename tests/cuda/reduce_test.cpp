@@ -1,0 +1,69 @@
+// Reductions over [outer, reduced, inner] on the GPU against the CPU, including NaN and ties.
+#include <limits>
+
+#include "tests/cuda/gpu_test_support.h"
+
+using namespace qkv;
+using namespace qkv::test;
+namespace utf = boost::unit_test;
+
+namespace {
+
+void compare_reduce(ReduceOp op, const Tensor& x, const std::string& what) {
+  const bool index = op == ReduceOp::argmax || op == ReduceOp::argmin;
+  const Shape out_shape{x.size(0), x.size(2)};
+  const DType out_type = index ? DType::i64 : x.dtype();
+  Tensor want = Tensor::empty(out_shape, out_type);
+  Tensor got = Tensor::empty(out_shape, out_type, Device::cuda());
+  host().reduce(op, x, want);
+  gpu().reduce(op, on_gpu(x), got);
+  // sums accumulate in double on both sides, in a different order: float32 results may differ
+  // in the last bit of the final rounding
+  const double tol = op == ReduceOp::sum ? tolerance(x.dtype()) : 0.0;
+  check_close(got, want, tol, what);
+}
+
+const ReduceOp kOps[] = {ReduceOp::sum, ReduceOp::max, ReduceOp::min, ReduceOp::argmax,
+                         ReduceOp::argmin};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(reduce)
+
+BOOST_AUTO_TEST_CASE(every_reduction_in_both_layouts, *utf::precondition(gpu_present)) {
+  // inner == 1 (contiguous rows, block-per-row kernel) and inner > 1 (column kernel), with a
+  // reduced length above and below the block size
+  const Shape shapes[] = {{7, 5, 1}, {3, 3000, 1}, {4, 6, 9}, {2, 700, 33}, {1, 1, 1}};
+  for (DType t : {DType::f32, DType::f64, DType::i64}) {
+    for (const Shape& s : shapes) {
+      Tensor x = random_tensor(s, t, -100, 100, 61);
+      for (ReduceOp op : kOps)
+        compare_reduce(op, x,
+                       "op " + std::to_string(int(op)) + " " + dtype_name(t) + " " + shape_str(s));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(sum_of_bool_counts_true_values, *utf::precondition(gpu_present)) {
+  compare_reduce(ReduceOp::sum, random_tensor({3, 50, 1}, DType::b8, 0, 1, 62), "sum of bool");
+}
+
+BOOST_AUTO_TEST_CASE(ties_pick_the_first_index_and_nan_wins, *utf::precondition(gpu_present)) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // row 0: ties at 1 and 3; row 1: a NaN at 2 and 5; row 2: all equal
+  std::vector<double> v(3 * 600, 0.0);
+  v[1] = v[3] = 9;
+  v[600 + 2] = v[600 + 5] = nan;
+  v[600 + 7] = 50;
+  for (int i = 0; i < 600; ++i) v[1200 + i] = 4;
+  for (DType t : {DType::f32, DType::f64}) {
+    Tensor x = tensor(v, {3, 600, 1}, TensorOptions{.dtype = t});
+    for (ReduceOp op : kOps)
+      compare_reduce(op, x, "rows with ties and NaN, op " + std::to_string(int(op)));
+    Tensor xt = tensor(v, {1, 600, 3}, TensorOptions{.dtype = t});  // same values down columns
+    for (ReduceOp op : kOps)
+      compare_reduce(op, xt, "columns with ties and NaN, op " + std::to_string(int(op)));
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
