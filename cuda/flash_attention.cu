@@ -115,7 +115,10 @@ __global__ void forward_kernel(AttentionShape s, const float* q, const float* k,
   }
   if (!active) return;
   const float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: zeros, like softmax of all -inf
-  for (int c = 0; c < s.d; ++c) out[(bh * s.tq + i) * s.d + c] = acc[c] * inv;
+  // A compile-time loop: indexing acc with a runtime bound would move it to local memory.
+#pragma unroll
+  for (int c = 0; c < DMAX; ++c)
+    if (c < s.d) out[(bh * s.tq + i) * s.d + c] = acc[c] * inv;
   lse[bh * s.tq + i] = l > 0.f ? m + logf(l) : neg_inf;
 }
 
@@ -190,7 +193,9 @@ __global__ void grad_kv_kernel(AttentionShape s, const float* q, const float* k,
     }
   }
   if (j >= s.tk) return;
-  for (int c = 0; c < s.d; ++c) {
+#pragma unroll
+  for (int c = 0; c < DMAX; ++c) {
+    if (c >= s.d) break;
     grad_k[(bh * s.tk + j) * s.d + c] = s.scale * dk[c];
     grad_v[(bh * s.tk + j) * s.d + c] = dv[c];
   }
@@ -250,7 +255,9 @@ __global__ void grad_q_kernel(AttentionShape s, const float* q, const float* k, 
     }
   }
   if (i >= s.tq) return;
-  for (int c = 0; c < s.d; ++c) grad_q[(bh * s.tq + i) * s.d + c] = s.scale * dq[c];
+#pragma unroll
+  for (int c = 0; c < DMAX; ++c)
+    if (c < s.d) grad_q[(bh * s.tq + i) * s.d + c] = s.scale * dq[c];
 }
 
 // ---- host side --------------------------------------------------------------------------------
