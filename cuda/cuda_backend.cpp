@@ -39,8 +39,8 @@ Probe probe_device() {
                     std::to_string(prop.major) + "." + std::to_string(prop.minor)};
 }
 
-const Probe& probe() {
-  static const Probe result = probe_device();
+Probe& probe() {
+  static Probe result = probe_device();
   return result;
 }
 
@@ -52,8 +52,13 @@ CudaBackend* registered = nullptr;
 bool init() {
   static const bool ok = [] {
     if (!probe().ok) return false;
-    // Never destroyed: tensors held in static objects may be freed after main returns.
-    registered = new CudaBackend(0);
+    try {
+      // Never destroyed: tensors held in static objects may be freed after main returns.
+      registered = new CudaBackend(0);
+    } catch (const Error& e) {  // a device that is listed but unusable (busy, exclusive mode)
+      probe() = {false, std::string("unavailable: ") + e.what()};
+      return false;
+    }
     register_backend(DeviceKind::cuda, registered);
     return true;
   }();

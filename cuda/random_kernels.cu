@@ -23,11 +23,13 @@ __global__ void random_kernel(int64_t n, T* out, Distribution dist, uint64_t see
     const uint64_t ctr = offset + uint64_t(i);
     double v;
     switch (dist) {
+      // _rn intrinsics: nvcc would otherwise fuse the multiply-add into one FMA, which rounds
+      // once where the CPU rounds twice, and the last bit would differ
       case Distribution::uniform:
-        v = a + (b - a) * philox::uniform(seed, ctr);
+        v = __dadd_rn(a, __dmul_rn(b - a, philox::uniform(seed, ctr)));
         break;
       case Distribution::normal:
-        v = a + b * philox::normal(seed, ctr);
+        v = __dadd_rn(a, __dmul_rn(b, philox::normal(seed, ctr)));
         break;
       default:
         v = philox::uniform(seed, ctr) < a ? 1.0 : 0.0;

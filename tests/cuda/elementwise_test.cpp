@@ -100,8 +100,10 @@ BOOST_AUTO_TEST_CASE(floating_unary_ops_match_the_cpu, *utf::precondition(gpu_pr
       Tensor want = Tensor::empty({4, 3, 5}, t), got = Tensor::empty({4, 3, 5}, t, Device::cuda());
       host().unary(c.op, transposed_view(x), want, c.scalar);
       gpu().unary(c.op, transposed_view(on_gpu(x)), got, c.scalar);
-      // erf/tanh/exp of the GPU's libdevice are within a few ulp of glibc's
-      check_close(got, want, 4 * tolerance(t), std::string(c.name) + " " + dtype_name(t));
+      // libdevice's erf/tanh/exp are within 2 ulp of glibc's, and the GPU fuses multiply-adds;
+      // near the zeros of gelu_*_grad that shows against the 1%-of-max floor
+      check_close(got, want, t == DType::f32 ? 5e-5 : 5e-12,
+                  std::string(c.name) + " " + dtype_name(t));
     }
   }
 }

@@ -20,6 +20,8 @@ struct Case {
   bool causal, padding;
 };
 
+#ifdef QKV_WITH_CUDA
+
 std::string describe(const Case& c) {
   std::ostringstream s;
   s << "B=" << c.batch << " H=" << c.heads << " Tq=" << c.tq << " Tk=" << c.tk << " d=" << c.d
@@ -50,7 +52,6 @@ Tensor reference_mask(const Case& c, const Tensor& padding) {
 }
 
 void check_against_reference(const Case& c) {
-#ifdef QKV_WITH_CUDA
   const std::string what = describe(c);
   const double scale = 1 / std::sqrt(double(c.d));
   // float32 inputs; the reference sees exactly the same values in float64
@@ -96,11 +97,13 @@ void check_against_reference(const Case& c) {
     want[r] = std::isfinite(m) ? m + std::log(total) : m;
   }
   check_close(lse, tensor(want, {c.batch, c.heads, c.tq}), 2e-6, what + " lse");
-#else
-  (void)c;
-  BOOST_FAIL("flash attention needs a CUDA build");
-#endif
 }
+
+#else  // the tests are skipped before they get here
+
+void check_against_reference(const Case&) { BOOST_FAIL("flash attention needs a CUDA build"); }
+
+#endif
 
 }  // namespace
 

@@ -43,8 +43,9 @@ BOOST_AUTO_TEST_CASE(all_layouts_and_degenerate_sizes, *utf::precondition(gpu_pr
   const Size sizes[] = {{3, 17, 23, 31}, {2, 1, 9, 5},  {2, 9, 1, 5},
                         {2, 6, 7, 1},    {1, 1, 1, 40}, {4, 64, 48, 80}};
   for (DType t : {DType::f32, DType::f64}) {
-    // float32 products accumulate over K in a different order than the CPU's
-    const double tol = t == DType::f32 ? 1e-5 : 1e-12;
+    // products accumulate over K in another order (and with FMA) than on the CPU; a layout
+    // mistake gives errors of order 1
+    const double tol = t == DType::f32 ? 1e-4 : 1e-12;
     for (const Size& s : sizes)
       for (int layout = 0; layout < 16; ++layout)
         compare_matmul(s.batch, s.m, s.n, s.k, layout & 1, layout & 2, layout & 4, layout & 8, t,
@@ -60,33 +61,34 @@ BOOST_AUTO_TEST_CASE(zero_leading_dimensions_are_handled, *utf::precondition(gpu
          got = Tensor::empty({2, 6, 5}, DType::f32, Device::cuda());
   host().matmul(row.expand({2, 6, 8}), b, want);
   gpu().matmul(on_gpu(row).expand({2, 6, 8}), on_gpu(b), got);
-  check_close(got, want, 1e-5, "A rows broadcast");
+  check_close(got, want, 1e-4, "A rows broadcast");
   // B broadcast along N (stride 0 between columns), read "transposed" with ld 0
   Tensor col = random_tensor({2, 8, 1}, DType::f32, -1, 1, 75);
   Tensor a = random_tensor({2, 6, 8}, DType::f32, -1, 1, 76);
   host().matmul(a, col.expand({2, 8, 5}), want);
   gpu().matmul(on_gpu(a), on_gpu(col).expand({2, 8, 5}), got);
-  check_close(got, want, 1e-5, "B columns broadcast");
+  check_close(got, want, 1e-4, "B columns broadcast");
 }
 
 BOOST_AUTO_TEST_CASE(the_matmul_op_folds_and_broadcasts, *utf::precondition(gpu_present)) {
   // through the op layer: a 2-D weight folds the batch into M; 4-D batches broadcast
   Tensor x = random_tensor({2, 3, 10, 16}, DType::f32, -1, 1, 77);
   Tensor w = random_tensor({16, 12}, DType::f32, -1, 1, 78);
-  check_close(qkv::matmul(on_gpu(x), on_gpu(w)), qkv::matmul(x, w), 1e-5, "x @ w");
+  check_close(qkv::matmul(on_gpu(x), on_gpu(w)), qkv::matmul(x, w), 1e-4, "x @ w");
   check_close(qkv::matmul(on_gpu(x), on_gpu(w).transpose(0, 1).contiguous().transpose(0, 1)),
-              qkv::matmul(x, w), 1e-5, "x @ w^T view");
+              qkv::matmul(x, w), 1e-4, "x @ w^T view");
   Tensor y = random_tensor({3, 16, 5}, DType::f32, -1, 1, 79);
-  check_close(qkv::matmul(on_gpu(x), on_gpu(y)), qkv::matmul(x, y), 1e-5, "batch broadcast");
+  check_close(qkv::matmul(on_gpu(x), on_gpu(y)), qkv::matmul(x, y), 1e-4, "batch broadcast");
 }
 
 #ifdef QKV_WITH_CUDA
 BOOST_AUTO_TEST_CASE(tf32_is_an_option_with_looser_accuracy, *utf::precondition(gpu_present)) {
   cuda::set_allow_tf32(true);
-  // TF32 keeps 10 mantissa bits of each product's inputs: ~1e-3 relative error over K = 256
-  compare_matmul(2, 64, 64, 256, false, true, false, false, DType::f32, 5e-3);
+  // TF32 keeps 10 mantissa bits of each input: ~5e-4 relative error per product, a few percent
+  // of the 1%-of-max floor after 256 products of random sign
+  compare_matmul(2, 64, 64, 256, false, true, false, false, DType::f32, 1e-1);
   cuda::set_allow_tf32(false);
-  compare_matmul(2, 64, 64, 256, false, true, false, false, DType::f32, 1e-5);
+  compare_matmul(2, 64, 64, 256, false, true, false, false, DType::f32, 1e-4);
 }
 #endif
 

@@ -60,7 +60,7 @@ BOOST_AUTO_TEST_CASE(ties_pick_the_first_index_and_nan_wins, *utf::precondition(
     Tensor x = tensor(v, {3, 600, 1}, TensorOptions{.dtype = t});
     for (ReduceOp op : kOps)
       compare_reduce(op, x, "rows with ties and NaN, op " + std::to_string(int(op)));
-    Tensor xt = tensor(v, {1, 600, 3}, TensorOptions{.dtype = t});  // same values down columns
+    Tensor xt = tensor(v, {1, 600, 3}, TensorOptions{.dtype = t});  // inner > 1 kernel
     for (ReduceOp op : kOps)
       compare_reduce(op, xt, "columns with ties and NaN, op " + std::to_string(int(op)));
   }
