@@ -1,0 +1,42 @@
+// The register-blocked inner kernel of the packed GEMM, and the cache blocking that goes with it.
+//
+// A microkernel multiplies one packed micro-panel of A (mr rows, stored k-major: mr values per k)
+// by one packed micro-panel of B (nr columns, stored k-major: nr values per k) and updates an
+// mr x nr tile of row-major C. Its tile sizes decide how the packing lays memory out, and the cache
+// block sizes (mc, kc, nc) are tuned to its tile, so both travel together in one struct.
+//
+// Several kernels are compiled into every binary (a portable one, AVX2+FMA, AVX-512); the fastest
+// one the running CPU supports is chosen once, at run time.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace qkv::cpu {
+
+template <typename T>
+struct GemmMicrokernel {
+  const char* name;
+  int mr, nr;          // register tile: C rows x C columns kept in registers
+  int64_t mc, kc, nc;  // cache blocks: rows of packed A, depth of both panels, columns of packed B
+  // C[0:mr, 0:nr] = alpha * (sum over p < kc of a[p*mr + i] * b[p*nr + j]) + beta * C.
+  // With beta == 0, C is only written (it may hold NaN or garbage). a and b are 64-byte aligned.
+  void (*run)(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, T alpha, T beta);
+  // A faster packing of transposed panels for the same ISA, or nullptr for the portable loop.
+  void (*pack_transposed)(const T* src, int64_t line_stride, int64_t lines, int64_t depth,
+                          int width, T* dst) = nullptr;
+};
+
+// Each returns nullptr when this CPU cannot run that kernel.
+template <typename T>
+const GemmMicrokernel<T>* gemm_kernel_avx512();
+template <typename T>
+const GemmMicrokernel<T>* gemm_kernel_avx2();
+template <typename T>
+const GemmMicrokernel<T>* gemm_kernel_generic();  // never nullptr
+
+// Every kernel this CPU can run, fastest first; the first one is what gemm() uses.
+template <typename T>
+const std::vector<const GemmMicrokernel<T>*>& gemm_kernels();
+
+}  // namespace qkv::cpu

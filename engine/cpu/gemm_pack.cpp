@@ -1,0 +1,43 @@
+#include "engine/cpu/gemm_pack.h"
+
+#include <algorithm>
+
+namespace qkv::cpu {
+
+template <typename T>
+void pack_panels(const T* src, int64_t line_stride, int64_t depth_stride, int64_t lines,
+                 int64_t depth, int width, T* dst, PackTransposed<T> transposed) {
+  for (int64_t t0 = 0; t0 < lines; t0 += width, dst += width * depth) {
+    const int64_t full = std::min<int64_t>(width, lines - t0);
+    const T* s = src + t0 * line_stride;
+    if (line_stride == 1 && full == width) {
+      // The lines sit side by side in memory (B as stored, or A transposed): each depth step is
+      // one contiguous run of `width` values.
+      for (int64_t p = 0; p < depth; ++p) {
+        const T* run = s + p * depth_stride;
+        T* out = dst + p * width;
+        for (int q = 0; q < width; ++q) out[q] = run[q];
+      }
+      continue;
+    }
+    if (depth_stride == 1 && transposed) {
+      transposed(s, line_stride, full, depth, width, dst);
+      continue;
+    }
+    // Each line runs along depth (A as stored, or B transposed): a transpose. Reading a line at a
+    // time keeps the reads sequential; the strided writes land in a panel small enough for L1.
+    for (int64_t q = 0; q < full; ++q) {
+      const T* line = s + q * line_stride;
+      for (int64_t p = 0; p < depth; ++p) dst[p * width + q] = line[p * depth_stride];
+    }
+    for (int64_t q = full; q < width; ++q)
+      for (int64_t p = 0; p < depth; ++p) dst[p * width + q] = T(0);
+  }
+}
+
+template void pack_panels<float>(const float*, int64_t, int64_t, int64_t, int64_t, int, float*,
+                                 PackTransposed<float>);
+template void pack_panels<double>(const double*, int64_t, int64_t, int64_t, int64_t, int, double*,
+                                  PackTransposed<double>);
+
+}  // namespace qkv::cpu

@@ -1,0 +1,117 @@
+// Loop order (outermost first), mirroring BLIS for row-major C, where the kernel's vector loads
+// run along rows of C (B's side) and its broadcasts come from A:
+//
+//   i0: rows of C in blocks of mc      packed A block (mc x kc) stays in L3
+//   p0: depth in blocks of kc          one pass over k per block: C gets beta once, then += 1
+//   j0: columns in blocks of nc        packed B block (kc x nc) stays in L2
+//   ir: rows in steps of mr            one A micro-panel (mr x kc) stays in L1 ...
+//   jr: columns in steps of nr         ... while B micro-panels stream past it from L2
+//
+// Every packed value is therefore read from a cache close to the core many times: an A value
+// nc / nr times per B block, a B value mc / mr times per A block.
+#include "engine/cpu/gemm_packed.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <new>
+
+#include "engine/cpu/gemm_pack.h"
+
+namespace qkv::cpu {
+namespace {
+
+// Packing scratch, one pair per thread, kept between calls so a training step does not allocate:
+// it only grows.
+class ScratchBuffer {
+ public:
+  ~ScratchBuffer() { release(); }
+  void* get(size_t bytes) {
+    if (bytes > bytes_) {
+      release();
+      data_ = ::operator new(bytes, std::align_val_t(64));
+      bytes_ = bytes;
+    }
+    return data_;
+  }
+
+ private:
+  void release() {
+    if (data_) ::operator delete(data_, std::align_val_t(64));
+    data_ = nullptr;
+    bytes_ = 0;
+  }
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+int64_t round_up(int64_t x, int64_t step) { return (x + step - 1) / step * step; }
+
+// A ragged tile (at the right or bottom edge of C): the kernel writes a full tile into `tile`,
+// and only the part inside C is merged.
+template <typename T>
+void merge_tile(const T* tile, int nr, int64_t rows, int64_t cols, T beta, T* c, int64_t ldc) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      T prior = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+      c[i * ldc + j] = tile[i * nr + j] + prior;
+    }
+}
+
+}  // namespace
+
+template <typename T>
+void gemm_packed(const GemmMicrokernel<T>& kernel, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                 int64_t k, T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c,
+                 int64_t ldc) {
+  const int mr = kernel.mr, nr = kernel.nr;
+  // Strides of op(A) along (row, depth) and of op(B) along (column, depth).
+  const int64_t a_row = trans_a ? 1 : lda, a_depth = trans_a ? lda : 1;
+  const int64_t b_col = trans_b ? ldb : 1, b_depth = trans_b ? 1 : ldb;
+
+  thread_local ScratchBuffer a_scratch, b_scratch;
+  const int64_t kc_max = std::min(kernel.kc, k);
+  T* a_packed =
+      static_cast<T*>(a_scratch.get(sizeof(T) * round_up(std::min(kernel.mc, m), mr) * kc_max));
+  T* b_packed =
+      static_cast<T*>(b_scratch.get(sizeof(T) * round_up(std::min(kernel.nc, n), nr) * kc_max));
+  alignas(64) T tile[64 * 64];
+
+  for (int64_t i0 = 0; i0 < m; i0 += kernel.mc) {
+    const int64_t mc = std::min(kernel.mc, m - i0);
+    for (int64_t p0 = 0; p0 < k; p0 += kernel.kc) {
+      const int64_t kc = std::min(kernel.kc, k - p0);
+      const T beta_block = p0 == 0 ? beta : T(1);
+      pack_panels(a + i0 * a_row + p0 * a_depth, a_row, a_depth, mc, kc, mr, a_packed,
+                  kernel.pack_transposed);
+      for (int64_t j0 = 0; j0 < n; j0 += kernel.nc) {
+        const int64_t nc = std::min(kernel.nc, n - j0);
+        pack_panels(b + j0 * b_col + p0 * b_depth, b_col, b_depth, nc, kc, nr, b_packed,
+                    kernel.pack_transposed);
+        for (int64_t ir = 0; ir < mc; ir += mr) {
+          const T* a_panel = a_packed + ir * kc;
+          const int64_t rows = std::min<int64_t>(mr, mc - ir);
+          for (int64_t jr = 0; jr < nc; jr += nr) {
+            const T* b_panel = b_packed + jr * kc;
+            const int64_t cols = std::min<int64_t>(nr, nc - jr);
+            T* c_tile = c + (i0 + ir) * ldc + j0 + jr;
+            if (rows == mr && cols == nr) {
+              kernel.run(kc, a_panel, b_panel, c_tile, ldc, alpha, beta_block);
+            } else {
+              kernel.run(kc, a_panel, b_panel, tile, nr, alpha, T(0));
+              merge_tile(tile, nr, rows, cols, beta_block, c_tile, ldc);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+template void gemm_packed<float>(const GemmMicrokernel<float>&, bool, bool, int64_t, int64_t,
+                                 int64_t, float, const float*, int64_t, const float*, int64_t,
+                                 float, float*, int64_t);
+template void gemm_packed<double>(const GemmMicrokernel<double>&, bool, bool, int64_t, int64_t,
+                                  int64_t, double, const double*, int64_t, const double*, int64_t,
+                                  double, double*, int64_t);
+
+}  // namespace qkv::cpu
