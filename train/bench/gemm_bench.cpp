@@ -1,0 +1,226 @@
+// Each shape is timed for qkv and then for OpenBLAS, back to back, at the same thread count, so
+// the ratio compares like with like even on a busy machine. A measurement is the fastest of
+// several repetitions: noise from other processes only ever makes a run slower.
+#include "train/bench/gemm_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "engine/cpu/gemm.h"
+#include "engine/cpu/gemm_kernel.h"
+#include "engine/cpu/gemm_packed.h"
+#include "engine/parallel.h"
+#include "train/bench/gemm_road.h"
+#include "train/bench/openblas.h"
+
+namespace qkv::bench {
+namespace {
+
+struct Shape {
+  int m, n, k;
+  bool ta, tb;
+};
+
+std::string trans_name(const Shape& s) {
+  return std::string(s.ta ? "T" : "N") + (s.tb ? "T" : "N");
+}
+
+// Seconds per call of fn: warm up once, then repeat batches of calls for about `budget` seconds
+// and keep the fastest batch.
+double seconds_per_call(const std::function<void()>& fn, double budget) {
+  using clock = std::chrono::steady_clock;
+  auto elapsed = [](clock::time_point t0) {
+    return std::chrono::duration<double>(clock::now() - t0).count();
+  };
+  auto t0 = clock::now();
+  fn();
+  const double first = std::max(elapsed(t0), 1e-7);
+  const int calls = std::max(1, int(0.02 / first));  // batches of >= 20 ms hide the clock's cost
+  double best = first;
+  auto start = clock::now();
+  for (int rep = 0; rep < 3 || elapsed(start) < budget; ++rep) {
+    auto t = clock::now();
+    for (int i = 0; i < calls; ++i) fn();
+    best = std::min(best, elapsed(t) / calls);
+    if (rep >= 50) break;
+  }
+  return best;
+}
+
+double gflops(const Shape& s, double seconds) { return 2.0 * s.m * s.n * s.k / seconds * 1e-9; }
+
+template <typename T>
+std::vector<T> random_vector(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<T> v(n);
+  for (T& x : v) x = T(u(rng));
+  return v;
+}
+
+template <typename T>
+const char* dtype_name() {
+  return sizeof(T) == 4 ? "f32" : "f64";
+}
+
+// Times one shape for qkv and OpenBLAS at `threads` and prints a row. Returns false when the two
+// products disagree beyond rounding, which would make the comparison meaningless.
+template <typename T>
+bool bench_shape(const Shape& s, int threads, const GemmBenchOptions& options) {
+  const OpenBlas& blas = OpenBlas::get();
+  const int lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+  std::vector<T> a = random_vector<T>(size_t(s.m) * s.k, 1),
+                 b = random_vector<T>(size_t(s.k) * s.n, 2);
+  std::vector<T> c(size_t(s.m) * s.n), c_ref(c.size());
+  const double budget = options.quick ? 0.05 : 0.25;
+
+  qkv::set_num_threads(threads);
+  const double ours = seconds_per_call(
+      [&] {
+        cpu::gemm<T>(s.ta, s.tb, s.m, s.n, s.k, T(1), a.data(), lda, b.data(), ldb, T(0), c.data(),
+                     s.n);
+      },
+      budget);
+  double theirs = 0, diff = 0;
+  if (blas.available()) {
+    blas.set_num_threads(threads);
+    theirs = seconds_per_call(
+        [&] {
+          blas.gemm(s.ta, s.tb, s.m, s.n, s.k, T(1), a.data(), lda, b.data(), ldb, T(0),
+                    c_ref.data(), s.n);
+        },
+        budget);
+    double scale = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      diff = std::max(diff, double(std::abs(c[i] - c_ref[i])));
+      scale = std::max(scale, double(std::abs(c_ref[i])));
+    }
+    diff /= std::max(scale, 1e-30);
+    // OpenBLAS's workers spin for a while after a call; let them go to sleep before qkv runs next.
+    if (threads > 1) std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  }
+  const double ours_gf = gflops(s, ours), theirs_gf = theirs > 0 ? gflops(s, theirs) : 0;
+  if (options.json) {
+    std::printf(
+        "{\"m\":%d,\"n\":%d,\"k\":%d,\"trans\":\"%s\",\"dtype\":\"%s\",\"threads\":%d,"
+        "\"gflops\":%.2f,\"openblas_gflops\":%s}\n",
+        s.m, s.n, s.k, trans_name(s).c_str(), dtype_name<T>(), threads, ours_gf,
+        theirs > 0 ? std::to_string(theirs_gf).c_str() : "null");
+  } else if (theirs > 0) {
+    std::printf("%-5s %-5s %5d %5d %5d %3d %9.1f %9.1f %7.2f\n", dtype_name<T>(),
+                trans_name(s).c_str(), s.m, s.n, s.k, threads, ours_gf, theirs_gf,
+                ours_gf / theirs_gf);
+  } else {
+    std::printf("%-5s %-5s %5d %5d %5d %3d %9.1f %9s %7s\n", dtype_name<T>(), trans_name(s).c_str(),
+                s.m, s.n, s.k, threads, ours_gf, "-", "-");
+  }
+  std::fflush(stdout);
+  const double tolerance = sizeof(T) == 4 ? 1e-4 : 1e-12;
+  if (diff > tolerance) {
+    std::printf("MISMATCH: qkv and OpenBLAS differ by %.3g (relative) on this shape\n", diff);
+    return false;
+  }
+  return true;
+}
+
+// The teaching table of docs/CPU_KERNELS.md: each optimization step on one square size, one
+// thread unless the step is threading itself.
+void road(int size) {
+  const Shape s{size, size, size, false, false};
+  std::vector<float> a = random_vector<float>(size_t(size) * size, 1);
+  std::vector<float> b = random_vector<float>(size_t(size) * size, 2);
+  std::vector<float> c(size_t(size) * size);
+  auto step = [&](const char* name, const std::function<void()>& fn) {
+    std::printf("  %-44s %9.1f\n", name, gflops(s, seconds_per_call(fn, 0.3)));
+    std::fflush(stdout);
+  };
+  std::printf("\nThe road, f32 %dx%dx%d (GFLOP/s):\n", size, size, size);
+  qkv::set_num_threads(1);
+  step("1 naive triple loop (i,j,p)",
+       [&] { gemm_naive(size, size, size, a.data(), b.data(), c.data()); });
+  step("2 loops reordered (i,p,j), vectorized",
+       [&] { gemm_reordered(size, size, size, a.data(), b.data(), c.data()); });
+  step("3 + cache blocking", [&] { gemm_blocked(size, size, size, a.data(), b.data(), c.data()); });
+  const char* labels[] = {"packed + AVX-512 microkernel", "packed + AVX2 microkernel",
+                          "packed + generic C++ microkernel"};
+  std::vector<const cpu::GemmMicrokernel<float>*> kernels(cpu::gemm_kernels<float>().rbegin(),
+                                                          cpu::gemm_kernels<float>().rend());
+  int number = 4;
+  for (const cpu::GemmMicrokernel<float>* kernel : kernels) {
+    std::string name = std::string(kernel->name);
+    std::string label = std::to_string(number++) + " " +
+                        (name == "avx512" ? labels[0]
+                         : name == "avx2" ? labels[1]
+                                          : labels[2]);
+    step(label.c_str(), [&] {
+      cpu::gemm_packed<float>(*kernel, false, false, size, size, size, 1.0f, a.data(), size,
+                              b.data(), size, 0.0f, c.data(), size);
+    });
+  }
+  qkv::set_num_threads(2);
+  step((std::to_string(number) + " + 2 threads").c_str(), [&] {
+    cpu::gemm<float>(false, false, size, size, size, 1.0f, a.data(), size, b.data(), size, 0.0f,
+                     c.data(), size);
+  });
+  const OpenBlas& blas = OpenBlas::get();
+  if (blas.available()) {
+    for (int t : {1, 2}) {
+      blas.set_num_threads(t);
+      step(("OpenBLAS, " + std::to_string(t) + (t == 1 ? " thread" : " threads")).c_str(), [&] {
+        blas.gemm(false, false, size, size, size, 1.0f, a.data(), size, b.data(), size, 0.0f,
+                  c.data(), size);
+      });
+    }
+  }
+}
+
+}  // namespace
+
+int run_gemm_bench(const GemmBenchOptions& options) {
+  const OpenBlas& blas = OpenBlas::get();
+  const int saved_threads = qkv::num_threads();
+  if (!options.json) {
+    std::printf("qkv GEMM: %s microkernel (f32 %dx%d, f64 %dx%d)\n",
+                cpu::gemm_kernels<float>().front()->name, cpu::gemm_kernels<float>().front()->mr,
+                cpu::gemm_kernels<float>().front()->nr, cpu::gemm_kernels<double>().front()->mr,
+                cpu::gemm_kernels<double>().front()->nr);
+    if (blas.available())
+      std::printf("OpenBLAS: core %s (%s), OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE unset for it\n",
+                  blas.core_name().c_str(), blas.config().c_str());
+    else
+      std::printf("OpenBLAS not available (%s): no ratios\n", blas.error().c_str());
+    std::printf("\n%-5s %-5s %5s %5s %5s %3s %9s %9s %7s\n", "dtype", "trans", "m", "n", "k", "thr",
+                "qkv", "OpenBLAS", "ratio");
+  }
+
+  std::vector<int> squares = options.quick ? std::vector<int>{64, 256, 1024}
+                                           : std::vector<int>{64, 128, 256, 512, 1024, 2048};
+  std::vector<Shape> shapes;
+  for (int s : squares) shapes.push_back({s, s, s, false, false});
+  // The transformer's projections (tokens x d_model times weights) in both layouts a linear
+  // layer uses: x @ W (NN) and x @ W^T (NT).
+  for (bool tb : {false, true}) {
+    shapes.push_back({2048, 512, 128, false, tb});
+    shapes.push_back({2048, 128, 512, false, tb});
+  }
+  bool ok = true;
+  for (const Shape& s : shapes)
+    for (int t : options.threads) ok = bench_shape<float>(s, t, options) && ok;
+  for (int s : squares)
+    if (!options.quick || s == 256)
+      for (int t : options.threads)
+        ok = bench_shape<double>({s, s, s, false, false}, t, options) && ok;
+
+  if (!options.json && !options.quick) road(512);
+  qkv::set_num_threads(saved_threads);
+  return ok ? 0 : 1;
+}
+
+}  // namespace qkv::bench
