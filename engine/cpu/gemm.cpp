@@ -12,7 +12,7 @@ namespace qkv::cpu {
 namespace {
 
 // Below about this many multiply-adds, waking the pool costs more than a second core saves.
-constexpr int64_t kMinParallelMacs = int64_t(1) << 18;
+constexpr int64_t kMinParallelMacs = int64_t(1) << 23;
 
 template <typename T>
 void scale_c(int64_t m, int64_t n, T beta, T* c, int64_t ldc) {

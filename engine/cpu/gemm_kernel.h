@@ -19,9 +19,13 @@ struct GemmMicrokernel {
   const char* name;
   int mr, nr;          // register tile: C rows x C columns kept in registers
   int64_t mc, kc, nc;  // cache blocks: rows of packed A, depth of both panels, columns of packed B
-  // C[0:mr, 0:nr] = alpha * (sum over p < kc of a[p*mr + i] * b[p*nr + j]) + beta * C.
-  // With beta == 0, C is only written (it may hold NaN or garbage). a and b are 64-byte aligned.
-  void (*run)(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, T alpha, T beta);
+  // C[i, j] = alpha * (sum over p < kc of a[p*mr + i] * b[p*ldb + j]) + beta * C[i, j] for
+  // i < rows <= mr, j < cols <= nr: a full tile, or a ragged one at the bottom or right edge of C
+  // (the panels hold full tiles either way, zero-padded). ldb is nr for a packed B panel, or B's
+  // own row stride when a small B is read in place. With beta == 0, C is only written (it may
+  // hold NaN or garbage).
+  void (*run)(int64_t kc, const T* a, const T* b, int64_t ldb, T* c, int64_t ldc, T alpha, T beta,
+              int rows, int cols);
   // A faster packing of transposed panels for the same ISA, or nullptr for the portable loop.
   void (*pack_transposed)(const T* src, int64_t line_stride, int64_t lines, int64_t depth,
                           int width, T* dst) = nullptr;

@@ -23,7 +23,6 @@ struct Ymm<float> {
   using Vec = __m256;
   static constexpr int width = 8;
   QKV_AVX2_INLINE static Vec zero() { return _mm256_setzero_ps(); }
-  QKV_AVX2_INLINE static Vec load(const float* p) { return _mm256_load_ps(p); }
   QKV_AVX2_INLINE static Vec loadu(const float* p) { return _mm256_loadu_ps(p); }
   QKV_AVX2_INLINE static void storeu(float* p, Vec v) { _mm256_storeu_ps(p, v); }
   QKV_AVX2_INLINE static Vec broadcast(float x) { return _mm256_set1_ps(x); }
@@ -36,7 +35,6 @@ struct Ymm<double> {
   using Vec = __m256d;
   static constexpr int width = 4;
   QKV_AVX2_INLINE static Vec zero() { return _mm256_setzero_pd(); }
-  QKV_AVX2_INLINE static Vec load(const double* p) { return _mm256_load_pd(p); }
   QKV_AVX2_INLINE static Vec loadu(const double* p) { return _mm256_loadu_pd(p); }
   QKV_AVX2_INLINE static void storeu(double* p, Vec v) { _mm256_storeu_pd(p, v); }
   QKV_AVX2_INLINE static Vec broadcast(double x) { return _mm256_set1_pd(x); }
@@ -46,7 +44,8 @@ struct Ymm<double> {
 
 // MR rows x NV vectors of C.
 template <typename T, int MR, int NV>
-QKV_AVX2 void avx2_kernel(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, T alpha, T beta) {
+QKV_AVX2 void avx2_kernel(int64_t kc, const T* a, const T* b, int64_t ldb, T* c, int64_t ldc,
+                          T alpha, T beta) {
   using V = Ymm<T>;
   constexpr int W = V::width;
   typename V::Vec acc[MR][NV];
@@ -56,10 +55,10 @@ QKV_AVX2 void avx2_kernel(int64_t kc, const T* a, const T* b, T* c, int64_t ldc,
     for (int j = 0; j < NV; ++j) acc[i][j] = V::zero();
 
 #pragma GCC unroll 2
-  for (int64_t p = 0; p < kc; ++p, a += MR, b += NV * W) {
+  for (int64_t p = 0; p < kc; ++p, a += MR, b += ldb) {
     typename V::Vec bv[NV];
 #pragma GCC unroll 4
-    for (int j = 0; j < NV; ++j) bv[j] = V::load(b + j * W);
+    for (int j = 0; j < NV; ++j) bv[j] = V::loadu(b + j * W);
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       typename V::Vec ai = V::broadcast(a[i]);
@@ -86,19 +85,37 @@ QKV_AVX2 void avx2_kernel(int64_t kc, const T* a, const T* b, T* c, int64_t ldc,
   }
 }
 
+// A ragged tile at the edge of C: computed in full into a scratch tile, then merged. (AVX2 has
+// masked stores only for 32- and 64-bit lanes and they are slow on some CPUs; edges are rare.)
+template <typename T, int MR, int NV>
+QKV_AVX2 void avx2_kernel_edges(int64_t kc, const T* a, const T* b, int64_t ldb, T* c, int64_t ldc,
+                                T alpha, T beta, int rows, int cols) {
+  constexpr int NR = NV * Ymm<T>::width;
+  if (rows == MR && cols == NR) return avx2_kernel<T, MR, NV>(kc, a, b, ldb, c, ldc, alpha, beta);
+  alignas(32) T tile[MR * NR];
+  avx2_kernel<T, MR, NV>(kc, a, b, ldb, tile, NR, alpha, T(0));
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) {
+      T prior = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+      c[i * ldc + j] = tile[i * NR + j] + prior;
+    }
+}
+
 bool cpu_has_avx2_fma() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
 }  // namespace
 
 template <>
 const GemmMicrokernel<float>* gemm_kernel_avx2<float>() {
-  static const GemmMicrokernel<float> k{"avx2", 6, 16, 3072, 256, 512, avx2_kernel<float, 6, 2>};
+  static const GemmMicrokernel<float> k{
+      "avx2", 6, 16, 3072, 256, 512, avx2_kernel_edges<float, 6, 2>};
   return cpu_has_avx2_fma() ? &k : nullptr;
 }
 
 template <>
 const GemmMicrokernel<double>* gemm_kernel_avx2<double>() {
-  static const GemmMicrokernel<double> k{"avx2", 6, 8, 3072, 256, 384, avx2_kernel<double, 6, 2>};
+  static const GemmMicrokernel<double> k{
+      "avx2", 6, 8, 3072, 256, 384, avx2_kernel_edges<double, 6, 2>};
   return cpu_has_avx2_fma() ? &k : nullptr;
 }
 

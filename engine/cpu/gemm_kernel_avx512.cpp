@@ -10,6 +10,9 @@
 // every build and only called after cpuid says the CPU has AVX-512.
 #include <immintrin.h>
 
+#include <array>
+#include <utility>
+
 #include "engine/cpu/gemm_kernel.h"
 #include "engine/cpu/gemm_pack.h"
 
@@ -27,9 +30,13 @@ struct Zmm<float> {
   using Vec = __m512;
   static constexpr int width = 16;
   QKV_AVX512_INLINE static Vec zero() { return _mm512_setzero_ps(); }
-  QKV_AVX512_INLINE static Vec load(const float* p) { return _mm512_load_ps(p); }
   QKV_AVX512_INLINE static Vec loadu(const float* p) { return _mm512_loadu_ps(p); }
-  QKV_AVX512_INLINE static void storeu(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+  QKV_AVX512_INLINE static Vec load(const float* p, __mmask16 m) {
+    return _mm512_maskz_loadu_ps(m, p);
+  }
+  QKV_AVX512_INLINE static void store(float* p, __mmask16 m, Vec v) {
+    _mm512_mask_storeu_ps(p, m, v);
+  }
   QKV_AVX512_INLINE static Vec broadcast(float x) { return _mm512_set1_ps(x); }
   QKV_AVX512_INLINE static Vec mul(Vec x, Vec y) { return _mm512_mul_ps(x, y); }
   QKV_AVX512_INLINE static Vec fma(Vec x, Vec y, Vec z) { return _mm512_fmadd_ps(x, y, z); }
@@ -40,55 +47,83 @@ struct Zmm<double> {
   using Vec = __m512d;
   static constexpr int width = 8;
   QKV_AVX512_INLINE static Vec zero() { return _mm512_setzero_pd(); }
-  QKV_AVX512_INLINE static Vec load(const double* p) { return _mm512_load_pd(p); }
   QKV_AVX512_INLINE static Vec loadu(const double* p) { return _mm512_loadu_pd(p); }
-  QKV_AVX512_INLINE static void storeu(double* p, Vec v) { _mm512_storeu_pd(p, v); }
+  QKV_AVX512_INLINE static Vec load(const double* p, __mmask16 m) {
+    return _mm512_maskz_loadu_pd(__mmask8(m), p);
+  }
+  QKV_AVX512_INLINE static void store(double* p, __mmask16 m, Vec v) {
+    _mm512_mask_storeu_pd(p, __mmask8(m), v);
+  }
   QKV_AVX512_INLINE static Vec broadcast(double x) { return _mm512_set1_pd(x); }
   QKV_AVX512_INLINE static Vec mul(Vec x, Vec y) { return _mm512_mul_pd(x, y); }
   QKV_AVX512_INLINE static Vec fma(Vec x, Vec y, Vec z) { return _mm512_fmadd_pd(x, y, z); }
 };
 
-// MR rows x NV vectors of C.
-template <typename T, int MR, int NV>
-QKV_AVX512 void avx512_kernel(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, T alpha,
-                              T beta) {
+// Lanes [0, count) of a vector, count clamped to [0, 16].
+QKV_AVX512_INLINE __mmask16 first_lanes(int count) {
+  return count <= 0 ? 0 : count >= 16 ? 0xffff : __mmask16((1u << count) - 1);
+}
+
+// R rows (R <= MR, the packed panel's row stride) x NV vectors of C, of which the first `cols`
+// columns are stored. Ragged edges of C are handled here, with masked loads and stores and a
+// smaller R, so the driver never needs a scratch tile and the edge costs only what it computes.
+template <typename T, int MR, int R, int NV>
+QKV_AVX512 void avx512_tile(int64_t kc, const T* a, const T* b, int64_t ldb, T* c, int64_t ldc,
+                            T alpha, T beta, int cols) {
   using V = Zmm<T>;
   constexpr int W = V::width;
-  typename V::Vec acc[MR][NV];
+  typename V::Vec acc[R][NV];
 #pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
+  for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) acc[i][j] = V::zero();
 
 #pragma GCC unroll 2
-  for (int64_t p = 0; p < kc; ++p, a += MR, b += NV * W) {
+  for (int64_t p = 0; p < kc; ++p, a += MR, b += ldb) {
     typename V::Vec bv[NV];
 #pragma GCC unroll 4
-    for (int j = 0; j < NV; ++j) bv[j] = V::load(b + j * W);
+    for (int j = 0; j < NV; ++j) bv[j] = V::loadu(b + j * W);
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
+    for (int i = 0; i < R; ++i) {
       typename V::Vec ai = V::broadcast(a[i]);
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) acc[i][j] = V::fma(ai, bv[j], acc[i][j]);
     }
   }
 
+  __mmask16 mask[NV];
+#pragma GCC unroll 4
+  for (int j = 0; j < NV; ++j) mask[j] = first_lanes(cols - j * W);
   const typename V::Vec va = V::broadcast(alpha);
   if (beta == T(0)) {  // C is write-only: it may hold NaN
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i)
+    for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
-      for (int j = 0; j < NV; ++j) V::storeu(c + i * ldc + j * W, V::mul(va, acc[i][j]));
+      for (int j = 0; j < NV; ++j) V::store(c + i * ldc + j * W, mask[j], V::mul(va, acc[i][j]));
   } else {
     const typename V::Vec vb = V::broadcast(beta);
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i)
+    for (int i = 0; i < R; ++i)
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) {
         T* cij = c + i * ldc + j * W;
-        V::storeu(cij, V::fma(va, acc[i][j], V::mul(vb, V::loadu(cij))));
+        V::store(cij, mask[j], V::fma(va, acc[i][j], V::mul(vb, V::load(cij, mask[j]))));
       }
   }
+}
+
+// One instantiation per row count, indexed by rows - 1.
+template <typename T, int MR, int NV, int... R>
+constexpr auto tile_table(std::integer_sequence<int, R...>) {
+  using Tile = void (*)(int64_t, const T*, const T*, int64_t, T*, int64_t, T, T, int);
+  return std::array<Tile, MR>{avx512_tile<T, MR, R + 1, NV>...};
+}
+
+template <typename T, int MR, int NV>
+void avx512_kernel(int64_t kc, const T* a, const T* b, int64_t ldb, T* c, int64_t ldc, T alpha,
+                   T beta, int rows, int cols) {
+  static constexpr auto tiles = tile_table<T, MR, NV>(std::make_integer_sequence<int, MR>());
+  tiles[rows - 1](kc, a, b, ldb, c, ldc, alpha, beta, cols);
 }
 
 bool cpu_has_avx512() { return __builtin_cpu_supports("avx512f"); }

@@ -7,13 +7,14 @@ namespace qkv::cpu {
 namespace {
 
 template <typename T, int MR, int NR>
-void generic_kernel(int64_t kc, const T* a, const T* b, T* c, int64_t ldc, T alpha, T beta) {
+void generic_kernel(int64_t kc, const T* a, const T* b, int64_t ldb, T* c, int64_t ldc, T alpha,
+                    T beta, int rows, int cols) {
   T acc[MR][NR] = {};
-  for (int64_t p = 0; p < kc; ++p, a += MR, b += NR)
+  for (int64_t p = 0; p < kc; ++p, a += MR, b += ldb)
     for (int i = 0; i < MR; ++i)
       for (int j = 0; j < NR; ++j) acc[i][j] += a[i] * b[j];
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) {
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) {
       T prior = beta == T(0) ? T(0) : beta * c[i * ldc + j];  // beta == 0 must not read C
       c[i * ldc + j] = alpha * acc[i][j] + prior;
     }

@@ -3,6 +3,17 @@
 #include <algorithm>
 
 namespace qkv::cpu {
+namespace {
+
+// Copies `depth` runs of W values, `stride` apart, into one contiguous panel. W is a compile-time
+// constant so the compiler turns each run into a few full-width vector moves.
+template <int W, typename T>
+void copy_runs(const T* src, int64_t stride, int64_t depth, T* dst) {
+  for (int64_t p = 0; p < depth; ++p, src += stride, dst += W)
+    for (int q = 0; q < W; ++q) dst[q] = src[q];
+}
+
+}  // namespace
 
 template <typename T>
 void pack_panels(const T* src, int64_t line_stride, int64_t depth_stride, int64_t lines,
@@ -13,6 +24,14 @@ void pack_panels(const T* src, int64_t line_stride, int64_t depth_stride, int64_
     if (line_stride == 1 && full == width) {
       // The lines sit side by side in memory (B as stored, or A transposed): each depth step is
       // one contiguous run of `width` values.
+      if (width == 32) {
+        copy_runs<32>(s, depth_stride, depth, dst);
+        continue;
+      }
+      if (width == 16) {
+        copy_runs<16>(s, depth_stride, depth, dst);
+        continue;
+      }
       for (int64_t p = 0; p < depth; ++p) {
         const T* run = s + p * depth_stride;
         T* out = dst + p * width;

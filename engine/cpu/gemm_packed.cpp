@@ -44,18 +44,11 @@ class ScratchBuffer {
   size_t bytes_ = 0;
 };
 
-int64_t round_up(int64_t x, int64_t step) { return (x + step - 1) / step * step; }
+// A B this small (bytes) stays in cache by itself, so for B as stored (not transposed) the kernel
+// reads its full-width panels in place: packing would cost more than it saves.
+constexpr int64_t kInPlaceBBytes = 128 * 1024;
 
-// A ragged tile (at the right or bottom edge of C): the kernel writes a full tile into `tile`,
-// and only the part inside C is merged.
-template <typename T>
-void merge_tile(const T* tile, int nr, int64_t rows, int64_t cols, T beta, T* c, int64_t ldc) {
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) {
-      T prior = beta == T(0) ? T(0) : beta * c[i * ldc + j];
-      c[i * ldc + j] = tile[i * nr + j] + prior;
-    }
-}
+int64_t round_up(int64_t x, int64_t step) { return (x + step - 1) / step * step; }
 
 }  // namespace
 
@@ -68,13 +61,14 @@ void gemm_packed(const GemmMicrokernel<T>& kernel, bool trans_a, bool trans_b, i
   const int64_t a_row = trans_a ? 1 : lda, a_depth = trans_a ? lda : 1;
   const int64_t b_col = trans_b ? ldb : 1, b_depth = trans_b ? 1 : ldb;
 
+  const bool b_in_place = !trans_b && int64_t(sizeof(T)) * k * n <= kInPlaceBBytes;
+
   thread_local ScratchBuffer a_scratch, b_scratch;
   const int64_t kc_max = std::min(kernel.kc, k);
   T* a_packed =
       static_cast<T*>(a_scratch.get(sizeof(T) * round_up(std::min(kernel.mc, m), mr) * kc_max));
   T* b_packed =
       static_cast<T*>(b_scratch.get(sizeof(T) * round_up(std::min(kernel.nc, n), nr) * kc_max));
-  alignas(64) T tile[64 * 64];
 
   for (int64_t i0 = 0; i0 < m; i0 += kernel.mc) {
     const int64_t mc = std::min(kernel.mc, m - i0);
@@ -85,21 +79,21 @@ void gemm_packed(const GemmMicrokernel<T>& kernel, bool trans_a, bool trans_b, i
                   kernel.pack_transposed);
       for (int64_t j0 = 0; j0 < n; j0 += kernel.nc) {
         const int64_t nc = std::min(kernel.nc, n - j0);
-        pack_panels(b + j0 * b_col + p0 * b_depth, b_col, b_depth, nc, kc, nr, b_packed,
-                    kernel.pack_transposed);
+        // In place, only a ragged last panel (which the kernel would read past) is packed.
+        const int64_t packed_from = b_in_place ? nc / nr * nr : 0;
+        if (packed_from < nc)
+          pack_panels(b + (j0 + packed_from) * b_col + p0 * b_depth, b_col, b_depth,
+                      nc - packed_from, kc, nr, b_packed, kernel.pack_transposed);
         for (int64_t ir = 0; ir < mc; ir += mr) {
           const T* a_panel = a_packed + ir * kc;
           const int64_t rows = std::min<int64_t>(mr, mc - ir);
           for (int64_t jr = 0; jr < nc; jr += nr) {
-            const T* b_panel = b_packed + jr * kc;
+            const bool in_place = jr < packed_from;
+            const T* b_panel =
+                in_place ? b + p0 * ldb + j0 + jr : b_packed + (jr - packed_from) * kc;
             const int64_t cols = std::min<int64_t>(nr, nc - jr);
-            T* c_tile = c + (i0 + ir) * ldc + j0 + jr;
-            if (rows == mr && cols == nr) {
-              kernel.run(kc, a_panel, b_panel, c_tile, ldc, alpha, beta_block);
-            } else {
-              kernel.run(kc, a_panel, b_panel, tile, nr, alpha, T(0));
-              merge_tile(tile, nr, rows, cols, beta_block, c_tile, ldc);
-            }
+            kernel.run(kc, a_panel, b_panel, in_place ? ldb : nr, c + (i0 + ir) * ldc + j0 + jr,
+                       ldc, alpha, beta_block, int(rows), int(cols));
           }
         }
       }

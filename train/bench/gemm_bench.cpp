@@ -218,7 +218,7 @@ int run_gemm_bench(const GemmBenchOptions& options) {
       for (int t : options.threads)
         ok = bench_shape<double>({s, s, s, false, false}, t, options) && ok;
 
-  if (!options.json && !options.quick) road(512);
+  if (!options.json && !options.quick) road(1024);
   qkv::set_num_threads(saved_threads);
   return ok ? 0 : 1;
 }
