@@ -26,6 +26,7 @@ namespace {
 struct Shape {
   int m, n, k;
   bool ta, tb;
+  int batch = 1;  // > 1: gemm_batched for qkv, one cblas call per item for OpenBLAS
 };
 
 std::string trans_name(const Shape& s) {
@@ -54,7 +55,9 @@ double seconds_per_call(const std::function<void()>& fn, double budget) {
   return best;
 }
 
-double gflops(const Shape& s, double seconds) { return 2.0 * s.m * s.n * s.k / seconds * 1e-9; }
+double gflops(const Shape& s, double seconds) {
+  return 2.0 * s.batch * s.m * s.n * s.k / seconds * 1e-9;
+}
 
 template <typename T>
 std::vector<T> random_vector(size_t n, uint32_t seed) {
@@ -76,16 +79,17 @@ template <typename T>
 bool bench_shape(const Shape& s, int threads, const GemmBenchOptions& options) {
   const OpenBlas& blas = OpenBlas::get();
   const int lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
-  std::vector<T> a = random_vector<T>(size_t(s.m) * s.k, 1),
-                 b = random_vector<T>(size_t(s.k) * s.n, 2);
-  std::vector<T> c(size_t(s.m) * s.n), c_ref(c.size());
+  const size_t a_size = size_t(s.m) * s.k, b_size = size_t(s.k) * s.n, c_size = size_t(s.m) * s.n;
+  std::vector<T> a = random_vector<T>(a_size * s.batch, 1),
+                 b = random_vector<T>(b_size * s.batch, 2);
+  std::vector<T> c(c_size * s.batch), c_ref(c.size());
   const double budget = options.quick ? 0.05 : 0.25;
 
   qkv::set_num_threads(threads);
   const double ours = seconds_per_call(
       [&] {
-        cpu::gemm<T>(s.ta, s.tb, s.m, s.n, s.k, T(1), a.data(), lda, b.data(), ldb, T(0), c.data(),
-                     s.n);
+        cpu::gemm_batched<T>(s.batch, s.ta, s.tb, s.m, s.n, s.k, T(1), a.data(), lda, a_size,
+                             b.data(), ldb, b_size, T(0), c.data(), s.n, c_size);
       },
       budget);
   double theirs = 0, diff = 0;
@@ -93,8 +97,9 @@ bool bench_shape(const Shape& s, int threads, const GemmBenchOptions& options) {
     blas.set_num_threads(threads);
     theirs = seconds_per_call(
         [&] {
-          blas.gemm(s.ta, s.tb, s.m, s.n, s.k, T(1), a.data(), lda, b.data(), ldb, T(0),
-                    c_ref.data(), s.n);
+          for (int i = 0; i < s.batch; ++i)
+            blas.gemm(s.ta, s.tb, s.m, s.n, s.k, T(1), a.data() + i * a_size, lda,
+                      b.data() + i * b_size, ldb, T(0), c_ref.data() + i * c_size, s.n);
         },
         budget);
     double scale = 0;
@@ -108,18 +113,20 @@ bool bench_shape(const Shape& s, int threads, const GemmBenchOptions& options) {
   }
   const double ours_gf = gflops(s, ours), theirs_gf = theirs > 0 ? gflops(s, theirs) : 0;
   if (options.json) {
+    char theirs_json[32] = "null";
+    if (theirs > 0) std::snprintf(theirs_json, sizeof theirs_json, "%.2f", theirs_gf);
     std::printf(
-        "{\"m\":%d,\"n\":%d,\"k\":%d,\"trans\":\"%s\",\"dtype\":\"%s\",\"threads\":%d,"
-        "\"gflops\":%.2f,\"openblas_gflops\":%s}\n",
-        s.m, s.n, s.k, trans_name(s).c_str(), dtype_name<T>(), threads, ours_gf,
-        theirs > 0 ? std::to_string(theirs_gf).c_str() : "null");
+        "{\"m\":%d,\"n\":%d,\"k\":%d,\"batch\":%d,\"trans\":\"%s\",\"dtype\":\"%s\","
+        "\"threads\":%d,\"gflops\":%.2f,\"openblas_gflops\":%s}\n",
+        s.m, s.n, s.k, s.batch, trans_name(s).c_str(), dtype_name<T>(), threads, ours_gf,
+        theirs_json);
   } else if (theirs > 0) {
-    std::printf("%-5s %-5s %5d %5d %5d %3d %9.1f %9.1f %7.2f\n", dtype_name<T>(),
-                trans_name(s).c_str(), s.m, s.n, s.k, threads, ours_gf, theirs_gf,
+    std::printf("%-5s %-5s %5d %5d %5d %5d %3d %9.1f %9.1f %7.2f\n", dtype_name<T>(),
+                trans_name(s).c_str(), s.batch, s.m, s.n, s.k, threads, ours_gf, theirs_gf,
                 ours_gf / theirs_gf);
   } else {
-    std::printf("%-5s %-5s %5d %5d %5d %3d %9.1f %9s %7s\n", dtype_name<T>(), trans_name(s).c_str(),
-                s.m, s.n, s.k, threads, ours_gf, "-", "-");
+    std::printf("%-5s %-5s %5d %5d %5d %5d %3d %9.1f %9s %7s\n", dtype_name<T>(),
+                trans_name(s).c_str(), s.batch, s.m, s.n, s.k, threads, ours_gf, "-", "-");
   }
   std::fflush(stdout);
   const double tolerance = sizeof(T) == 4 ? 1e-4 : 1e-12;
@@ -196,8 +203,8 @@ int run_gemm_bench(const GemmBenchOptions& options) {
                   blas.core_name().c_str(), blas.config().c_str());
     else
       std::printf("OpenBLAS not available (%s): no ratios\n", blas.error().c_str());
-    std::printf("\n%-5s %-5s %5s %5s %5s %3s %9s %9s %7s\n", "dtype", "trans", "m", "n", "k", "thr",
-                "qkv", "OpenBLAS", "ratio");
+    std::printf("\n%-5s %-5s %5s %5s %5s %5s %3s %9s %9s %7s\n", "dtype", "trans", "batch", "m",
+                "n", "k", "thr", "qkv", "OpenBLAS", "ratio");
   }
 
   std::vector<int> squares = options.quick ? std::vector<int>{64, 256, 1024}
@@ -210,6 +217,10 @@ int run_gemm_bench(const GemmBenchOptions& options) {
     shapes.push_back({2048, 512, 128, false, tb});
     shapes.push_back({2048, 128, 512, false, tb});
   }
+  // Attention's per-head products, batch = batch x heads = 32, T = 128, d_head = 64: scores
+  // Q @ K^T (NT) and the weighted sum P @ V (NN).
+  shapes.push_back({128, 128, 64, false, true, 32});
+  shapes.push_back({128, 64, 128, false, false, 32});
   bool ok = true;
   for (const Shape& s : shapes)
     for (int t : options.threads) ok = bench_shape<float>(s, t, options) && ok;
