@@ -1,5 +1,7 @@
 #include "engine/autograd.h"
 
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -11,6 +13,22 @@ namespace qkv {
 
 namespace {
 thread_local bool t_grad_enabled = true;
+std::mutex g_trace_mutex;
+std::set<std::string>* g_trace = nullptr;
+}  // namespace
+
+RecordedOps::RecordedOps() {
+  std::lock_guard lock(g_trace_mutex);
+  g_trace = new std::set<std::string>();
+}
+RecordedOps::~RecordedOps() {
+  std::lock_guard lock(g_trace_mutex);
+  delete g_trace;
+  g_trace = nullptr;
+}
+std::vector<std::string> RecordedOps::names() const {
+  std::lock_guard lock(g_trace_mutex);
+  return {g_trace->begin(), g_trace->end()};
 }
 
 bool grad_enabled() { return t_grad_enabled; }
@@ -24,6 +42,10 @@ Tensor record(const char* op, const std::vector<Tensor>& inputs, Tensor output, 
   bool any = false;
   for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
   if (!any) return output;
+  if (g_trace) {
+    std::lock_guard lock(g_trace_mutex);
+    if (g_trace) g_trace->insert(op);
+  }
   auto node = std::make_shared<Node>();
   node->op = op;
   for (const Tensor& t : inputs) {
@@ -79,12 +101,15 @@ void sweep(const Tensor& root, const Tensor& gradient, bool retain_graph, bool c
               "outputs; got shape ", shape_str(root.shape()), " - pass a gradient");
     seed = ones_like(root);
   } else {
-    QKV_CHECK(seed.shape() == root.shape(), "backward", "gradient shape ",
-              shape_str(seed.shape()), " does not match the output's ", shape_str(root.shape()));
+    QKV_CHECK(seed.shape() == root.shape(), "backward", "gradient shape ", shape_str(seed.shape()),
+              " does not match the output's ", shape_str(root.shape()));
   }
   std::optional<NoGrad> no_grad;
   std::optional<EnableGrad> enable_grad;
-  if (create_graph) enable_grad.emplace(); else no_grad.emplace();
+  if (create_graph)
+    enable_grad.emplace();
+  else
+    no_grad.emplace();
 
   if (root.is_leaf()) {
     on_leaf(root.impl_ptr(), seed);
@@ -111,8 +136,9 @@ void sweep(const Tensor& root, const Tensor& gradient, bool retain_graph, bool c
       const auto& input = node->inputs[i];
       if (!input || !input_grads[i].defined()) continue;
       const Tensor& gi = input_grads[i];
-      QKV_CHECK(gi.shape() == input->shape, "backward", "op '", node->op, "' produced a gradient of shape ",
-                shape_str(gi.shape()), " for input ", i, " of shape ", shape_str(input->shape));
+      QKV_CHECK(gi.shape() == input->shape, "backward", "op '", node->op,
+                "' produced a gradient of shape ", shape_str(gi.shape()), " for input ", i,
+                " of shape ", shape_str(input->shape));
       if (capture && capture->count(input.get())) {
         Tensor* slot = capture->at(input.get());
         *slot = accumulate(*slot, gi);
@@ -127,7 +153,8 @@ void sweep(const Tensor& root, const Tensor& gradient, bool retain_graph, bool c
 
 }  // namespace
 
-void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph, bool create_graph) {
+void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph,
+                  bool create_graph) {
   sweep(root, gradient, retain_graph, create_graph,
         [&](const std::shared_ptr<TensorImpl>& leaf, const Tensor& g) {
           Tensor old(leaf->grad);
@@ -145,15 +172,16 @@ std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs
     QKV_CHECK(inputs[i].requires_grad(), "grad", "input ", i, " does not require grad");
     capture[inputs[i].impl()] = &result[i];
   }
-  sweep(output, gradient, retain_graph, create_graph,
-        [&](const std::shared_ptr<TensorImpl>& leaf, const Tensor& g) {
-          // leaves are captured through `capture` below too; only roots that are leaves land here
-          if (leaf.get() == output.impl() && capture.count(leaf.get())) {
-            Tensor* slot = capture[leaf.get()];
-            *slot = accumulate(*slot, g);
-          }
-        },
-        &capture);
+  sweep(
+      output, gradient, retain_graph, create_graph,
+      [&](const std::shared_ptr<TensorImpl>& leaf, const Tensor& g) {
+        // leaves are captured through `capture` below too; only roots that are leaves land here
+        if (leaf.get() == output.impl() && capture.count(leaf.get())) {
+          Tensor* slot = capture[leaf.get()];
+          *slot = accumulate(*slot, g);
+        }
+      },
+      &capture);
   return result;
 }
 
@@ -171,8 +199,8 @@ std::string to_dot(const Tensor& root) {
   };
   for (Node* node : topo_order(root.grad_fn().get())) {
     int n = id(node);
-    dot << "  n" << n << " [shape=box, label=\"" << node->op << "\\n" << shape_str(node->output_shape)
-        << "\"];\n";
+    dot << "  n" << n << " [shape=box, label=\"" << node->op << "\\n"
+        << shape_str(node->output_shape) << "\"];\n";
     for (size_t i = 0; i < node->inputs.size(); ++i) {
       if (!node->inputs[i]) continue;
       if (Node* in = node->input_nodes[i].get()) {

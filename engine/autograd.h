@@ -22,8 +22,8 @@
 #pragma once
 
 #include <functional>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +47,15 @@ struct Node {
 // Attaches the autograd record to `output` and returns it. Inputs that do not require grad get
 // no gradient (their entries in the closure's result are ignored).
 Tensor record(const char* op, const std::vector<Tensor>& inputs, Tensor output, BackwardFn fn);
+
+// While a RecordedOps guard lives, the names of all ops recorded (on any thread) are collected;
+// the op-registry test uses it to prove every op that records itself has a gradcheck case.
+class RecordedOps {
+ public:
+  RecordedOps();
+  ~RecordedOps();
+  std::vector<std::string> names() const;
+};
 
 // Whether ops record a graph on this thread.
 bool grad_enabled();

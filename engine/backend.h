@@ -20,31 +20,59 @@
 namespace qkv {
 
 enum class UnaryOp {
-  neg, exp, log, sqrt, rsqrt, abs, sign, tanh, sigmoid, relu, step,  // step(x) = x > 0
-  gelu_erf, gelu_tanh, gelu_erf_grad, gelu_tanh_grad,                  // *_grad: dgelu/dx
-  square, reciprocal,
+  neg,
+  exp,
+  log,
+  sqrt,
+  rsqrt,
+  abs,
+  sign,
+  tanh,
+  sigmoid,
+  relu,
+  step,  // step(x) = x > 0
+  gelu_erf,
+  gelu_tanh,
+  gelu_erf_grad,
+  gelu_tanh_grad,  // *_grad: dgelu/dx
+  square,
+  reciprocal,
   pow_scalar,   // x ^ scalar
   add_scalar,   // x + scalar
   mul_scalar,   // x * scalar
   rsub_scalar,  // scalar - x
-  eq_scalar, lt_scalar, gt_scalar,  // produce bool
-  logical_not,                      // bool -> bool
+  eq_scalar,
+  lt_scalar,
+  gt_scalar,    // produce bool
+  logical_not,  // bool -> bool
 };
 
 enum class BinaryOp {
-  add, sub, mul, div, maximum, minimum, pow,  // same dtype in and out
-  eq, ne, lt, le, gt, ge,                     // any dtype in, bool out
-  logical_and, logical_or,                    // bool in, bool out
+  add,
+  sub,
+  mul,
+  div,
+  maximum,
+  minimum,
+  pow,  // same dtype in and out
+  eq,
+  ne,
+  lt,
+  le,
+  gt,
+  ge,  // any dtype in, bool out
+  logical_and,
+  logical_or,  // bool in, bool out
 };
 
 enum class ReduceOp { sum, max, min, argmax, argmin };
 
 struct MemoryStats {
-  size_t bytes_in_use = 0;   // handed out to live storages
-  size_t peak_bytes = 0;     // high-water mark of bytes_in_use since the last reset
-  size_t bytes_cached = 0;   // kept in free lists for reuse
-  size_t allocations = 0;    // requests served
-  size_t cache_hits = 0;     // requests served from the free lists
+  size_t bytes_in_use = 0;  // handed out to live storages
+  size_t peak_bytes = 0;    // high-water mark of bytes_in_use since the last reset
+  size_t bytes_cached = 0;  // kept in free lists for reuse
+  size_t allocations = 0;   // requests served
+  size_t cache_hits = 0;    // requests served from the free lists
 };
 
 class Backend {

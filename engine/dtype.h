@@ -17,22 +17,32 @@ enum class DType : uint8_t {
 
 inline size_t dtype_size(DType t) {
   switch (t) {
-    case DType::f32: return 4;
-    case DType::f64: return 8;
-    case DType::i64: return 8;
-    case DType::b8: return 1;
-    case DType::bf16: return 2;
+    case DType::f32:
+      return 4;
+    case DType::f64:
+      return 8;
+    case DType::i64:
+      return 8;
+    case DType::b8:
+      return 1;
+    case DType::bf16:
+      return 2;
   }
   return 0;
 }
 
 inline const char* dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "float32";
-    case DType::f64: return "float64";
-    case DType::i64: return "int64";
-    case DType::b8: return "bool";
-    case DType::bf16: return "bfloat16";
+    case DType::f32:
+      return "float32";
+    case DType::f64:
+      return "float64";
+    case DType::i64:
+      return "int64";
+    case DType::b8:
+      return "bool";
+    case DType::bf16:
+      return "bfloat16";
   }
   return "?";
 }

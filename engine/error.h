@@ -27,8 +27,8 @@ std::string concat(const Parts&... parts) {
 }  // namespace detail
 
 // Throws qkv::Error("<op>: <message parts...>") when `condition` is false.
-#define QKV_CHECK(condition, op, ...)                                        \
-  do {                                                                       \
+#define QKV_CHECK(condition, op, ...)                                                   \
+  do {                                                                                  \
     if (!(condition)) throw ::qkv::Error(::qkv::detail::concat(op, ": ", __VA_ARGS__)); \
   } while (0)
 

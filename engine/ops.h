@@ -14,7 +14,8 @@
 
 namespace qkv {
 
-// ---- factories (engine/ops/factory.cpp) -----------------------------------------------------------
+// ---- factories (engine/ops/factory.cpp)
+// -----------------------------------------------------------
 Tensor zeros(const Shape& shape, TensorOptions opts = {});
 Tensor ones(const Shape& shape, TensorOptions opts = {});
 Tensor full(const Shape& shape, double value, TensorOptions opts = {});
@@ -35,7 +36,8 @@ Tensor tensor_i64(const std::vector<int64_t>& values, const Shape& shape = {},
                   Device device = Device::cpu());
 Tensor scalar_tensor(double value, TensorOptions opts = {});
 
-// ---- views and shape (engine/ops/view_ops.cpp): share storage when possible ------------------------
+// ---- views and shape (engine/ops/view_ops.cpp): share storage when possible
+// ------------------------
 Tensor reshape(const Tensor& x, const Shape& shape);  // one dim may be -1; copies if it must
 Tensor view(const Tensor& x, const Shape& shape);     // like reshape, but never copies (throws)
 Tensor permute(const Tensor& x, const std::vector<int>& dims);
@@ -53,7 +55,8 @@ Tensor to_device(const Tensor& x, Device device);
 // Sums `g` down to `shape` (the adjoint of broadcasting `shape` to g's shape).
 Tensor sum_to(const Tensor& g, const Shape& shape);
 
-// ---- elementwise (engine/ops/elementwise.cpp) -------------------------------------------------------
+// ---- elementwise (engine/ops/elementwise.cpp)
+// -------------------------------------------------------
 Tensor neg(const Tensor& x);
 Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
@@ -99,7 +102,8 @@ Tensor where(const Tensor& cond, double a, const Tensor& b);
 // x with `value` wherever mask (bool, broadcast to x) is true.
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 
-// ---- reductions (engine/ops/reduce.cpp); empty dims = all dims --------------------------------------
+// ---- reductions (engine/ops/reduce.cpp); empty dims = all dims
+// --------------------------------------
 Tensor sum(const Tensor& x, std::vector<int> dims = {}, bool keepdim = false);
 Tensor mean(const Tensor& x, std::vector<int> dims = {}, bool keepdim = false);
 Tensor var(const Tensor& x, std::vector<int> dims = {}, bool unbiased = true, bool keepdim = false);
@@ -115,11 +119,13 @@ struct ValuesIndices {
 ValuesIndices max(const Tensor& x, int dim, bool keepdim = false);
 ValuesIndices min(const Tensor& x, int dim, bool keepdim = false);
 
-// ---- linear algebra (engine/ops/matmul.cpp) ---------------------------------------------------------
-// torch.matmul: 1-D operands are promoted, batch dimensions broadcast.
+// ---- linear algebra (engine/ops/matmul.cpp)
+// --------------------------------------------------------- torch.matmul: 1-D operands are
+// promoted, batch dimensions broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b);
 
-// ---- neural-network primitives (engine/ops/nn_ops.cpp) -----------------------------------------------
+// ---- neural-network primitives (engine/ops/nn_ops.cpp)
+// -----------------------------------------------
 Tensor softmax(const Tensor& x, int dim);
 Tensor log_softmax(const Tensor& x, int dim);
 // Normalizes over the trailing dims given by normalized_shape; weight/bias optional.
@@ -138,7 +144,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index = -100,
                 Reduction reduction = Reduction::mean);
 
-// ---- joining and indexing (engine/ops/index_ops.cpp) --------------------------------------------------
+// ---- joining and indexing (engine/ops/index_ops.cpp)
+// --------------------------------------------------
 Tensor cat(const std::vector<Tensor>& tensors, int dim);
 Tensor stack(const std::vector<Tensor>& tensors, int dim);
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int dim);
@@ -146,7 +153,8 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int dim);
 Tensor index_select(const Tensor& x, int dim, const Tensor& index);
 Tensor gather(const Tensor& x, int dim, const Tensor& index);
 
-// ---- operators --------------------------------------------------------------------------------------
+// ---- operators
+// --------------------------------------------------------------------------------------
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
@@ -160,8 +168,9 @@ inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
 inline Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
 inline Tensor operator/(const Tensor& a, double b) { return mul(a, 1.0 / b); }
 
-// ---- in-place updates used by optimizers (no autograd; the caller holds NoGrad) ------------------
-// dst (a leaf or a buffer) takes the values of src (same shape; broadcasting src allowed).
+// ---- in-place updates used by optimizers (no autograd; the caller holds NoGrad)
+// ------------------ dst (a leaf or a buffer) takes the values of src (same shape; broadcasting src
+// allowed).
 void copy_(const Tensor& dst, const Tensor& src);
 void fill_(const Tensor& dst, double value);
 

@@ -38,7 +38,11 @@ class ThreadPool {
     for (auto& t : threads_) t.join();
     threads_.clear();
     stop_ = false;
-    for (int i = 0; i < workers; ++i) threads_.emplace_back([this, i] { worker_loop(i + 1); });
+    // Each worker starts from the current generation, read here rather than on the new thread:
+    // a job issued before the thread first runs must still count as new to it.
+    const uint64_t start = generation_;
+    for (int i = 0; i < workers; ++i)
+      threads_.emplace_back([this, i, start] { worker_loop(i + 1, start); });
   }
 
   int workers() const { return int(threads_.size()); }
@@ -74,8 +78,7 @@ class ThreadPool {
     t_in_parallel = false;
   }
 
-  void worker_loop(int id) {
-    uint64_t seen = generation_;
+  void worker_loop(int id, uint64_t seen) {
     for (;;) {
       {
         std::unique_lock lock(mutex_);

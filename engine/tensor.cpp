@@ -16,12 +16,13 @@ Storage::Storage(Backend* b, size_t n) : bytes(n), backend(b) { data = b->alloca
 Storage::~Storage() { backend->deallocate(data, bytes); }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  QKV_CHECK(shape.size() <= size_t(kMaxRank), "empty", "rank ", shape.size(), " exceeds the limit of ",
-            kMaxRank);
-  for (int64_t d : shape) QKV_CHECK(d >= 0, "empty", "negative dimension in shape ", shape_str(shape));
+  QKV_CHECK(shape.size() <= size_t(kMaxRank), "empty", "rank ", shape.size(),
+            " exceeds the limit of ", kMaxRank);
+  for (int64_t d : shape)
+    QKV_CHECK(d >= 0, "empty", "negative dimension in shape ", shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage =
-      std::make_shared<Storage>(&backend_for(device), size_t(qkv::numel(shape)) * dtype_size(dtype));
+  impl->storage = std::make_shared<Storage>(&backend_for(device),
+                                            size_t(qkv::numel(shape)) * dtype_size(dtype));
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
@@ -68,8 +69,8 @@ constexpr DType dtype_of() {
 
 template <typename T>
 T* Tensor::data() const {
-  QKV_CHECK(dtype() == dtype_of<T>(), "data", "tensor holds ", dtype_name(dtype()),
-            ", asked for ", dtype_name(dtype_of<T>()));
+  QKV_CHECK(dtype() == dtype_of<T>(), "data", "tensor holds ", dtype_name(dtype()), ", asked for ",
+            dtype_name(dtype_of<T>()));
   return static_cast<T*>(raw_data());
 }
 template float* Tensor::data<float>() const;
@@ -122,7 +123,8 @@ template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 template std::vector<int> Tensor::to_vector<int>() const;
 
 double Tensor::item() const {
-  QKV_CHECK(numel() == 1, "item", "needs a tensor with one element, got shape ", shape_str(shape()));
+  QKV_CHECK(numel() == 1, "item", "needs a tensor with one element, got shape ",
+            shape_str(shape()));
   return to_vector<double>()[0];
 }
 
@@ -148,15 +150,20 @@ void print_rec(std::ostringstream& out, const std::vector<double>& v, const Shap
   for (int64_t i = 0; i < shape[dim]; ++i) {
     if (i) {
       out << ",";
-      if (dim + 1 < int(shape.size())) out << "\n" << std::string(indent + dim + 1, ' ');
-      else out << " ";
+      if (dim + 1 < int(shape.size()))
+        out << "\n" << std::string(indent + dim + 1, ' ');
+      else
+        out << " ";
     }
     if (dim + 1 == int(shape.size())) {
       double x = v[pos++];
       if (floating) {
-        if (std::isnan(x)) out << "nan";
-        else if (std::isinf(x)) out << (x > 0 ? "inf" : "-inf");
-        else out << std::fixed << std::setprecision(precision) << x;
+        if (std::isnan(x))
+          out << "nan";
+        else if (std::isinf(x))
+          out << (x > 0 ? "inf" : "-inf");
+        else
+          out << std::fixed << std::setprecision(precision) << x;
       } else {
         out << int64_t(x);
       }
@@ -180,12 +187,17 @@ std::string Tensor::str() const {
     std::ostringstream tmp;
     Shape s = shape();
     std::function<void(int)> rec = [&](int d) {
-      if (s.empty()) { tmp << (v[pos++] ? "True" : "False"); return; }
+      if (s.empty()) {
+        tmp << (v[pos++] ? "True" : "False");
+        return;
+      }
       tmp << "[";
       for (int64_t i = 0; i < s[d]; ++i) {
         if (i) tmp << ", ";
-        if (d + 1 == int(s.size())) tmp << (v[pos++] ? "True" : "False");
-        else rec(d + 1);
+        if (d + 1 == int(s.size()))
+          tmp << (v[pos++] ? "True" : "False");
+        else
+          rec(d + 1);
       }
       tmp << "]";
     };
@@ -197,8 +209,10 @@ std::string Tensor::str() const {
   if (dtype() != DType::f32 && dtype() != DType::i64 && dtype() != DType::b8)
     out << ", dtype=" << dtype_name(dtype());
   if (!device().is_cpu()) out << ", device='" << device().str() << "'";
-  if (grad_fn()) out << ", grad_fn=<" << grad_fn()->op << ">";
-  else if (requires_grad()) out << ", requires_grad=True";
+  if (grad_fn())
+    out << ", grad_fn=<" << grad_fn()->op << ">";
+  else if (requires_grad())
+    out << ", requires_grad=True";
   out << ")";
   return out.str();
 }

@@ -46,7 +46,10 @@ struct TensorOptions {
   DType dtype = DType::f32;
   Device device = Device::cpu();
   bool requires_grad = false;
-  TensorOptions& with(DType t) { dtype = t; return *this; }
+  TensorOptions& with(DType t) {
+    dtype = t;
+    return *this;
+  }
 };
 
 class Tensor {

@@ -28,9 +28,8 @@ void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
   const int64_t lda = ta ? a.strides()[2] : a.strides()[1];
   const int64_t ldb = tb ? b.strides()[2] : b.strides()[1];
   QKV_DISPATCH_FLOAT(out.dtype(), "matmul", [&] {
-    gemm_batched<T>(batch, ta, tb, m, n, k, T(1), a.data<T>(), lda,
-                    a.strides()[0], b.data<T>(), ldb, b.strides()[0], T(0),
-                    out.data<T>(), n, m * n);
+    gemm_batched<T>(batch, ta, tb, m, n, k, T(1), a.data<T>(), lda, a.strides()[0], b.data<T>(),
+                    ldb, b.strides()[0], T(0), out.data<T>(), n, m * n);
   });
 }
 

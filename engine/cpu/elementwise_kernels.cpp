@@ -27,11 +27,16 @@ inline To convert(From v) {
 template <typename F>
 decltype(auto) dispatch_with_bf16(DType t, F&& f) {
   switch (t) {
-    case DType::f32: return f(float{});
-    case DType::f64: return f(double{});
-    case DType::i64: return f(int64_t{});
-    case DType::b8: return f(uint8_t{});
-    case DType::bf16: return f(bf16_t{});
+    case DType::f32:
+      return f(float{});
+    case DType::f64:
+      return f(double{});
+    case DType::i64:
+      return f(int64_t{});
+    case DType::b8:
+      return f(uint8_t{});
+    case DType::bf16:
+      return f(bf16_t{});
   }
   throw Error("copy: unknown dtype");
 }
@@ -57,17 +62,17 @@ void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
       using D = decltype(d);
       const S* sp = ptr<S>(src);
       D* dp = ptr<D>(dst);
-      strided_loop<2>(dst.shape(), {dst.strides(), src.strides()},
-                      [&](const std::array<int64_t, 2>& off, int64_t n,
-                          const std::array<int64_t, 2>& st) {
-                        D* o = dp + off[0];
-                        const S* i = sp + off[1];
-                        if (st[0] == 1 && st[1] == 1 && std::is_same_v<S, D>) {
-                          std::memcpy(static_cast<void*>(o), i, n * sizeof(D));
-                        } else {
-                          for (int64_t j = 0; j < n; ++j) o[j * st[0]] = convert<D>(i[j * st[1]]);
-                        }
-                      });
+      strided_loop<2>(
+          dst.shape(), {dst.strides(), src.strides()},
+          [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+            D* o = dp + off[0];
+            const S* i = sp + off[1];
+            if (st[0] == 1 && st[1] == 1 && std::is_same_v<S, D>) {
+              std::memcpy(static_cast<void*>(o), i, n * sizeof(D));
+            } else {
+              for (int64_t j = 0; j < n; ++j) o[j * st[0]] = convert<D>(i[j * st[1]]);
+            }
+          });
     });
   });
 }
@@ -89,17 +94,17 @@ template <typename In, typename Out, typename F>
 void map1(const Tensor& x, const Tensor& out, F f) {
   const In* xp = ptr<In>(x);
   Out* op = ptr<Out>(out);
-  strided_loop<2>(out.shape(), {out.strides(), x.strides()},
-                  [&](const std::array<int64_t, 2>& off, int64_t n,
-                      const std::array<int64_t, 2>& st) {
-                    Out* o = op + off[0];
-                    const In* i = xp + off[1];
-                    if (st[0] == 1 && st[1] == 1) {
-                      for (int64_t j = 0; j < n; ++j) o[j] = f(i[j]);
-                    } else {
-                      for (int64_t j = 0; j < n; ++j) o[j * st[0]] = f(i[j * st[1]]);
-                    }
-                  });
+  strided_loop<2>(
+      out.shape(), {out.strides(), x.strides()},
+      [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st) {
+        Out* o = op + off[0];
+        const In* i = xp + off[1];
+        if (st[0] == 1 && st[1] == 1) {
+          for (int64_t j = 0; j < n; ++j) o[j] = f(i[j]);
+        } else {
+          for (int64_t j = 0; j < n; ++j) o[j * st[0]] = f(i[j * st[1]]);
+        }
+      });
 }
 
 template <typename A, typename B, typename Out, typename F>
@@ -107,21 +112,21 @@ void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   const A* ap = ptr<A>(a);
   const B* bp = ptr<B>(b);
   Out* op = ptr<Out>(out);
-  strided_loop<3>(out.shape(), {out.strides(), a.strides(), b.strides()},
-                  [&](const std::array<int64_t, 3>& off, int64_t n,
-                      const std::array<int64_t, 3>& st) {
-                    Out* o = op + off[0];
-                    const A* x = ap + off[1];
-                    const B* y = bp + off[2];
-                    if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-                      for (int64_t j = 0; j < n; ++j) o[j] = f(x[j], y[j]);
-                    } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
-                      const B yv = *y;
-                      for (int64_t j = 0; j < n; ++j) o[j] = f(x[j], yv);
-                    } else {
-                      for (int64_t j = 0; j < n; ++j) o[j * st[0]] = f(x[j * st[1]], y[j * st[2]]);
-                    }
-                  });
+  strided_loop<3>(
+      out.shape(), {out.strides(), a.strides(), b.strides()},
+      [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
+        Out* o = op + off[0];
+        const A* x = ap + off[1];
+        const B* y = bp + off[2];
+        if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+          for (int64_t j = 0; j < n; ++j) o[j] = f(x[j], y[j]);
+        } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
+          const B yv = *y;
+          for (int64_t j = 0; j < n; ++j) o[j] = f(x[j], yv);
+        } else {
+          for (int64_t j = 0; j < n; ++j) o[j * st[0]] = f(x[j * st[1]], y[j * st[2]]);
+        }
+      });
 }
 
 template <typename T>
@@ -158,7 +163,8 @@ void CpuBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double sc
   if (op == UnaryOp::eq_scalar || op == UnaryOp::lt_scalar || op == UnaryOp::gt_scalar) {
     QKV_DISPATCH_ALL(x.dtype(), "compare", [&] {
       T s = T(scalar);
-      if (op == UnaryOp::eq_scalar) map1<T, uint8_t>(x, out, [=](T v) -> uint8_t { return v == s; });
+      if (op == UnaryOp::eq_scalar)
+        map1<T, uint8_t>(x, out, [=](T v) -> uint8_t { return v == s; });
       if (op == UnaryOp::lt_scalar) map1<T, uint8_t>(x, out, [=](T v) -> uint8_t { return v < s; });
       if (op == UnaryOp::gt_scalar) map1<T, uint8_t>(x, out, [=](T v) -> uint8_t { return v > s; });
     });
@@ -167,45 +173,69 @@ void CpuBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double sc
   if (x.dtype() == DType::i64) {  // the integer ops indices need
     int64_t s = int64_t(scalar);
     switch (op) {
-      case UnaryOp::neg: return map1<int64_t, int64_t>(x, out, [](int64_t v) { return -v; });
-      case UnaryOp::abs: return map1<int64_t, int64_t>(x, out, [](int64_t v) { return v < 0 ? -v : v; });
-      case UnaryOp::add_scalar: return map1<int64_t, int64_t>(x, out, [=](int64_t v) { return v + s; });
-      case UnaryOp::mul_scalar: return map1<int64_t, int64_t>(x, out, [=](int64_t v) { return v * s; });
-      default: throw Error("unary: this op needs a floating tensor, got int64");
+      case UnaryOp::neg:
+        return map1<int64_t, int64_t>(x, out, [](int64_t v) { return -v; });
+      case UnaryOp::abs:
+        return map1<int64_t, int64_t>(x, out, [](int64_t v) { return v < 0 ? -v : v; });
+      case UnaryOp::add_scalar:
+        return map1<int64_t, int64_t>(x, out, [=](int64_t v) { return v + s; });
+      case UnaryOp::mul_scalar:
+        return map1<int64_t, int64_t>(x, out, [=](int64_t v) { return v * s; });
+      default:
+        throw Error("unary: this op needs a floating tensor, got int64");
     }
   }
   QKV_DISPATCH_FLOAT(x.dtype(), "unary", [&] {
     T s = T(scalar);
     switch (op) {
-      case UnaryOp::neg: return map1<T, T>(x, out, [](T v) { return -v; });
-      case UnaryOp::exp: return map1<T, T>(x, out, [](T v) { return std::exp(v); });
-      case UnaryOp::log: return map1<T, T>(x, out, [](T v) { return std::log(v); });
-      case UnaryOp::sqrt: return map1<T, T>(x, out, [](T v) { return std::sqrt(v); });
-      case UnaryOp::rsqrt: return map1<T, T>(x, out, [](T v) { return T(1) / std::sqrt(v); });
-      case UnaryOp::abs: return map1<T, T>(x, out, [](T v) { return std::abs(v); });
-      case UnaryOp::sign: return map1<T, T>(x, out, [](T v) { return T((v > 0) - (v < 0)); });
-      case UnaryOp::tanh: return map1<T, T>(x, out, [](T v) { return std::tanh(v); });
+      case UnaryOp::neg:
+        return map1<T, T>(x, out, [](T v) { return -v; });
+      case UnaryOp::exp:
+        return map1<T, T>(x, out, [](T v) { return std::exp(v); });
+      case UnaryOp::log:
+        return map1<T, T>(x, out, [](T v) { return std::log(v); });
+      case UnaryOp::sqrt:
+        return map1<T, T>(x, out, [](T v) { return std::sqrt(v); });
+      case UnaryOp::rsqrt:
+        return map1<T, T>(x, out, [](T v) { return T(1) / std::sqrt(v); });
+      case UnaryOp::abs:
+        return map1<T, T>(x, out, [](T v) { return std::abs(v); });
+      case UnaryOp::sign:
+        return map1<T, T>(x, out, [](T v) { return T((v > 0) - (v < 0)); });
+      case UnaryOp::tanh:
+        return map1<T, T>(x, out, [](T v) { return std::tanh(v); });
       case UnaryOp::sigmoid:
         return map1<T, T>(x, out, [](T v) {
           // the two-sided form never evaluates exp of a large positive number
           return v >= 0 ? T(1) / (T(1) + std::exp(-v)) : std::exp(v) / (T(1) + std::exp(v));
         });
-      case UnaryOp::relu: return map1<T, T>(x, out, [](T v) { return v > 0 ? v : T(0); });
-      case UnaryOp::step: return map1<T, T>(x, out, [](T v) { return v > 0 ? T(1) : T(0); });
-      case UnaryOp::gelu_erf: return map1<T, T>(x, out, [](T v) { return gelu_erf(v); });
-      case UnaryOp::gelu_tanh: return map1<T, T>(x, out, [](T v) { return gelu_tanh(v); });
-      case UnaryOp::gelu_erf_grad: return map1<T, T>(x, out, [](T v) { return gelu_erf_grad(v); });
+      case UnaryOp::relu:
+        return map1<T, T>(x, out, [](T v) { return v > 0 ? v : T(0); });
+      case UnaryOp::step:
+        return map1<T, T>(x, out, [](T v) { return v > 0 ? T(1) : T(0); });
+      case UnaryOp::gelu_erf:
+        return map1<T, T>(x, out, [](T v) { return gelu_erf(v); });
+      case UnaryOp::gelu_tanh:
+        return map1<T, T>(x, out, [](T v) { return gelu_tanh(v); });
+      case UnaryOp::gelu_erf_grad:
+        return map1<T, T>(x, out, [](T v) { return gelu_erf_grad(v); });
       case UnaryOp::gelu_tanh_grad:
         return map1<T, T>(x, out, [](T v) { return gelu_tanh_grad(v); });
-      case UnaryOp::square: return map1<T, T>(x, out, [](T v) { return v * v; });
-      case UnaryOp::reciprocal: return map1<T, T>(x, out, [](T v) { return T(1) / v; });
+      case UnaryOp::square:
+        return map1<T, T>(x, out, [](T v) { return v * v; });
+      case UnaryOp::reciprocal:
+        return map1<T, T>(x, out, [](T v) { return T(1) / v; });
       case UnaryOp::pow_scalar:
         if (s == T(2)) return map1<T, T>(x, out, [](T v) { return v * v; });
         return map1<T, T>(x, out, [=](T v) { return std::pow(v, s); });
-      case UnaryOp::add_scalar: return map1<T, T>(x, out, [=](T v) { return v + s; });
-      case UnaryOp::mul_scalar: return map1<T, T>(x, out, [=](T v) { return v * s; });
-      case UnaryOp::rsub_scalar: return map1<T, T>(x, out, [=](T v) { return s - v; });
-      default: throw Error("unary: unsupported op");
+      case UnaryOp::add_scalar:
+        return map1<T, T>(x, out, [=](T v) { return v + s; });
+      case UnaryOp::mul_scalar:
+        return map1<T, T>(x, out, [=](T v) { return v * s; });
+      case UnaryOp::rsub_scalar:
+        return map1<T, T>(x, out, [=](T v) { return s - v; });
+      default:
+        throw Error("unary: unsupported op");
     }
   });
 }
@@ -213,43 +243,67 @@ void CpuBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double sc
 void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
   switch (op) {
     case BinaryOp::logical_and:
-      return map2<uint8_t, uint8_t, uint8_t>(a, b, out, [](uint8_t x, uint8_t y) -> uint8_t { return x && y; });
+      return map2<uint8_t, uint8_t, uint8_t>(
+          a, b, out, [](uint8_t x, uint8_t y) -> uint8_t { return x && y; });
     case BinaryOp::logical_or:
-      return map2<uint8_t, uint8_t, uint8_t>(a, b, out, [](uint8_t x, uint8_t y) -> uint8_t { return x || y; });
-    case BinaryOp::eq: case BinaryOp::ne: case BinaryOp::lt:
-    case BinaryOp::le: case BinaryOp::gt: case BinaryOp::ge:
+      return map2<uint8_t, uint8_t, uint8_t>(
+          a, b, out, [](uint8_t x, uint8_t y) -> uint8_t { return x || y; });
+    case BinaryOp::eq:
+    case BinaryOp::ne:
+    case BinaryOp::lt:
+    case BinaryOp::le:
+    case BinaryOp::gt:
+    case BinaryOp::ge:
       return QKV_DISPATCH_ALL(a.dtype(), "compare", [&] {
         switch (op) {
-          case BinaryOp::eq: return map2<T, T, uint8_t>(a, b, out, [](T x, T y) -> uint8_t { return x == y; });
-          case BinaryOp::ne: return map2<T, T, uint8_t>(a, b, out, [](T x, T y) -> uint8_t { return x != y; });
-          case BinaryOp::lt: return map2<T, T, uint8_t>(a, b, out, [](T x, T y) -> uint8_t { return x < y; });
-          case BinaryOp::le: return map2<T, T, uint8_t>(a, b, out, [](T x, T y) -> uint8_t { return x <= y; });
-          case BinaryOp::gt: return map2<T, T, uint8_t>(a, b, out, [](T x, T y) -> uint8_t { return x > y; });
-          default: return map2<T, T, uint8_t>(a, b, out, [](T x, T y) -> uint8_t { return x >= y; });
+          case BinaryOp::eq:
+            return map2<T, T, uint8_t>(a, b, out, [](T x, T y) -> uint8_t { return x == y; });
+          case BinaryOp::ne:
+            return map2<T, T, uint8_t>(a, b, out, [](T x, T y) -> uint8_t { return x != y; });
+          case BinaryOp::lt:
+            return map2<T, T, uint8_t>(a, b, out, [](T x, T y) -> uint8_t { return x < y; });
+          case BinaryOp::le:
+            return map2<T, T, uint8_t>(a, b, out, [](T x, T y) -> uint8_t { return x <= y; });
+          case BinaryOp::gt:
+            return map2<T, T, uint8_t>(a, b, out, [](T x, T y) -> uint8_t { return x > y; });
+          default:
+            return map2<T, T, uint8_t>(a, b, out, [](T x, T y) -> uint8_t { return x >= y; });
         }
       });
-    default: break;
+    default:
+      break;
   }
   auto arithmetic = [&]<typename T>() {
     switch (op) {
-      case BinaryOp::add: return map2<T, T, T>(a, b, out, [](T x, T y) { return x + y; });
-      case BinaryOp::sub: return map2<T, T, T>(a, b, out, [](T x, T y) { return x - y; });
-      case BinaryOp::mul: return map2<T, T, T>(a, b, out, [](T x, T y) { return x * y; });
-      case BinaryOp::div: return map2<T, T, T>(a, b, out, [](T x, T y) { return x / y; });
-      case BinaryOp::maximum: return map2<T, T, T>(a, b, out, [](T x, T y) { return x > y ? x : y; });
-      case BinaryOp::minimum: return map2<T, T, T>(a, b, out, [](T x, T y) { return x < y ? x : y; });
+      case BinaryOp::add:
+        return map2<T, T, T>(a, b, out, [](T x, T y) { return x + y; });
+      case BinaryOp::sub:
+        return map2<T, T, T>(a, b, out, [](T x, T y) { return x - y; });
+      case BinaryOp::mul:
+        return map2<T, T, T>(a, b, out, [](T x, T y) { return x * y; });
+      case BinaryOp::div:
+        return map2<T, T, T>(a, b, out, [](T x, T y) { return x / y; });
+      case BinaryOp::maximum:
+        return map2<T, T, T>(a, b, out, [](T x, T y) { return x > y ? x : y; });
+      case BinaryOp::minimum:
+        return map2<T, T, T>(a, b, out, [](T x, T y) { return x < y ? x : y; });
       case BinaryOp::pow:
         if constexpr (std::is_floating_point_v<T>)
           return map2<T, T, T>(a, b, out, [](T x, T y) { return std::pow(x, y); });
         throw Error("pow: needs a floating tensor");
-      default: throw Error("binary: unsupported op");
+      default:
+        throw Error("binary: unsupported op");
     }
   };
   switch (a.dtype()) {
-    case DType::f32: return arithmetic.template operator()<float>();
-    case DType::f64: return arithmetic.template operator()<double>();
-    case DType::i64: return arithmetic.template operator()<int64_t>();
-    default: throw Error(std::string("binary: unsupported dtype ") + dtype_name(a.dtype()));
+    case DType::f32:
+      return arithmetic.template operator()<float>();
+    case DType::f64:
+      return arithmetic.template operator()<double>();
+    case DType::i64:
+      return arithmetic.template operator()<int64_t>();
+    default:
+      throw Error(std::string("binary: unsupported dtype ") + dtype_name(a.dtype()));
   }
 }
 
@@ -259,13 +313,13 @@ void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, con
     const T* ap = ptr<T>(a);
     const T* bp = ptr<T>(b);
     T* op = ptr<T>(out);
-    strided_loop<4>(out.shape(), {out.strides(), cond.strides(), a.strides(), b.strides()},
-                    [&](const std::array<int64_t, 4>& off, int64_t n,
-                        const std::array<int64_t, 4>& st) {
-                      for (int64_t j = 0; j < n; ++j)
-                        op[off[0] + j * st[0]] = cp[off[1] + j * st[1]] ? ap[off[2] + j * st[2]]
-                                                                         : bp[off[3] + j * st[3]];
-                    });
+    strided_loop<4>(
+        out.shape(), {out.strides(), cond.strides(), a.strides(), b.strides()},
+        [&](const std::array<int64_t, 4>& off, int64_t n, const std::array<int64_t, 4>& st) {
+          for (int64_t j = 0; j < n; ++j)
+            op[off[0] + j * st[0]] =
+                cp[off[1] + j * st[1]] ? ap[off[2] + j * st[2]] : bp[off[3] + j * st[3]];
+        });
   });
 }
 

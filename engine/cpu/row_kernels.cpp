@@ -26,7 +26,8 @@ void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
         for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, xr[c]);
         if (mx == -std::numeric_limits<T>::infinity()) {
           // every entry is -inf (a fully masked row): define the result as zeros, not NaN
-          for (int64_t c = 0; c < cols; ++c) yr[c] = log ? -std::numeric_limits<T>::infinity() : T(0);
+          for (int64_t c = 0; c < cols; ++c)
+            yr[c] = log ? -std::numeric_limits<T>::infinity() : T(0);
           continue;
         }
         T total = 0;
@@ -36,8 +37,9 @@ void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
           if (!log) yr[c] = ev;
         }
         if (log) {
-          T lse = mx + std::log(total);
-          for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] - lse;
+          // (x - max) - log(total): subtracting the large max first keeps the low bits
+          T log_total = std::log(total);
+          for (int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - mx) - log_total;
         } else {
           T inv = T(1) / total;
           for (int64_t c = 0; c < cols; ++c) yr[c] *= inv;

@@ -52,9 +52,8 @@ Tensor rsqrt(const Tensor& x) {
 
 Tensor abs(const Tensor& x) {
   Tensor y = unary_floating(UnaryOp::abs, x, "abs");
-  return record("abs", {x}, y, [x](const Tensor& gy) {
-    return grads{mul(gy, unary_kernel(UnaryOp::sign, x))};
-  });
+  return record("abs", {x}, y,
+                [x](const Tensor& gy) { return grads{mul(gy, unary_kernel(UnaryOp::sign, x))}; });
 }
 
 Tensor pow(const Tensor& x, double exponent) {
@@ -86,9 +85,8 @@ Tensor sigmoid(const Tensor& x) {
 
 Tensor relu(const Tensor& x) {
   Tensor y = unary_floating(UnaryOp::relu, x, "relu");
-  return record("relu", {x}, y, [x](const Tensor& gy) {
-    return grads{mul(gy, unary_kernel(UnaryOp::step, x))};
-  });
+  return record("relu", {x}, y,
+                [x](const Tensor& gy) { return grads{mul(gy, unary_kernel(UnaryOp::step, x))}; });
 }
 
 Tensor gelu(const Tensor& x, GeluApprox approximate) {
@@ -104,7 +102,8 @@ Tensor gelu(const Tensor& x, GeluApprox approximate) {
 namespace {
 
 // Broadcasts a and b and runs the kernel; out_dtype is a's dtype for arithmetic, bool otherwise.
-Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const char* name, bool to_bool) {
+Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const char* name,
+                     bool to_bool) {
   detail::check_defined(a, name);
   detail::check_defined(b, name);
   detail::check_same_device(a, b, name);
@@ -117,7 +116,8 @@ Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b, const char* 
 
 Tensor arithmetic(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
   detail::check_defined(a, name);
-  QKV_CHECK(a.dtype() != DType::b8, name, "arithmetic on a bool tensor; convert it with to() first");
+  QKV_CHECK(a.dtype() != DType::b8, name,
+            "arithmetic on a bool tensor; convert it with to() first");
   return binary_kernel(op, a, b, name, false);
 }
 
@@ -190,14 +190,27 @@ Tensor rsub(const Tensor& a, double b) {
   return record("rsub_scalar", {a}, y, [](const Tensor& gy) { return grads{neg(gy)}; });
 }
 
-// ---- comparisons (no gradient) ---------------------------------------------------------------------
+// ---- comparisons (no gradient)
+// ---------------------------------------------------------------------
 
-Tensor eq(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::eq, a, b, "eq", true); }
-Tensor ne(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::ne, a, b, "ne", true); }
-Tensor lt(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::lt, a, b, "lt", true); }
-Tensor le(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::le, a, b, "le", true); }
-Tensor gt(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::gt, a, b, "gt", true); }
-Tensor ge(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::ge, a, b, "ge", true); }
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return binary_kernel(BinaryOp::eq, a, b, "eq", true);
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return binary_kernel(BinaryOp::ne, a, b, "ne", true);
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return binary_kernel(BinaryOp::lt, a, b, "lt", true);
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return binary_kernel(BinaryOp::le, a, b, "le", true);
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return binary_kernel(BinaryOp::gt, a, b, "gt", true);
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return binary_kernel(BinaryOp::ge, a, b, "ge", true);
+}
 Tensor eq(const Tensor& a, double b) { return unary_kernel(UnaryOp::eq_scalar, a, b, DType::b8); }
 Tensor lt(const Tensor& a, double b) { return unary_kernel(UnaryOp::lt_scalar, a, b, DType::b8); }
 Tensor gt(const Tensor& a, double b) { return unary_kernel(UnaryOp::gt_scalar, a, b, DType::b8); }
@@ -224,7 +237,8 @@ Tensor logical_not(const Tensor& a) {
   return unary_kernel(UnaryOp::logical_not, a);
 }
 
-// ---- where / masked_fill -------------------------------------------------------------------------
+// ---- where / masked_fill
+// -------------------------------------------------------------------------
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_bool(cond, "where");
@@ -233,7 +247,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   detail::check_same_device(cond, a, "where");
   detail::check_same_device(a, b, "where");
   detail::check_same_dtype(a, b, "where");
-  Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  Shape shape =
+      broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   Tensor y = Tensor::empty(shape, a.dtype(), a.device());
   a.backend().where(detail::broadcast_view(cond, shape), detail::broadcast_view(a, shape),
                     detail::broadcast_view(b, shape), y);

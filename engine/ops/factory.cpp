@@ -103,7 +103,8 @@ void fill_(const Tensor& dst, double value) {
   if (dst.is_contiguous()) {
     dst.backend().fill(dst, value);
   } else {
-    dst.backend().copy(full({}, value, {dst.dtype(), dst.device()}).expand(dst.shape()).detach(), dst);
+    dst.backend().copy(full({}, value, {dst.dtype(), dst.device()}).expand(dst.shape()).detach(),
+                       dst);
   }
 }
 

@@ -28,8 +28,8 @@ Tensor cat(const std::vector<Tensor>& tensors, int dim) {
     detail::check_same_dtype(first, t, "cat");
     bool ok = t.dim() == first.dim();
     for (int k = 0; ok && k < t.dim(); ++k) ok = k == d || t.shape()[k] == first.shape()[k];
-    QKV_CHECK(ok, "cat", "tensor ", i, " has shape ", shape_str(t.shape()),
-              ", which differs from ", shape_str(first.shape()), " outside dim ", d);
+    QKV_CHECK(ok, "cat", "tensor ", i, " has shape ", shape_str(t.shape()), ", which differs from ",
+              shape_str(first.shape()), " outside dim ", d);
     out_shape[d] += t.shape()[d];
   }
   Tensor y = Tensor::empty(out_shape, first.dtype(), first.device());
@@ -38,8 +38,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int dim) {
   for (const Tensor& t : tensors) {
     Shape s = out_shape;
     s[d] = t.shape()[d];
-    if (t.numel() > 0)
-      first.backend().copy(t, make_view(y, s, y.strides(), at * y.strides()[d]));
+    if (t.numel() > 0) first.backend().copy(t, make_view(y, s, y.strides(), at * y.strides()[d]));
     at += t.shape()[d];
     sizes.push_back(t.shape()[d]);
   }
@@ -86,7 +85,8 @@ Tensor index_select(const Tensor& x, int dim, const Tensor& index) {
   detail::check_defined(index, "index_select");
   detail::check_index(index, "index_select");
   detail::check_same_device(x, index, "index_select");
-  QKV_CHECK(index.dim() <= 1, "index_select", "index must be 0-D or 1-D, got ", shape_str(index.shape()));
+  QKV_CHECK(index.dim() <= 1, "index_select", "index must be 0-D or 1-D, got ",
+            shape_str(index.shape()));
   QKV_CHECK(x.dim() >= 1, "index_select", "input must have at least one dim");
   int d = normalize_dim(dim, x.dim(), "index_select");
   detail::check_index_range(index, x.shape()[d], "index_select", "a dim");

@@ -41,7 +41,8 @@ Tensor as_batched_matrix(const Tensor& t, const Shape& batch, int64_t batch_coun
   };
   int64_t stride = 0;
   bool all_broadcast = true;
-  for (int d = 0; d < r; ++d) all_broadcast = all_broadcast && (v.shape()[d] == 1 || v.strides()[d] == 0);
+  for (int d = 0; d < r; ++d)
+    all_broadcast = all_broadcast && (v.shape()[d] == 1 || v.strides()[d] == 0);
   if (!(matrix_ok(v) && (all_broadcast ? (stride = 0, true) : batch_stride(v, stride)))) {
     v = detail::contiguous_data(v);
     stride = v.shape()[r] * v.shape()[r + 1];
@@ -49,8 +50,10 @@ Tensor as_batched_matrix(const Tensor& t, const Shape& batch, int64_t batch_coun
   Tensor m = v;
   Strides s{stride, m.strides()[r], m.strides()[r + 1]};
   // normalize degenerate dims so the kernel's "unit stride in one dim" rule holds
-  if (m.shape()[r + 1] == 1) s[2] = 1;
-  else if (m.shape()[r] == 1 && s[2] != 1) s[1] = 1;
+  if (m.shape()[r + 1] == 1)
+    s[2] = 1;
+  else if (m.shape()[r] == 1 && s[2] != 1)
+    s[1] = 1;
   return make_view(m, {batch_count, m.shape()[r], m.shape()[r + 1]}, s, m.offset());
 }
 
@@ -59,7 +62,8 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   const int64_t k2 = b.shape()[b.dim() - 2], n = b.shape()[b.dim() - 1];
   QKV_CHECK(k == k2, "matmul", "inner dimensions differ: ", shape_str(a.shape()), " @ ",
             shape_str(b.shape()));
-  Shape batch_a(a.shape().begin(), a.shape().end() - 2), batch_b(b.shape().begin(), b.shape().end() - 2);
+  Shape batch_a(a.shape().begin(), a.shape().end() - 2),
+      batch_b(b.shape().begin(), b.shape().end() - 2);
   Shape batch = broadcast_shapes(batch_a, batch_b, "matmul");
   const int64_t batch_count = numel(batch);
   Shape out_shape = batch;
@@ -78,7 +82,8 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
     a.backend().matmul(a2, b2, make_view(out, {1, batch_count * m, n}, {0, n, 1}, 0));
     return out;
   }
-  a.backend().matmul(as_batched_matrix(a, batch, batch_count), as_batched_matrix(b, batch, batch_count),
+  a.backend().matmul(as_batched_matrix(a, batch, batch_count),
+                     as_batched_matrix(b, batch, batch_count),
                      make_view(out, {batch_count, m, n}, {m * n, n, 1}, 0));
   return out;
 }
@@ -91,8 +96,9 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   detail::check_same_device(a_in, b_in, "matmul");
   detail::check_same_dtype(a_in, b_in, "matmul");
   detail::check_floating(a_in, "matmul");
-  QKV_CHECK(a_in.dim() >= 1 && b_in.dim() >= 1, "matmul", "both operands need at least one dim, got ",
-            shape_str(a_in.shape()), " @ ", shape_str(b_in.shape()));
+  QKV_CHECK(a_in.dim() >= 1 && b_in.dim() >= 1, "matmul",
+            "both operands need at least one dim, got ", shape_str(a_in.shape()), " @ ",
+            shape_str(b_in.shape()));
   // 1-D operands: a vector on the left is a row, on the right a column; the result drops them.
   if (a_in.dim() == 1) return squeeze(matmul(unsqueeze(a_in, 0), b_in), -2);
   if (b_in.dim() == 1) return squeeze(matmul(a_in, unsqueeze(b_in, 1)), -1);

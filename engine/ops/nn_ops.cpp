@@ -37,10 +37,10 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   detail::check_defined(x, "layer_norm");
   detail::check_floating(x, "layer_norm");
   const int nd = int(normalized_shape.size());
-  QKV_CHECK(nd >= 1 && nd <= x.dim() &&
-                Shape(x.shape().end() - nd, x.shape().end()) == normalized_shape,
-            "layer_norm", "normalized_shape ", shape_str(normalized_shape),
-            " does not match the trailing dims of the input ", shape_str(x.shape()));
+  QKV_CHECK(
+      nd >= 1 && nd <= x.dim() && Shape(x.shape().end() - nd, x.shape().end()) == normalized_shape,
+      "layer_norm", "normalized_shape ", shape_str(normalized_shape),
+      " does not match the trailing dims of the input ", shape_str(x.shape()));
   for (const Tensor* p : {&weight, &bias}) {
     if (!p->defined()) continue;
     QKV_CHECK(p->shape() == normalized_shape, "layer_norm", (p == &weight ? "weight" : "bias"),
@@ -59,7 +59,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   return record("layer_norm", {x, weight, bias}, y, [xc, wc, mu, rstd, bias](const Tensor& gy) {
     Tensor gx = Tensor::empty(xc.shape(), xc.dtype(), xc.device());
     Tensor gw = wc.defined() ? Tensor::empty(wc.shape(), wc.dtype(), wc.device()) : Tensor();
-    Tensor gb = bias.defined() ? Tensor::empty(bias.shape(), bias.dtype(), bias.device()) : Tensor();
+    Tensor gb =
+        bias.defined() ? Tensor::empty(bias.shape(), bias.dtype(), bias.device()) : Tensor();
     xc.backend().layer_norm_backward(detail::contiguous_data(gy), xc, wc, mu, rstd, gx, gw, gb);
     return grads{gx, gw, gb};
   });
@@ -72,12 +73,11 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   QKV_CHECK(weight.dim() == 2, "embedding", "weight must be 2-D [num_embeddings, dim], got ",
             shape_str(weight.shape()));
   detail::check_same_device(weight, indices, "embedding");
-  return reshape(index_select(weight, 0, reshape(indices, {-1})),
-                 [&] {
-                   Shape s = indices.shape();
-                   s.push_back(weight.shape()[1]);
-                   return s;
-                 }());
+  return reshape(index_select(weight, 0, reshape(indices, {-1})), [&] {
+    Shape s = indices.shape();
+    s.push_back(weight.shape()[1]);
+    return s;
+  }());
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
@@ -120,9 +120,12 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_in
   Tensor w = valid.to(lp.dtype());
   Tensor losses = mul(neg(picked), w);
   switch (reduction) {
-    case Reduction::none: return reshape(losses, t.shape());
-    case Reduction::sum: return sum(losses);
-    case Reduction::mean: default: {
+    case Reduction::none:
+      return reshape(losses, t.shape());
+    case Reduction::sum:
+      return sum(losses);
+    case Reduction::mean:
+    default: {
       // divide by the number of targets that are not ignored (PyTorch's convention)
       return div(sum(losses), maximum(sum(w), full({}, 1e-12, {lp.dtype(), lp.device()})));
     }
@@ -150,9 +153,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   if (uniform.shape() != valid.shape()) uniform = reshape(uniform, valid.shape());
   Tensor per = add(mul(nll, 1 - label_smoothing), mul(mul(uniform, valid), label_smoothing));
   switch (reduction) {
-    case Reduction::none: return per;
-    case Reduction::sum: return sum(per);
-    case Reduction::mean: default:
+    case Reduction::none:
+      return per;
+    case Reduction::sum:
+      return sum(per);
+    case Reduction::mean:
+    default:
       return div(sum(per), maximum(sum(valid), full({}, 1e-12, {logits.dtype(), logits.device()})));
   }
 }

@@ -25,8 +25,10 @@ Shape reduced_shape(const Tensor& x, const std::vector<int>& dims, bool keepdim)
   Shape s;
   for (int d = 0; d < x.dim(); ++d) {
     bool reduced = std::binary_search(dims.begin(), dims.end(), d);
-    if (!reduced) s.push_back(x.shape()[d]);
-    else if (keepdim) s.push_back(1);
+    if (!reduced)
+      s.push_back(x.shape()[d]);
+    else if (keepdim)
+      s.push_back(1);
   }
   return s;
 }
@@ -50,20 +52,23 @@ Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<int>& dims,
   src = detail::contiguous_data(src);
   int64_t outer = 1, reduced = 1, inner = 1;
   for (int d = 0; d < src.dim(); ++d) {
-    if (d < first) outer *= src.shape()[d];
-    else if (d < first + int(dims.size())) reduced *= src.shape()[d];
-    else inner *= src.shape()[d];
+    if (d < first)
+      outer *= src.shape()[d];
+    else if (d < first + int(dims.size()))
+      reduced *= src.shape()[d];
+    else
+      inner *= src.shape()[d];
   }
-  QKV_CHECK(reduced > 0 || op == ReduceOp::sum, name, "cannot reduce over an empty dimension (shape ",
-            shape_str(x.shape()), ")");
+  QKV_CHECK(reduced > 0 || op == ReduceOp::sum, name,
+            "cannot reduce over an empty dimension (shape ", shape_str(x.shape()), ")");
   bool index = op == ReduceOp::argmax || op == ReduceOp::argmin;
   Tensor out = Tensor::empty(keep, index ? DType::i64 : x.dtype(), x.device());
   if (reduced == 0) {
     x.backend().fill(out, 0.0);
     return out;
   }
-  x.backend().reduce(op, make_view(src, {outer, reduced, inner}, {reduced * inner, inner, 1}, src.offset()),
-                     out);
+  x.backend().reduce(
+      op, make_view(src, {outer, reduced, inner}, {reduced * inner, inner, 1}, src.offset()), out);
   return out;
 }
 
@@ -73,8 +78,9 @@ Tensor sum(const Tensor& x, std::vector<int> dims, bool keepdim) {
   detail::check_defined(x, "sum");
   dims = normalize_dims(x, dims, "sum");
   Tensor kept = reduce_kernel(ReduceOp::sum, x, dims, "sum");
-  Tensor y = keepdim ? kept : make_view(kept, reduced_shape(x, dims, false),
-                                       contiguous_strides(reduced_shape(x, dims, false)), 0);
+  Tensor y = keepdim ? kept
+                     : make_view(kept, reduced_shape(x, dims, false),
+                                 contiguous_strides(reduced_shape(x, dims, false)), 0);
   return record("sum", {x}, y, [in = x.shape(), keep = kept.shape()](const Tensor& gy) {
     return grads{expand(reshape(gy, keep), in)};
   });
@@ -112,19 +118,26 @@ Tensor extreme(const Tensor& x, std::vector<int> dims, bool keepdim, bool is_max
   return record(name, {x}, y, [x, kept](const Tensor& gy) {
     // every element equal to the extremum shares the gradient equally
     Tensor hit = eq(x, kept).to(gy.dtype());
-    Tensor count = sum(hit, [&] {
-      std::vector<int> d;
-      for (int i = 0; i < x.dim(); ++i)
-        if (kept.shape()[i] == 1 && x.shape()[i] != 1) d.push_back(i);
-      return d;
-    }(), true);
+    Tensor count = sum(
+        hit,
+        [&] {
+          std::vector<int> d;
+          for (int i = 0; i < x.dim(); ++i)
+            if (kept.shape()[i] == 1 && x.shape()[i] != 1) d.push_back(i);
+          return d;
+        }(),
+        true);
     return grads{mul(div(hit, count), reshape(gy, kept.shape()))};
   });
 }
 }  // namespace
 
-Tensor amax(const Tensor& x, std::vector<int> dims, bool keepdim) { return extreme(x, dims, keepdim, true); }
-Tensor amin(const Tensor& x, std::vector<int> dims, bool keepdim) { return extreme(x, dims, keepdim, false); }
+Tensor amax(const Tensor& x, std::vector<int> dims, bool keepdim) {
+  return extreme(x, dims, keepdim, true);
+}
+Tensor amin(const Tensor& x, std::vector<int> dims, bool keepdim) {
+  return extreme(x, dims, keepdim, false);
+}
 
 namespace {
 Tensor arg_extreme(const Tensor& x, int dim, bool keepdim, bool is_max) {
@@ -138,7 +151,9 @@ Tensor arg_extreme(const Tensor& x, int dim, bool keepdim, bool is_max) {
 }  // namespace
 
 Tensor argmax(const Tensor& x, int dim, bool keepdim) { return arg_extreme(x, dim, keepdim, true); }
-Tensor argmin(const Tensor& x, int dim, bool keepdim) { return arg_extreme(x, dim, keepdim, false); }
+Tensor argmin(const Tensor& x, int dim, bool keepdim) {
+  return arg_extreme(x, dim, keepdim, false);
+}
 
 ValuesIndices max(const Tensor& x, int dim, bool keepdim) {
   return {amax(x, {dim}, keepdim), argmax(x, dim, keepdim)};

@@ -40,8 +40,8 @@ Shape infer_shape(const Tensor& x, Shape shape, const char* op) {
               " (", x.numel(), " elements) to ", shape_str(shape));
     shape[infer] = x.numel() / known;
   }
-  QKV_CHECK(numel(shape) == x.numel(), op, "cannot reshape ", shape_str(x.shape()), " (",
-            x.numel(), " elements) to ", shape_str(shape), " (", numel(shape), " elements)");
+  QKV_CHECK(numel(shape) == x.numel(), op, "cannot reshape ", shape_str(x.shape()), " (", x.numel(),
+            " elements) to ", shape_str(shape), " (", numel(shape), " elements)");
   return shape;
 }
 
@@ -97,13 +97,15 @@ Tensor reshape_impl(const Tensor& x, const Shape& requested, bool allow_copy, co
 
 }  // namespace
 
-Tensor reshape(const Tensor& x, const Shape& shape) { return reshape_impl(x, shape, true, "reshape"); }
+Tensor reshape(const Tensor& x, const Shape& shape) {
+  return reshape_impl(x, shape, true, "reshape");
+}
 Tensor view(const Tensor& x, const Shape& shape) { return reshape_impl(x, shape, false, "view"); }
 
 Tensor permute(const Tensor& x, const std::vector<int>& dims) {
   detail::check_defined(x, "permute");
-  QKV_CHECK(int(dims.size()) == x.dim(), "permute", "got ", dims.size(), " dims for a tensor of rank ",
-            x.dim());
+  QKV_CHECK(int(dims.size()) == x.dim(), "permute", "got ", dims.size(),
+            " dims for a tensor of rank ", x.dim());
   std::vector<int> d(dims.size()), inverse(dims.size());
   std::vector<bool> used(dims.size(), false);
   Shape shape(dims.size());
@@ -117,7 +119,8 @@ Tensor permute(const Tensor& x, const std::vector<int>& dims) {
     inverse[d[i]] = int(i);
   }
   Tensor y = make_view(x, shape, strides, x.offset());
-  return record("permute", {x}, y, [inverse](const Tensor& gy) { return grads{permute(gy, inverse)}; });
+  return record("permute", {x}, y,
+                [inverse](const Tensor& gy) { return grads{permute(gy, inverse)}; });
 }
 
 Tensor transpose(const Tensor& x, int dim0, int dim1) {
@@ -183,7 +186,8 @@ Tensor expand(const Tensor& x, const Shape& requested) {
   }
   Tensor y = detail::broadcast_view(x, shape);
   Shape in_shape = x.shape();
-  return record("expand", {x}, y, [in_shape](const Tensor& gy) { return grads{sum_to(gy, in_shape)}; });
+  return record("expand", {x}, y,
+                [in_shape](const Tensor& gy) { return grads{sum_to(gy, in_shape)}; });
 }
 
 Tensor squeeze(const Tensor& x, int dim) {
@@ -204,7 +208,8 @@ Tensor unsqueeze(const Tensor& x, int dim) {
 
 Tensor flatten(const Tensor& x, int start_dim, int end_dim) {
   if (x.dim() == 0) return reshape(x, {1});
-  int s = normalize_dim(start_dim, x.dim(), "flatten"), e = normalize_dim(end_dim, x.dim(), "flatten");
+  int s = normalize_dim(start_dim, x.dim(), "flatten"),
+      e = normalize_dim(end_dim, x.dim(), "flatten");
   QKV_CHECK(s <= e, "flatten", "start_dim ", s, " is after end_dim ", e);
   Shape shape(x.shape().begin(), x.shape().begin() + s);
   int64_t merged = 1;
@@ -249,7 +254,8 @@ Tensor to_device(const Tensor& x, Device device) {
   else
     y = to_device(to_device(x, Device::cpu()), device);
   Device from = x.device();
-  return record("to_device", {x}, y, [from](const Tensor& gy) { return grads{to_device(gy, from)}; });
+  return record("to_device", {x}, y,
+                [from](const Tensor& gy) { return grads{to_device(gy, from)}; });
 }
 
 Tensor sum_to(const Tensor& g, const Shape& shape) {

@@ -1,0 +1,119 @@
+// One gradcheck case per differentiable engine op (see engine/op_registry.h). Shapes are small
+// (numeric differentiation costs two forward passes per input element) but exercise what can go
+// wrong: broadcasting, non-contiguous inputs, batch dims, masks, ignored targets.
+#include "engine/op_registry.h"
+#include "engine/ops.h"
+
+namespace qkv {
+
+namespace {
+using X = const std::vector<Tensor>&;
+}
+
+void register_engine_gradcheck_cases(OpRegistry& r) {
+  auto add_case = [&](std::string op, std::vector<InputSpec> inputs, GradcheckFn fn,
+                      GradcheckOptions options = {}) {
+    r.add({std::move(op), "engine", std::move(inputs), std::move(fn), options});
+  };
+  const Domain pos = Domain::positive, away = Domain::away;
+
+  // views and shapes (sum over a non-contiguous result checks the strides too)
+  add_case("reshape", {{{2, 3, 4}}}, [](X x) { return reshape(transpose(x[0], 0, 2), {4, 6}); });
+  add_case("view", {{{2, 3, 4}}}, [](X x) { return view(x[0], {6, -1}); });
+  add_case("permute", {{{2, 3, 4}}}, [](X x) { return permute(x[0], {2, 0, 1}); });
+  add_case("transpose", {{{3, 4}}}, [](X x) { return transpose(x[0], 0, 1); });
+  add_case("narrow", {{{4, 5}}}, [](X x) { return narrow(x[0], 1, 1, 3); });
+  add_case("select", {{{4, 5}}}, [](X x) { return select(x[0], 0, 2); });
+  add_case("expand", {{{3, 1}}}, [](X x) { return expand(x[0], {2, 3, 4}); });
+  add_case("squeeze", {{{3, 1, 2}}}, [](X x) { return squeeze(x[0], 1); });
+  add_case("unsqueeze", {{{3, 2}}}, [](X x) { return unsqueeze(x[0], 1); });
+  add_case("flatten", {{{2, 3, 2}}}, [](X x) { return flatten(x[0], 1); });
+  add_case("contiguous", {{{3, 4}}}, [](X x) { return contiguous(transpose(x[0], 0, 1)); });
+  add_case("clone", {{{3, 4}}}, [](X x) { return clone(x[0]); });
+  // float32 in the middle: a coarse step keeps the difference far above float32 rounding
+  add_case("cast", {{{3, 4}}}, [](X x) { return cast(cast(x[0], DType::f32), DType::f64); },
+           {.eps = 1e-2, .atol = 1e-3, .rtol = 1e-2});
+
+  // unary
+  add_case("neg", {{{3, 4}}}, [](X x) { return neg(x[0]); });
+  add_case("exp", {{{3, 4}}}, [](X x) { return exp(x[0]); });
+  add_case("log", {{{3, 4}, pos}}, [](X x) { return log(x[0]); });
+  add_case("sqrt", {{{3, 4}, pos}}, [](X x) { return sqrt(x[0]); });
+  add_case("rsqrt", {{{3, 4}, pos}}, [](X x) { return rsqrt(x[0]); });
+  add_case("abs", {{{3, 4}, away}}, [](X x) { return abs(x[0]); });
+  add_case("pow", {{{3, 4}, pos}}, [](X x) { return pow(x[0], 2.5); });
+  add_case("square", {{{3, 4}}}, [](X x) { return square(x[0]); });
+  add_case("tanh", {{{3, 4}}}, [](X x) { return tanh(x[0]); });
+  add_case("sigmoid", {{{3, 4}}}, [](X x) { return sigmoid(x[0]); });
+  add_case("relu", {{{3, 4}, away}}, [](X x) { return relu(x[0]); });
+  add_case("gelu", {{{3, 4}}}, [](X x) { return gelu(x[0]); });
+  add_case("gelu", {{{3, 4}}}, [](X x) { return gelu(x[0], GeluApprox::tanh); });
+
+  // binary with broadcasting
+  add_case("add", {{{2, 3, 4}}, {{3, 1}}}, [](X x) { return add(x[0], x[1]); });
+  add_case("sub", {{{2, 3, 4}}, {{4}}}, [](X x) { return sub(x[0], x[1]); });
+  add_case("mul", {{{2, 1, 4}}, {{3, 1}}}, [](X x) { return mul(x[0], x[1]); });
+  add_case("div", {{{2, 3}}, {{3}, pos}}, [](X x) { return div(x[0], x[1]); });
+  add_case("maximum", {{{3, 4}}, {{4}}}, [](X x) { return maximum(x[0], x[1]); });
+  add_case("minimum", {{{3, 4}}, {{3, 4}}}, [](X x) { return minimum(x[0], x[1]); });
+  add_case("add_scalar", {{{3, 4}}}, [](X x) { return add(x[0], 1.5); });
+  add_case("mul_scalar", {{{3, 4}}}, [](X x) { return mul(x[0], -2.5); });
+  add_case("rsub_scalar", {{{3, 4}}}, [](X x) { return rsub(x[0], 3.0); });
+  add_case("where", {{{3, 4}, Domain::mask}, {{3, 4}}, {{4}}},
+           [](X x) { return where(x[0], x[1], x[2]); });
+  add_case("masked_fill", {{{3, 4}}, {{1, 4}, Domain::mask}},
+           [](X x) { return masked_fill(x[0], x[1], -1.0); });
+
+  // reductions
+  add_case("sum", {{{2, 3, 4}}}, [](X x) { return sum(x[0], {0, 2}, true); });
+  add_case("mean", {{{2, 3, 4}}}, [](X x) { return mean(x[0], {1}); });
+  add_case("var", {{{3, 5}}}, [](X x) { return var(x[0], {1}); });
+  add_case("amax", {{{3, 5}}}, [](X x) { return amax(x[0], {1}); });
+  add_case("amin", {{{3, 5}}}, [](X x) { return amin(x[0], {0}, true); });
+
+  // linear algebra: batch broadcasting, a transposed operand, vectors
+  add_case("matmul", {{{2, 3, 4}}, {{4, 5}}}, [](X x) { return matmul(x[0], x[1]); });
+  add_case("matmul", {{{2, 1, 3, 4}}, {{3, 5, 4}}},
+           [](X x) { return matmul(x[0], transpose(x[1], -1, -2)); });
+  add_case("matmul", {{{4}}, {{4, 3}}}, [](X x) { return matmul(x[0], x[1]); });
+
+  // neural-network primitives
+  add_case("softmax", {{{3, 5}}}, [](X x) { return softmax(x[0], 1); });
+  add_case("softmax", {{{4, 3, 2}}}, [](X x) { return softmax(x[0], 0); });
+  add_case("log_softmax", {{{3, 5}}}, [](X x) { return log_softmax(x[0], -1); });
+  add_case("layer_norm", {{{3, 6}}, {{6}}, {{6}}},
+           [](X x) { return layer_norm(x[0], {6}, x[1], x[2]); });
+  add_case("layer_norm", {{{2, 2, 3}}}, [](X x) { return layer_norm(x[0], {2, 3}); });
+  add_case("embedding", {{{5, 3}}, {{2, 4}, Domain::index, 5}},
+           [](X x) { return embedding(x[0], x[1]); });
+  add_case("dropout", {{{4, 5}}}, [](X x) {
+    Generator gen(7);  // the same mask on every evaluation
+    return dropout(x[0], 0.3, true, &gen);
+  });
+  add_case("cross_entropy", {{{4, 5}}, {{4}, Domain::index, 5}},
+           [](X x) { return cross_entropy(x[0], x[1]); });
+  add_case("cross_entropy", {{{2, 5, 3}}, {{2, 3}, Domain::index, 5}}, [](X x) {
+    // label smoothing, and target class 0 ignored
+    return cross_entropy(x[0], x[1], 0, 0.1);
+  });
+  add_case("nll_loss", {{{4, 5}}, {{4}, Domain::index, 5}},
+           [](X x) { return nll_loss(log_softmax(x[0], 1), x[1], -100, Reduction::sum); });
+
+  // joining and indexing
+  add_case("cat", {{{2, 3}}, {{2, 2}}}, [](X x) { return cat({x[0], x[1]}, 1); });
+  add_case("stack", {{{2, 3}}, {{2, 3}}}, [](X x) { return stack({x[0], x[1]}, 0); });
+  add_case("split", {{{5, 2}}}, [](X x) {
+    auto parts = split(x[0], 2, 0);
+    return mul(parts[0], parts[1]);  // uses two of the three pieces
+  });
+  add_case("chunk", {{{2, 6}}}, [](X x) {
+    auto parts = chunk(x[0], 3, 1);
+    return sub(parts[2], parts[0]);
+  });
+  add_case("index_select", {{{5, 3}}, {{7}, Domain::index, 5}},
+           [](X x) { return index_select(x[0], 0, x[1]); });
+  add_case("gather", {{{3, 4}}, {{3, 2}, Domain::index, 4}},
+           [](X x) { return gather(x[0], 1, x[1]); });
+}
+
+}  // namespace qkv

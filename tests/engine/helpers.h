@@ -1,0 +1,40 @@
+// Small helpers shared by the engine tests.
+#pragma once
+
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "engine/error.h"
+#include "engine/ops.h"
+
+namespace qkv::testing {
+
+// Every element of t within tol of expected (row-major), with a message naming the first miss.
+inline void check_values(const Tensor& t, const std::vector<double>& expected, double tol = 1e-6) {
+  std::vector<double> got = t.to_vector<double>();
+  BOOST_REQUIRE_EQUAL(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    bool ok = std::abs(got[i] - expected[i]) <= tol ||
+              (std::isnan(got[i]) && std::isnan(expected[i])) || got[i] == expected[i];
+    BOOST_CHECK_MESSAGE(ok, "element " << i << ": got " << got[i] << ", expected " << expected[i]);
+    if (!ok) return;
+  }
+}
+
+// Runs f and checks it throws qkv::Error whose message contains every fragment.
+template <typename F>
+void check_error(F&& f, const std::vector<std::string>& fragments) {
+  try {
+    f();
+    BOOST_ERROR("expected qkv::Error containing '" << fragments[0] << "'");
+  } catch (const qkv::Error& e) {
+    std::string msg = e.what();
+    for (const auto& frag : fragments)
+      BOOST_CHECK_MESSAGE(msg.find(frag) != std::string::npos,
+                          "message '" << msg << "' lacks '" << frag << "'");
+  }
+}
+
+}  // namespace qkv::testing

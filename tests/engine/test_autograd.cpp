@@ -1,0 +1,118 @@
+// Autograd semantics: accumulation, retain_graph, NoGrad, detach, errors, DOT export.
+#include <boost/test/unit_test.hpp>
+
+#include "engine/autograd.h"
+#include "engine/ops.h"
+#include "tests/engine/helpers.h"
+
+using namespace qkv;
+using qkv::testing::check_error;
+using qkv::testing::check_values;
+
+BOOST_AUTO_TEST_SUITE(autograd)
+
+BOOST_AUTO_TEST_CASE(chain_rule_by_hand) {
+  // y = sum(w * x + exp(w)) -> dy/dw = x + exp(w), dy/dx = w
+  Tensor w = tensor({0.5, -1.0}).requires_grad_();
+  Tensor x = tensor({2.0, 3.0}).requires_grad_();
+  Tensor y = sum(add(mul(w, x), exp(w)));
+  y.backward();
+  check_values(w.grad(), {2 + std::exp(0.5), 3 + std::exp(-1.0)}, 1e-6);
+  check_values(x.grad(), {0.5, -1.0});
+}
+
+BOOST_AUTO_TEST_CASE(gradients_accumulate_until_zeroed) {
+  Tensor w = tensor({1.0, 2.0}).requires_grad_();
+  sum(mul(w, w)).backward();
+  sum(mul(w, 3.0)).backward();
+  check_values(w.grad(), {2 + 3, 4 + 3});
+  w.zero_grad();
+  BOOST_CHECK(!w.grad().defined());
+  sum(w).backward();
+  check_values(w.grad(), {1, 1});
+}
+
+BOOST_AUTO_TEST_CASE(shared_subexpression_sums_its_gradients) {
+  Tensor x = tensor({3.0}).requires_grad_();
+  Tensor h = mul(x, x);          // used twice below
+  Tensor y = add(h, mul(h, h));  // y = x^2 + x^4
+  y.backward();
+  check_values(x.grad(), {2 * 3 + 4 * 27});
+}
+
+BOOST_AUTO_TEST_CASE(second_backward_needs_retain_graph) {
+  Tensor x = tensor({2.0}).requires_grad_();
+  Tensor y = sum(exp(x));
+  y.backward(Tensor(), /*retain_graph=*/true);
+  y.backward();
+  check_values(x.grad(), {2 * std::exp(2.0)}, 1e-5);
+  check_error([&] { y.backward(); }, {"backward", "second time", "retain_graph"});
+}
+
+BOOST_AUTO_TEST_CASE(non_scalar_backward_needs_a_gradient) {
+  Tensor x = tensor({1.0, 2.0}).requires_grad_();
+  Tensor y = mul(x, 3.0);
+  check_error([&] { y.backward(); }, {"backward", "scalar", "[2]"});
+  check_error([&] { y.backward(ones({3})); }, {"backward", "[3]", "[2]"});
+  y.backward(tensor({1.0, 10.0}));
+  check_values(x.grad(), {3, 30});
+}
+
+BOOST_AUTO_TEST_CASE(no_grad_and_detach_cut_the_graph) {
+  Tensor x = tensor({1.0}).requires_grad_();
+  {
+    NoGrad guard;
+    Tensor y = mul(x, 2.0);
+    BOOST_CHECK(!y.requires_grad());
+    BOOST_CHECK(!grad_enabled());
+  }
+  BOOST_CHECK(grad_enabled());
+  Tensor z = mul(x.detach(), 2.0);
+  BOOST_CHECK(!z.requires_grad());
+  check_error([&] { sum(z).backward(); }, {"backward", "does not require grad"});
+  // requires_grad propagates
+  Tensor c = ones({1});
+  BOOST_CHECK(add(c, x).requires_grad());
+  BOOST_CHECK(!add(c, c).requires_grad());
+}
+
+BOOST_AUTO_TEST_CASE(grad_function_leaves_dot_grad_alone) {
+  Tensor x = tensor({1.0, 2.0}).requires_grad_();
+  Tensor y = sum(pow(x, 3.0));
+  auto g = grad(y, {x});
+  check_values(g[0], {3, 12});
+  BOOST_CHECK(!x.grad().defined());
+}
+
+BOOST_AUTO_TEST_CASE(double_backward_through_composed_rules) {
+  // d/dx of (dy/dx) for y = x^3: dy/dx = 3x^2, d2y/dx2 = 6x
+  Tensor x = tensor({2.0}, {}, {DType::f64}).requires_grad_();
+  Tensor y = sum(pow(x, 3.0));
+  auto g = grad(y, {x}, Tensor(), true, /*create_graph=*/true);
+  check_values(g[0], {12});
+  auto gg = grad(sum(g[0]), {x});
+  check_values(gg[0], {12});
+}
+
+BOOST_AUTO_TEST_CASE(dot_export_names_ops_and_leaves) {
+  Tensor w = ones({2, 3}, {.requires_grad = true});
+  Tensor x = ones({3});
+  Tensor loss = sum(relu(matmul(w, x)));
+  std::string dot = to_dot(loss);
+  for (const char* part : {"digraph", "matmul", "relu", "sum", "leaf [2,3]", "->"})
+    BOOST_CHECK_MESSAGE(dot.find(part) != std::string::npos, "DOT lacks " << part << ":\n" << dot);
+}
+
+BOOST_AUTO_TEST_CASE(graph_is_freed_after_backward) {
+  // the closure of exp holds its output; after backward (no retain) it must be released
+  Tensor x = tensor({1.0}).requires_grad_();
+  Tensor y = exp(x);
+  std::weak_ptr<Node> node = y.grad_fn();
+  sum(y).backward();
+  BOOST_CHECK(y.grad_fn()->released);
+  BOOST_CHECK(!y.grad_fn()->backward);
+  y = Tensor();
+  BOOST_CHECK(node.expired());  // no reference cycle kept it alive
+}
+
+BOOST_AUTO_TEST_SUITE_END()

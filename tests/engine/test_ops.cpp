@@ -1,0 +1,227 @@
+// Forward values of the ops against hand-computed or independently computed numbers, and the
+// errors that misuse raises.
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+
+#include "engine/ops.h"
+#include "engine/parallel.h"
+#include "tests/engine/helpers.h"
+
+using namespace qkv;
+using qkv::testing::check_error;
+using qkv::testing::check_values;
+
+BOOST_AUTO_TEST_SUITE(ops)
+
+BOOST_AUTO_TEST_CASE(unary_values) {
+  Tensor x = tensor({-1.0, 0.0, 0.5, 2.0});
+  check_values(neg(x), {1, 0, -0.5, -2});
+  check_values(exp(x), {std::exp(-1.0), 1, std::exp(0.5), std::exp(2.0)}, 1e-5);
+  check_values(abs(x), {1, 0, 0.5, 2});
+  check_values(relu(x), {0, 0, 0.5, 2});
+  check_values(sigmoid(x),
+               {1 / (1 + std::exp(1.0)), 0.5, 1 / (1 + std::exp(-0.5)), 1 / (1 + std::exp(-2.0))},
+               1e-6);
+  check_values(tanh(x), {std::tanh(-1.0), 0, std::tanh(0.5), std::tanh(2.0)}, 1e-6);
+  // gelu(x) = x * Phi(x); Phi(1) = 0.841344746
+  check_values(gelu(tensor({1.0, -1.0})), {0.841344746, -0.158655254}, 1e-6);
+  check_values(gelu(tensor({1.0}), GeluApprox::tanh), {0.841191990}, 1e-6);
+  Tensor p = tensor({1.0, 4.0, 9.0});
+  check_values(sqrt(p), {1, 2, 3});
+  check_values(rsqrt(p), {1, 0.5, 1.0 / 3}, 1e-6);
+  check_values(log(p), {0, std::log(4.0), std::log(9.0)}, 1e-6);
+  check_values(pow(p, 1.5), {1, 8, 27}, 1e-4);
+  // sigmoid never overflows for large |x|
+  check_values(sigmoid(tensor({-1000.0, 1000.0})), {0, 1});
+}
+
+BOOST_AUTO_TEST_CASE(binary_broadcasting) {
+  Tensor a = tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor row = tensor({10, 20, 30});
+  Tensor col = tensor({100, 200}, {2, 1});
+  check_values(add(a, row), {11, 22, 33, 14, 25, 36});
+  check_values(add(a, col), {101, 102, 103, 204, 205, 206});
+  check_values(mul(col, row), {1000, 2000, 3000, 2000, 4000, 6000});
+  check_values(sub(row, a), {9, 18, 27, 6, 15, 24});
+  check_values(div(a, tensor({2.0})), {0.5, 1, 1.5, 2, 2.5, 3});
+  check_values(maximum(a, tensor({3.0})), {3, 3, 3, 4, 5, 6});
+  check_values(minimum(a, tensor({3.0})), {1, 2, 3, 3, 3, 3});
+  check_values(a * 2.0 + 1.0, {3, 5, 7, 9, 11, 13});
+  check_values(1.0 - a, {0, -1, -2, -3, -4, -5});
+  check_values(add(a.transpose(0, 1), tensor({1, 2}, {1, 2})), {2, 6, 3, 7, 4, 8});
+  check_error([&] { add(a, tensor({1, 2})); }, {"add", "[2,3]", "[2]", "broadcast"});
+  check_error([&] { add(a, a.to(DType::f64)); }, {"add", "float32", "float64"});
+}
+
+BOOST_AUTO_TEST_CASE(comparisons_where_masked_fill) {
+  Tensor a = tensor({1, 5, 3});
+  Tensor b = tensor({2, 5, 1});
+  check_values(lt(a, b), {1, 0, 0});
+  check_values(le(a, b), {1, 1, 0});
+  check_values(eq(a, b), {0, 1, 0});
+  check_values(ne(a, b), {1, 0, 1});
+  check_values(gt(a, b), {0, 0, 1});
+  check_values(ge(a, b), {0, 1, 1});
+  check_values(where(gt(a, b), a, b), {2, 5, 3});
+  check_values(masked_fill(a, eq(a, 5.0), -1), {1, -1, 3});
+  check_values(logical_and(gt(a, 1.0), lt(a, 4.0)), {0, 0, 1});
+  check_values(logical_or(gt(a, 4.0), lt(a, 2.0)), {1, 1, 0});
+  check_values(logical_not(gt(a, 2.0)), {1, 0, 0});
+  check_error([&] { where(a, a, b); }, {"where", "bool"});
+  check_error([&] { masked_fill(a, gt(zeros({2, 3}), 0.0), 0); }, {"masked_fill"});
+}
+
+BOOST_AUTO_TEST_CASE(reductions) {
+  Tensor x = arange(0.0, 24.0, 1.0).reshape({2, 3, 4});
+  check_values(sum(x), {276});
+  check_values(sum(x, {2}), {6, 22, 38, 54, 70, 86});
+  check_values(sum(x, {0, 2}), {60, 92, 124});  // non-adjacent dims
+  BOOST_CHECK(sum(x, {1}, true).shape() == Shape({2, 1, 4}));
+  check_values(mean(x, {1}), {4, 5, 6, 7, 16, 17, 18, 19});
+  check_values(var(tensor({1, 2, 3, 4})), {5.0 / 3}, 1e-6);
+  check_values(var(tensor({1, 2, 3, 4}), {}, false), {1.25}, 1e-6);
+  Tensor y = tensor({3, 9, 1, 4, 2, 8}, {2, 3});
+  check_values(amax(y, {1}), {9, 8});
+  check_values(amin(y, {0}), {3, 2, 1});
+  check_values(argmax(y, 1), {1, 2});
+  check_values(argmin(y, 0), {0, 1, 0});
+  auto [values, indices] = max(y, 1, true);
+  BOOST_CHECK(values.shape() == Shape({2, 1}));
+  check_values(indices, {1, 2});
+  check_values(sum(x.transpose(0, 2), {0}), {6, 54, 22, 70, 38, 86});  // strided input
+  // a long float32 row keeps its precision (double accumulation)
+  BOOST_CHECK_CLOSE(sum(full({1 << 20}, 0.1)).item(), 104857.6, 1e-4);
+  check_error([&] { sum(x, {3}); }, {"sum", "dim 3", "rank 3"});
+}
+
+BOOST_AUTO_TEST_CASE(matmul_values) {
+  Tensor a = tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor b = tensor({7, 8, 9, 10, 11, 12}, {3, 2});
+  check_values(matmul(a, b), {58, 64, 139, 154});
+  check_values(matmul(a.transpose(0, 1).contiguous().transpose(0, 1), b), {58, 64, 139, 154});
+  check_values(matmul(b.transpose(0, 1), a.transpose(0, 1)), {58, 139, 64, 154});
+  check_values(matmul(tensor({1, 1, 1}), b), {27, 30});
+  check_values(matmul(a, tensor({1, 0, -1})), {-2, -2});
+  // batch broadcasting: [2,1,2,3] @ [3,3,2] -> [2,3,2,2]
+  Tensor ab = matmul(stack({a, a * 2.0}, 0).unsqueeze(1), stack({b, b, b}, 0));
+  BOOST_CHECK(ab.shape() == Shape({2, 3, 2, 2}));
+  check_values(select(select(ab, 0, 1), 0, 2), {116, 128, 278, 308});
+  check_error([&] { matmul(a, a); }, {"matmul", "inner dimensions differ", "[2,3] @ [2,3]"});
+  check_error([&] { matmul(zeros({2, 3, 4}), zeros({5, 4, 2})); }, {"matmul", "broadcast"});
+}
+
+BOOST_AUTO_TEST_CASE(matmul_against_naive_loops) {
+  manual_seed(11);
+  for (auto [m, k, n] : {std::tuple{1, 7, 5}, {9, 1, 4}, {33, 17, 65}, {64, 64, 64}}) {
+    Tensor a = randn({m, k}, {DType::f64}), b = randn({k, n}, {DType::f64});
+    auto av = a.to_vector<double>(), bv = b.to_vector<double>();
+    std::vector<double> expect(m * n, 0.0);
+    for (int i = 0; i < m; ++i)
+      for (int j = 0; j < n; ++j)
+        for (int p = 0; p < k; ++p) expect[i * n + j] += av[i * k + p] * bv[p * n + j];
+    check_values(matmul(a, b), expect, 1e-10);
+    check_values(matmul(a.to(DType::f32), b.to(DType::f32)), expect, 1e-3);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(softmax_and_log_softmax) {
+  Tensor x = tensor({1, 2, 3, 1000, 1000, 1000}, {2, 3});
+  double e1 = std::exp(1.0), e2 = std::exp(2.0), e3 = std::exp(3.0), z = e1 + e2 + e3;
+  check_values(softmax(x, 1), {e1 / z, e2 / z, e3 / z, 1.0 / 3, 1.0 / 3, 1.0 / 3}, 1e-6);
+  check_values(log_softmax(x, 1),
+               {1 - std::log(z), 2 - std::log(z), 3 - std::log(z), -std::log(3.0), -std::log(3.0),
+                -std::log(3.0)},
+               1e-5);
+  // along dim 0 equals the transpose's along dim 1
+  check_values(softmax(x, 0),
+               softmax(x.transpose(0, 1), 1).transpose(0, 1).contiguous().to_vector<double>(),
+               1e-7);
+  // a fully masked row gives zeros, not NaN
+  Tensor masked = tensor({-INFINITY, -INFINITY, 0, 1}, {2, 2});
+  check_values(softmax(masked, 1), {0, 0, 1 / (1 + std::exp(1.0)), 1 / (1 + std::exp(-1.0))}, 1e-6);
+}
+
+BOOST_AUTO_TEST_CASE(layer_norm_values) {
+  Tensor x = tensor({1, 2, 3, 4, 2, 2, 2, 2}, {2, 4});
+  // row 1: mean 2.5, var 1.25
+  double s = 1 / std::sqrt(1.25 + 1e-5);
+  Tensor w = tensor({1, 2, 1, 1}), b = tensor({0, 0, 1, 0});
+  check_values(layer_norm(x, {4}, w, b), {-1.5 * s, -1.0 * s, 0.5 * s + 1, 1.5 * s, 0, 0, 1, 0},
+               1e-5);
+  check_error([&] { layer_norm(x, {3}); }, {"layer_norm", "[3]", "[2,4]"});
+  check_error([&] { layer_norm(x, {4}, tensor({1, 2})); }, {"layer_norm", "weight", "[2]"});
+}
+
+BOOST_AUTO_TEST_CASE(embedding_gather_index_select) {
+  Tensor w = tensor({0, 1, 10, 11, 20, 21}, {3, 2});
+  Tensor ids = tensor_i64({2, 0, 2, 1}, {2, 2});
+  Tensor e = embedding(w, ids);
+  BOOST_CHECK(e.shape() == Shape({2, 2, 2}));
+  check_values(e, {20, 21, 0, 1, 20, 21, 10, 11});
+  check_values(index_select(w, 1, tensor_i64({1})), {1, 11, 21});
+  check_values(gather(w, 1, tensor_i64({1, 0, 0}, {3, 1})), {1, 10, 20});
+  check_error([&] { embedding(w, tensor_i64({3})); }, {"index_select", "index 3", "size 3"});
+  check_error([&] { embedding(w, tensor_i64({-1})); }, {"index -1"});
+  check_error([&] { embedding(w, tensor({1.0})); }, {"embedding", "int64", "float32"});
+  check_error([&] { gather(w, 1, tensor_i64({5}, {1, 1})); }, {"gather", "index shape"});
+}
+
+BOOST_AUTO_TEST_CASE(cat_stack_split) {
+  Tensor a = tensor({1, 2, 3, 4}, {2, 2}), b = tensor({5, 6}, {2, 1});
+  check_values(cat({a, b}, 1), {1, 2, 5, 3, 4, 6});
+  check_values(cat({a, a}, 0), {1, 2, 3, 4, 1, 2, 3, 4});
+  check_values(stack({a, a}, 2).narrow(2, 1, 1), {1, 2, 3, 4});
+  auto parts = split(arange(0.0, 5.0, 1.0), 2, 0);
+  BOOST_REQUIRE_EQUAL(parts.size(), 3u);
+  check_values(parts[2], {4});
+  auto ch = chunk(arange(0.0, 6.0, 1.0), 3, 0);
+  check_values(ch[1], {2, 3});
+  check_error([&] { cat({a, b}, 0); }, {"cat", "tensor 1", "[2,1]"});
+}
+
+BOOST_AUTO_TEST_CASE(cross_entropy_values) {
+  Tensor logits = tensor({2, 1, 0, 0, 0, 3}, {2, 3});
+  Tensor target = tensor_i64({0, 2});
+  double l0 = -(2 - std::log(std::exp(2.0) + std::exp(1.0) + 1));
+  double l1 = -(3 - std::log(2 + std::exp(3.0)));
+  check_values(cross_entropy(logits, target), {(l0 + l1) / 2}, 1e-6);
+  check_values(cross_entropy(logits, target, -100, 0, Reduction::none), {l0, l1}, 1e-6);
+  // an ignored target drops out of the mean entirely
+  check_values(cross_entropy(logits, tensor_i64({0, -100})), {l0}, 1e-6);
+  // label smoothing eps: (1-eps)*nll + eps*mean_c(-log p_c)
+  Tensor logp = log_softmax(logits, 1);
+  double u0 = -mean(select(logp, 0, 0)).item(), u1 = -mean(select(logp, 0, 1)).item();
+  double eps = 0.2;
+  check_values(cross_entropy(logits, target, -100, eps),
+               {((1 - eps) * l0 + eps * u0 + (1 - eps) * l1 + eps * u1) / 2}, 1e-5);
+  check_error([&] { cross_entropy(logits, tensor_i64({0, 3})); }, {"nll_loss", "index 3"});
+  check_error([&] { cross_entropy(logits, tensor_i64({0})); }, {"nll_loss", "target shape"});
+}
+
+BOOST_AUTO_TEST_CASE(dropout_statistics) {
+  Generator gen(5);
+  Tensor x = ones({100000});
+  Tensor y = dropout(x, 0.25, true, &gen);
+  double kept = mean(gt(y, 0.0).to(DType::f32)).item();
+  BOOST_CHECK_CLOSE(kept, 0.75, 2.0);
+  BOOST_CHECK_CLOSE(amax(y).item(), 1 / 0.75, 1e-4);
+  BOOST_CHECK_CLOSE(mean(y).item(), 1.0, 2.0);
+  check_values(dropout(x.narrow(0, 0, 3), 0.5, false), {1, 1, 1});
+  check_error([&] { dropout(x, 1.5); }, {"dropout", "1.5"});
+}
+
+BOOST_AUTO_TEST_CASE(results_do_not_depend_on_thread_count) {
+  manual_seed(2);
+  Tensor x = randn({64, 300});
+  Tensor w = randn({300, 50});
+  set_num_threads(1);
+  auto one = softmax(matmul(x, w), 1).to_vector<double>();
+  auto s1 = sum(x, {0}).to_vector<double>();
+  set_num_threads(2);
+  auto two = softmax(matmul(x, w), 1).to_vector<double>();
+  auto s2 = sum(x, {0}).to_vector<double>();
+  check_values(tensor(one), two, 1e-6);
+  check_values(tensor(s1), s2, 1e-5);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,132 @@
+// Tensor basics: factories, views sharing storage, contiguity, dtype conversion, printing.
+#include <boost/test/unit_test.hpp>
+
+#include "engine/backend.h"
+#include "engine/ops.h"
+#include "tests/engine/helpers.h"
+
+using namespace qkv;
+using qkv::testing::check_error;
+using qkv::testing::check_values;
+
+BOOST_AUTO_TEST_SUITE(tensor_basics)
+
+BOOST_AUTO_TEST_CASE(factories) {
+  check_values(zeros({2, 2}), {0, 0, 0, 0});
+  check_values(ones({3}), {1, 1, 1});
+  check_values(full({2}, 2.5), {2.5, 2.5});
+  check_values(arange(0.0, 1.0, 0.25), {0, 0.25, 0.5, 0.75});
+  Tensor i = arange(4);
+  BOOST_CHECK(i.dtype() == DType::i64);
+  check_values(i, {0, 1, 2, 3});
+  Tensor t = tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+  BOOST_CHECK(t.shape() == Shape({2, 3}));
+  BOOST_CHECK_EQUAL(t.numel(), 6);
+  BOOST_CHECK_CLOSE(scalar_tensor(3.25).item(), 3.25, 1e-9);
+  check_error([] { tensor({1, 2, 3}, {2, 2}); }, {"tensor", "[2,2]"});
+  check_error([] { zeros({2, 2}).item(); }, {"item", "[2,2]"});
+}
+
+BOOST_AUTO_TEST_CASE(random_is_seeded_and_has_the_right_moments) {
+  manual_seed(3);
+  Tensor a = randn({20000});
+  manual_seed(3);
+  Tensor b = randn({20000});
+  check_values(a, b.to_vector<double>(), 0);
+  // mean ~ 0 and variance ~ 1 within a few standard errors
+  BOOST_CHECK_SMALL(mean(a).item(), 0.05);
+  BOOST_CHECK_CLOSE(var(a).item(), 1.0, 5.0);
+  Tensor u = rand({20000});
+  BOOST_CHECK_GE(amin(u).item(), 0.0);
+  BOOST_CHECK_LT(amax(u).item(), 1.0);
+  BOOST_CHECK_CLOSE(mean(u).item(), 0.5, 3.0);
+  // counters advance: two draws differ
+  BOOST_CHECK_NE(rand({1}).item(), rand({1}).item());
+}
+
+BOOST_AUTO_TEST_CASE(views_share_storage) {
+  Tensor t = arange(0.0, 12.0, 1.0).reshape({3, 4});
+  Tensor tt = t.transpose(0, 1);
+  BOOST_CHECK(tt.same_storage(t));
+  BOOST_CHECK(!tt.is_contiguous());
+  BOOST_CHECK(tt.shape() == Shape({4, 3}));
+  check_values(tt.contiguous().reshape({-1}), {0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11});
+  Tensor n = t.narrow(1, 1, 2);
+  check_values(n, {1, 2, 5, 6, 9, 10});
+  BOOST_CHECK(n.same_storage(t));
+  Tensor e = tensor({1, 2, 3}, {3, 1}).expand({3, 4});
+  BOOST_CHECK_EQUAL(e.strides()[1], 0);
+  check_values(e, {1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3});
+  check_values(select(t, 0, 1), {4, 5, 6, 7});
+  BOOST_CHECK(t.unsqueeze(0).shape() == Shape({1, 3, 4}));
+  BOOST_CHECK(t.unsqueeze(0).squeeze(0).shape() == Shape({3, 4}));
+  BOOST_CHECK(t.reshape({2, -1, 2}).shape() == Shape({2, 3, 2}));
+  BOOST_CHECK(flatten(zeros({2, 3, 4}), 1).shape() == Shape({2, 12}));
+  // a view of a view keeps the offset right
+  check_values(t.narrow(0, 1, 2).narrow(1, 2, 2), {6, 7, 10, 11});
+  // writing through a view changes the base
+  copy_(t.narrow(1, 0, 1), zeros({3, 1}));
+  check_values(t.narrow(1, 0, 1), {0, 0, 0});
+  copy_(t.narrow(0, 0, 1), full({1, 4}, 9));
+  check_values(t.narrow(0, 0, 1), {9, 9, 9, 9});
+}
+
+BOOST_AUTO_TEST_CASE(reshape_views_when_it_can_and_copies_when_it_must) {
+  Tensor t = arange(0.0, 24.0, 1.0).reshape({2, 3, 4});
+  Tensor p = t.permute({1, 0, 2});  // [3,2,4], last dim still contiguous
+  Tensor split_last = p.reshape({3, 2, 2, 2});
+  BOOST_CHECK(split_last.same_storage(t));  // splitting a dim never needs a copy
+  check_values(split_last.narrow(0, 1, 1), {4, 5, 6, 7, 16, 17, 18, 19});
+  Tensor merged = t.narrow(2, 0, 4).reshape({6, 4});  // merging contiguous leading dims
+  BOOST_CHECK(merged.same_storage(t));
+  Tensor copied = p.reshape({3, 8});  // dims 1,2 of p are not contiguous together
+  BOOST_CHECK(!copied.same_storage(t));
+  check_values(copied.narrow(0, 0, 1), {0, 1, 2, 3, 12, 13, 14, 15});
+  Tensor tt = t.transpose(1, 2);  // [2,4,3]
+  Tensor flat = tt.reshape({-1});
+  BOOST_CHECK(!flat.same_storage(t));
+  check_values(flat.narrow(0, 0, 6), {0, 4, 8, 1, 5, 9});
+  check_error([&] { view(tt, {-1}); }, {"view", "contiguous"});
+  check_error([&] { t.reshape({5, 5}); }, {"reshape", "[2,3,4]", "[5,5]"});
+  check_error([&] { t.reshape({-1, -1}); }, {"reshape", "-1"});
+}
+
+BOOST_AUTO_TEST_CASE(dtype_conversion) {
+  Tensor t = tensor({1.5, -2.25, 3.0});
+  check_values(t.to(DType::f64), {1.5, -2.25, 3.0}, 0);
+  check_values(t.to(DType::i64), {1, -2, 3}, 0);
+  check_values(t.to(DType::b8), {1, 1, 1}, 0);
+  check_values(t.to(DType::bf16).to(DType::f32), {1.5, -2.25, 3.0}, 0);
+  // bf16 keeps 8 significant bits: 1 + 2^-9 rounds to 1
+  check_values(tensor({1.0 + 1.0 / 512}).to(DType::bf16).to(DType::f32), {1.0}, 0);
+  check_error([] { tensor({1.0}).to(DType::i64).requires_grad_(); }, {"requires_grad", "int64"});
+}
+
+BOOST_AUTO_TEST_CASE(printing_looks_like_pytorch) {
+  BOOST_CHECK_EQUAL(tensor({1, 2.5}).str(), "tensor([1.0000, 2.5000])");
+  BOOST_CHECK_EQUAL(tensor({1, 2, 3, 4}, {2, 2}).str(),
+                    "tensor([[1.0000, 2.0000],\n        [3.0000, 4.0000]])");
+  BOOST_CHECK_EQUAL(tensor_i64({1, 2}).str(), "tensor([1, 2])");
+  BOOST_CHECK_EQUAL(tensor({1}, {1}, {DType::f64}).str(), "tensor([1.0000], dtype=float64)");
+  Tensor w = ones({1}, {.requires_grad = true});
+  BOOST_CHECK_EQUAL(w.str(), "tensor([1.0000], requires_grad=True)");
+  BOOST_CHECK_EQUAL(mul(w, 2.0).str(), "tensor([2.0000], grad_fn=<mul_scalar>)");
+  BOOST_CHECK_EQUAL(gt(tensor({1, -1}), 0.0).str(), "tensor([True, False])");
+}
+
+BOOST_AUTO_TEST_CASE(caching_allocator_reuses_blocks) {
+  Backend& cpu = backend_for(Device::cpu());
+  { Tensor warm = zeros({1 << 18}); }
+  MemoryStats before = cpu.memory_stats();
+  { Tensor t = zeros({1 << 18}); }  // same bucket: must come from the cache
+  MemoryStats after = cpu.memory_stats();
+  BOOST_CHECK_EQUAL(after.allocations - before.allocations, 1u);
+  BOOST_CHECK_EQUAL(after.cache_hits - before.cache_hits, 1u);
+  BOOST_CHECK_EQUAL(after.bytes_in_use, before.bytes_in_use);
+  cpu.reset_peak_memory();
+  size_t base = cpu.memory_stats().peak_bytes;
+  { Tensor big = zeros({1 << 20}); }  // 4 MiB
+  BOOST_CHECK_GE(cpu.memory_stats().peak_bytes - base, size_t(4) << 20);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
