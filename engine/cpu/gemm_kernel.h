@@ -29,6 +29,11 @@ struct GemmMicrokernel {
   // A faster packing of transposed panels for the same ISA, or nullptr for the portable loop.
   void (*pack_transposed)(const T* src, int64_t line_stride, int64_t lines, int64_t depth,
                           int width, T* dst) = nullptr;
+  // Like run, but reading A unpacked, as stored (not transposed): a[i * lda + p]. Used for small
+  // products, where transposing A into panels costs more than the kernel's strided reads. nullptr
+  // when the kernel has no such variant.
+  void (*run_a_in_place)(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
+                         int64_t ldc, T alpha, T beta, int rows, int cols) = nullptr;
 };
 
 // Each returns nullptr when this CPU cannot run that kernel.

@@ -67,9 +67,11 @@ QKV_AVX512_INLINE __mmask16 first_lanes(int count) {
 // R rows (R <= MR, the packed panel's row stride) x NV vectors of C, of which the first `cols`
 // columns are stored. Ragged edges of C are handled here, with masked loads and stores and a
 // smaller R, so the driver never needs a scratch tile and the edge costs only what it computes.
-template <typename T, int MR, int R, int NV>
-QKV_AVX512 void avx512_tile(int64_t kc, const T* a, const T* b, int64_t ldb, T* c, int64_t ldc,
-                            T alpha, T beta, int cols) {
+// A is a packed panel (lda == 0: a[p * MR + i]) or, for small products, read in place
+// (a[i * lda + p]).
+template <typename T, int MR, int R, int NV, bool kAInPlace>
+QKV_AVX512 void avx512_tile(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
+                            int64_t ldc, T alpha, T beta, int cols) {
   using V = Zmm<T>;
   constexpr int W = V::width;
   typename V::Vec acc[R][NV];
@@ -79,13 +81,13 @@ QKV_AVX512 void avx512_tile(int64_t kc, const T* a, const T* b, int64_t ldb, T* 
     for (int j = 0; j < NV; ++j) acc[i][j] = V::zero();
 
 #pragma GCC unroll 2
-  for (int64_t p = 0; p < kc; ++p, a += MR, b += ldb) {
+  for (int64_t p = 0; p < kc; ++p, a += kAInPlace ? 1 : MR, b += ldb) {
     typename V::Vec bv[NV];
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) bv[j] = V::loadu(b + j * W);
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
-      typename V::Vec ai = V::broadcast(a[i]);
+      typename V::Vec ai = V::broadcast(kAInPlace ? a[i * lda] : a[i]);
 #pragma GCC unroll 4
       for (int j = 0; j < NV; ++j) acc[i][j] = V::fma(ai, bv[j], acc[i][j]);
     }
@@ -113,17 +115,24 @@ QKV_AVX512 void avx512_tile(int64_t kc, const T* a, const T* b, int64_t ldb, T* 
 }
 
 // One instantiation per row count, indexed by rows - 1.
-template <typename T, int MR, int NV, int... R>
+template <typename T, int MR, int NV, bool kAInPlace, int... R>
 constexpr auto tile_table(std::integer_sequence<int, R...>) {
-  using Tile = void (*)(int64_t, const T*, const T*, int64_t, T*, int64_t, T, T, int);
-  return std::array<Tile, MR>{avx512_tile<T, MR, R + 1, NV>...};
+  using Tile = void (*)(int64_t, const T*, int64_t, const T*, int64_t, T*, int64_t, T, T, int);
+  return std::array<Tile, MR>{avx512_tile<T, MR, R + 1, NV, kAInPlace>...};
 }
 
 template <typename T, int MR, int NV>
 void avx512_kernel(int64_t kc, const T* a, const T* b, int64_t ldb, T* c, int64_t ldc, T alpha,
                    T beta, int rows, int cols) {
-  static constexpr auto tiles = tile_table<T, MR, NV>(std::make_integer_sequence<int, MR>());
-  tiles[rows - 1](kc, a, b, ldb, c, ldc, alpha, beta, cols);
+  static constexpr auto tiles = tile_table<T, MR, NV, false>(std::make_integer_sequence<int, MR>());
+  tiles[rows - 1](kc, a, 0, b, ldb, c, ldc, alpha, beta, cols);
+}
+
+template <typename T, int MR, int NV>
+void avx512_kernel_a_in_place(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
+                              int64_t ldc, T alpha, T beta, int rows, int cols) {
+  static constexpr auto tiles = tile_table<T, MR, NV, true>(std::make_integer_sequence<int, MR>());
+  tiles[rows - 1](kc, a, lda, b, ldb, c, ldc, alpha, beta, cols);
 }
 
 bool cpu_has_avx512() { return __builtin_cpu_supports("avx512f"); }
@@ -132,8 +141,15 @@ bool cpu_has_avx512() { return __builtin_cpu_supports("avx512f"); }
 
 template <>
 const GemmMicrokernel<float>* gemm_kernel_avx512<float>() {
-  static const GemmMicrokernel<float> k{
-      "avx512", 12, 32, 3072, 384, 512, avx512_kernel<float, 12, 2>, pack_transposed_avx512<float>};
+  static const GemmMicrokernel<float> k{"avx512",
+                                        12,
+                                        32,
+                                        3072,
+                                        384,
+                                        512,
+                                        avx512_kernel<float, 12, 2>,
+                                        pack_transposed_avx512<float>,
+                                        avx512_kernel_a_in_place<float, 12, 2>};
   return cpu_has_avx512() ? &k : nullptr;
 }
 
@@ -146,7 +162,8 @@ const GemmMicrokernel<double>* gemm_kernel_avx512<double>() {
                                          256,
                                          384,
                                          avx512_kernel<double, 12, 2>,
-                                         pack_transposed_avx512<double>};
+                                         pack_transposed_avx512<double>,
+                                         avx512_kernel_a_in_place<double, 12, 2>};
   return cpu_has_avx512() ? &k : nullptr;
 }
 

@@ -47,6 +47,9 @@ class ScratchBuffer {
 // A B this small (bytes) stays in cache by itself, so for B as stored (not transposed) the kernel
 // reads its full-width panels in place: packing would cost more than it saves.
 constexpr int64_t kInPlaceBBytes = 128 * 1024;
+// Likewise a small A as stored is read in place by kernels that can (run_a_in_place): it saves
+// the transpose that packing A is in that case.
+constexpr int64_t kInPlaceABytes = 256 * 1024;
 
 int64_t round_up(int64_t x, int64_t step) { return (x + step - 1) / step * step; }
 
@@ -62,6 +65,8 @@ void gemm_packed(const GemmMicrokernel<T>& kernel, bool trans_a, bool trans_b, i
   const int64_t b_col = trans_b ? ldb : 1, b_depth = trans_b ? 1 : ldb;
 
   const bool b_in_place = !trans_b && int64_t(sizeof(T)) * k * n <= kInPlaceBBytes;
+  const bool a_in_place = kernel.run_a_in_place && !trans_a && lda > 0 &&
+                          int64_t(sizeof(T)) * m * lda <= kInPlaceABytes;
 
   thread_local ScratchBuffer a_scratch, b_scratch;
   const int64_t kc_max = std::min(kernel.kc, k);
@@ -75,8 +80,9 @@ void gemm_packed(const GemmMicrokernel<T>& kernel, bool trans_a, bool trans_b, i
     for (int64_t p0 = 0; p0 < k; p0 += kernel.kc) {
       const int64_t kc = std::min(kernel.kc, k - p0);
       const T beta_block = p0 == 0 ? beta : T(1);
-      pack_panels(a + i0 * a_row + p0 * a_depth, a_row, a_depth, mc, kc, mr, a_packed,
-                  kernel.pack_transposed);
+      if (!a_in_place)
+        pack_panels(a + i0 * a_row + p0 * a_depth, a_row, a_depth, mc, kc, mr, a_packed,
+                    kernel.pack_transposed);
       for (int64_t j0 = 0; j0 < n; j0 += kernel.nc) {
         const int64_t nc = std::min(kernel.nc, n - j0);
         // In place, only a ragged last panel (which the kernel would read past) is packed.
@@ -92,8 +98,13 @@ void gemm_packed(const GemmMicrokernel<T>& kernel, bool trans_a, bool trans_b, i
             const T* b_panel =
                 in_place ? b + p0 * ldb + j0 + jr : b_packed + (jr - packed_from) * kc;
             const int64_t cols = std::min<int64_t>(nr, nc - jr);
-            kernel.run(kc, a_panel, b_panel, in_place ? ldb : nr, c + (i0 + ir) * ldc + j0 + jr,
-                       ldc, alpha, beta_block, int(rows), int(cols));
+            T* c_tile = c + (i0 + ir) * ldc + j0 + jr;
+            if (a_in_place)
+              kernel.run_a_in_place(kc, a + (i0 + ir) * lda + p0, lda, b_panel, in_place ? ldb : nr,
+                                    c_tile, ldc, alpha, beta_block, int(rows), int(cols));
+            else
+              kernel.run(kc, a_panel, b_panel, in_place ? ldb : nr, c_tile, ldc, alpha, beta_block,
+                         int(rows), int(cols));
           }
         }
       }
