@@ -40,7 +40,7 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure
 
 run: build
-	$(QKV) train translate --task dates --out runs/dates
+	$(QKV) demo
 
 bench: build
 	$(QKV) bench gemm

@@ -1,0 +1,33 @@
+// The qkv subcommands. main.cpp builds the command line with CLI11 and calls these; each returns
+// the process exit code and reports problems by throwing qkv::Error (main prints it on one line).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace qkv::cli {
+
+struct GradcheckOptions {
+  bool json = false;   // one JSON object per op per line
+  std::string filter;  // only ops whose name contains this
+};
+int gradcheck_command(const GradcheckOptions& options);
+
+int info_command();
+
+struct OpsBenchOptions {
+  bool json = false;
+  int threads = 0;  // 0 = default
+};
+int bench_ops_command(const OpsBenchOptions& options);
+
+struct DemoOptions {
+  int steps = 600;
+  uint64_t seed = 1;
+};
+int demo_command(const DemoOptions& options);
+
+// Registers the backends and gradcheck cases of every layer linked into this binary.
+void initialize_layers();
+
+}  // namespace qkv::cli

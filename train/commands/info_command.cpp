@@ -1,0 +1,46 @@
+// `qkv info`: version, build type, threads, CPU features, CUDA status.
+#include <cstdio>
+#include <thread>
+
+#include "engine/parallel.h"
+#include "train/commands/commands.h"
+#ifdef QKV_WITH_CUDA
+#include "cuda/cuda_backend.h"
+#endif
+
+namespace qkv::cli {
+
+int info_command() {
+  std::printf("qkv %s\n", QKV_VERSION);
+#ifdef NDEBUG
+  std::printf("build:    Release\n");
+#else
+  std::printf("build:    Debug\n");
+#endif
+  std::printf("threads:  %d (of %u hardware threads; set with --threads or QKV_NUM_THREADS)\n",
+              num_threads(), std::thread::hardware_concurrency());
+  std::printf("cpu:      ");
+  __builtin_cpu_init();
+  // __builtin_cpu_supports needs a literal, hence the macro
+#define QKV_PRINT_FEATURE(name) \
+  if (__builtin_cpu_supports(name)) std::printf("%s ", name);
+  QKV_PRINT_FEATURE("sse4.2")
+  QKV_PRINT_FEATURE("avx")
+  QKV_PRINT_FEATURE("avx2")
+  QKV_PRINT_FEATURE("fma")
+  QKV_PRINT_FEATURE("avx512f")
+  QKV_PRINT_FEATURE("avx512bw")
+  QKV_PRINT_FEATURE("avx512vl")
+  QKV_PRINT_FEATURE("avx512vnni")
+  QKV_PRINT_FEATURE("avx512bf16")
+#undef QKV_PRINT_FEATURE
+  std::printf("\n");
+#ifdef QKV_WITH_CUDA
+  std::printf("cuda:     %s\n", qkv::cuda::status().c_str());
+#else
+  std::printf("cuda:     not built (nvcc was not found at configure time, or WITH_CUDA=OFF)\n");
+#endif
+  return 0;
+}
+
+}  // namespace qkv::cli
