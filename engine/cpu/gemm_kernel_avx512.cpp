@@ -2,9 +2,9 @@
 //
 // Each step of k loads two vectors of the B micro-panel and, for each of the 12 rows, broadcasts
 // one A value and issues two FMAs: 24 independent FMAs per step hide the FMA latency (4 cycles x 2
-// ports = 8 in flight needed) and cost only 2 vector loads plus 12 broadcasts, which the compiler
-// folds into the FMAs as memory operands. 24 accumulators + 2 B vectors + 1 broadcast = 27 of the
-// 32 zmm registers, so nothing spills.
+// ports = 8 in flight needed) and cost only 2 vector loads plus 12 broadcasts, which are
+// broadcast-loads (load ports, not the shuffle port). 24 accumulators + 2 B vectors + 1 broadcast
+// = 27 of the 32 zmm registers, so nothing spills.
 //
 // The functions carry target("avx512f") instead of relying on -march: this file is compiled into
 // every build and only called after cpuid says the CPU has AVX-512.
