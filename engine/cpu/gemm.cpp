@@ -11,11 +11,11 @@
 namespace qkv::cpu {
 namespace {
 
-// Below about this many multiply-adds (~200^3), waking the pool costs more than a second core
-// saves: one parallel_for costs 30-70 us on the 2-core VM this was tuned on (condition-variable
-// wake-ups), while a 192^3 product takes ~90 us on one core. With a pool whose workers spin
-// briefly before sleeping (~1 us per parallel_for) the right threshold is about 1 << 19.
-constexpr int64_t kMinParallelMacs = int64_t(1) << 23;
+// Below about this many multiply-adds (~80^3), handing work to the pool costs more than a second
+// core saves. The pool's workers spin briefly before sleeping, so a parallel_for costs ~1 us when
+// kernels come back to back; with sleeping workers (30-70 us per wake-up on the 2-core VM this
+// was tuned on) the threshold would have to be about 1 << 23.
+constexpr int64_t kMinParallelMacs = int64_t(1) << 19;
 
 template <typename T>
 void scale_c(int64_t m, int64_t n, T beta, T* c, int64_t ldc) {
