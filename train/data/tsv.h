@@ -1,0 +1,34 @@
+// A user's own data as tab-separated text.
+//
+//   pairs.tsv (translation):    source TAB target        one pair per line
+//   labels.tsv (classification): label TAB text          one example per line
+//
+// Blank lines are skipped and a trailing '\r' (a file saved on Windows) is dropped. Everything
+// after the first TAB belongs to the second field, so targets may contain tabs. A line without a
+// TAB is an error naming the file and the line number, since silently skipping it would train on
+// less data than the user thinks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "train/tasks/task.h"
+
+namespace qkv::train {
+
+std::vector<Pair> read_pairs_tsv(const std::string& path);
+
+struct TextExample {
+  std::string text;
+  int64_t label = 0;  // index into TextClassificationData::labels
+};
+
+struct TextClassificationData {
+  std::vector<std::string> labels;  // label names, sorted, so ids do not depend on line order
+  std::vector<TextExample> examples;
+};
+
+TextClassificationData read_classification_tsv(const std::string& path);
+
+}  // namespace qkv::train
