@@ -1,0 +1,90 @@
+// The run configuration: every option of the trainer in one struct, loadable from JSON.
+//
+// `qkv train --config run.json` reads a JSON object whose keys are the field names below; flags on
+// the command line override it, and the effective configuration is written into the run folder as
+// config.json, so a run folder always says exactly how it was made. A mistyped key is an error that
+// names the closest valid key, because a silently ignored "learning_rate" (for "lr") would waste a
+// whole run.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace qkv::train {
+
+struct Config {
+  // ---- data
+  std::string task =
+      "dates";       // copy, reverse, sort, dates, numbers, order, pairs, classify, fashion-mnist
+  std::string data;  // path of pairs.tsv / labels.tsv for the tasks that read a file
+  std::string tokenizer;      // "char" or "whitespace"; empty = the task's natural choice
+  int64_t min_frequency = 1;  // rarer tokens become <unk>
+  int64_t train_size = 20000, valid_size = 1000, test_size = 1000;
+  int64_t min_length = 3, max_length = 12;  // symbol tasks and the order task
+  int64_t max_len = 128;                    // truncate longer sequences in batches
+  // ---- model
+  int64_t d_model = 128, heads = 4, layers = 2, ff_dim = 512;
+  double dropout = 0.1;
+  std::string positional = "sinusoidal";  // sinusoidal, learned, none
+  // ---- optimization
+  std::string optimizer = "adamw";  // adamw, sgd
+  int64_t batch_size = 64, steps = 3000;
+  double lr = 1e-3, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.98;
+  int64_t warmup = 200;
+  std::string schedule = "cosine";  // constant, linear, cosine, inverse_sqrt
+  double clip = 1.0;                // max gradient norm; 0 = off
+  double label_smoothing = 0.0;
+  bool bucket_by_length = true;
+  // ---- evaluation, early stop, checkpoints
+  int64_t eval_every = 250, log_every = 50, checkpoint_every = 1000;
+  int64_t beam = 1;                           // 1 = greedy decoding
+  std::string target_metric = "exact_match";  // exact_match, token_accuracy, accuracy, loss
+  double target_value = 0.0;                  // stop once the metric reaches it; 0 = never
+  int64_t patience = 0;  // stop after this many evals without improvement; 0 = never
+  // ---- machine
+  uint64_t seed = 1;
+  int64_t threads = 0;             // 0 = all cores
+  std::string device = "cpu";      // cpu, cuda, cuda:N
+  std::string precision = "fp32";  // fp32, bf16 (CUDA)
+  std::string out = "runs/run";
+  bool pictures = true;
+};
+
+// One row per Config field: its JSON key, where it lives, and what it means.
+struct ConfigField {
+  std::string key;
+  std::variant<std::string Config::*, int64_t Config::*, uint64_t Config::*, double Config::*,
+               bool Config::*>
+      member;
+  std::vector<std::string> choices;  // allowed values of a string field (empty: any)
+  std::string help;
+};
+const std::vector<ConfigField>& config_fields();
+
+// Sets the fields named in `j` (a JSON object), leaving the others as they are. `source` (a file
+// name) starts every error message: "run.json: unknown key 'learning_rate' (did you mean 'lr'?)",
+// "run.json: key 'steps' must be an integer, got \"1000\"".
+void apply_config_json(Config& config, const nlohmann::json& j, const std::string& source);
+// Sets one field from a string, as the command line gives it ("--steps 500"): parsed as JSON when
+// possible, else taken as a string.
+void set_config_value(Config& config, const std::string& key, const std::string& value,
+                      const std::string& source = "command line");
+
+// Defaults overridden by the file's keys. Throws qkv::Error naming the file when it is missing, not
+// JSON, not an object, or has a bad key or value.
+Config load_config(const std::string& path);
+nlohmann::json config_to_json(const Config& config);
+// Writes the effective config as pretty JSON, atomically.
+void save_config(const Config& config, const std::string& path);
+
+// Cross-field checks (d_model divisible by heads, positive sizes, ...); throws naming the key.
+void validate_config(const Config& config, const std::string& source = "config");
+
+// Levenshtein distance; and the valid key closest to `key` (for "did you mean").
+size_t edit_distance(const std::string& a, const std::string& b);
+std::string closest_config_key(const std::string& key);
+
+}  // namespace qkv::train

@@ -1,0 +1,45 @@
+// The run folder (`--out runs/NAME`): everything one run writes lives here.
+//
+//   runs/NAME/config.json     the effective configuration (written once, atomically)
+//   runs/NAME/metrics.jsonl   one JSON object per line, appended and flushed as the run goes
+//   runs/NAME/log.txt         the human-readable log, the same lines the terminal shows
+//   runs/NAME/vocab.json, checkpoints, pictures/ ...
+//
+// Appended files are flushed after every line so that `tail -f` and a crashed run both see
+// everything logged so far; whole files go through write_file_atomic.
+#pragma once
+
+#include <cstdio>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <string_view>
+
+namespace qkv::train {
+
+class RunDir {
+ public:
+  // Creates `path` (and its parents) if needed and checks that a file can be written in it.
+  // Throws qkv::Error("--out: cannot create run folder <path>: <reason>") otherwise.
+  explicit RunDir(const std::string& path);
+  ~RunDir();
+  RunDir(const RunDir&) = delete;
+  RunDir& operator=(const RunDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  // `path()/name`, creating the subfolder part of `name` (e.g. "pictures/attn.png") if any.
+  std::string file(const std::string& name) const;
+
+  // Appends one compact JSON object as a line to metrics.jsonl and flushes it.
+  void append_metrics(const nlohmann::json& record);
+  // Appends `line` (no newline needed) to log.txt and flushes it.
+  void log(std::string_view line);
+  // Writes `name` in the folder atomically.
+  void write(const std::string& name, std::string_view bytes) const;
+
+ private:
+  std::string path_;
+  std::FILE* metrics_ = nullptr;
+  std::FILE* log_ = nullptr;
+};
+
+}  // namespace qkv::train
