@@ -1,0 +1,154 @@
+#include "nn/attention.h"
+
+#include <cmath>
+#include <limits>
+
+#include "engine/error.h"
+#include "nn/init.h"
+
+namespace qkv::nn {
+
+namespace {
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+// Applies a bool (blocked = true) or additive mask to scores.
+Tensor apply_mask(const Tensor& scores, const Tensor& mask, const char* op) {
+  if (!mask.defined()) return scores;
+  if (mask.dtype() == DType::b8) return masked_fill(scores, mask, -kInf);
+  QKV_CHECK(is_floating(mask.dtype()), op, "mask must be bool or floating, got ",
+            dtype_name(mask.dtype()));
+  return add(scores, mask.dtype() == scores.dtype() ? mask : mask.to(scores.dtype()));
+}
+
+}  // namespace
+
+Tensor causal_mask(int64_t T, int64_t S, Device device) {
+  if (S < 0) S = T;
+  Tensor rows = arange(0, double(T), 1, {DType::f32, device}).reshape({T, 1});
+  Tensor cols = arange(0, double(S), 1, {DType::f32, device}).reshape({1, S});
+  return gt(cols, rows);
+}
+
+AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const Tensor& attn_mask, bool is_causal,
+                                             double dropout_p, std::optional<double> scale) {
+  const char* op = "scaled_dot_product_attention";
+  QKV_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), op,
+            "q, k, v need the same rank >= 2, got ", shape_str(q.shape()), ", ",
+            shape_str(k.shape()), ", ", shape_str(v.shape()));
+  QKV_CHECK(q.size(-1) == k.size(-1), op, "q and k feature dims differ: ", shape_str(q.shape()),
+            " vs ", shape_str(k.shape()));
+  QKV_CHECK(k.size(-2) == v.size(-2), op, "k and v lengths differ: ", shape_str(k.shape()), " vs ",
+            shape_str(v.shape()));
+  double s = scale.value_or(1.0 / std::sqrt(double(q.size(-1))));
+  Tensor scores = mul(matmul(q, k.transpose(-2, -1)), s);
+  scores = apply_mask(scores, attn_mask, op);
+  if (is_causal)
+    scores = masked_fill(scores, causal_mask(q.size(-2), k.size(-2), q.device()), -kInf);
+  Tensor weights = softmax(scores, -1);
+  Tensor dropped = dropout_p > 0 ? dropout(weights, dropout_p, true) : weights;
+  return {matmul(dropped, v), weights};
+}
+
+MultiheadAttention::MultiheadAttention(int64_t E, int64_t H, double p, bool bias, int64_t kdim,
+                                       int64_t vdim)
+    : embed_dim(E), num_heads(H), head_dim(H > 0 ? E / H : 0), dropout(p) {
+  QKV_CHECK(E > 0 && H > 0, "MultiheadAttention", "embed_dim and num_heads must be positive");
+  QKV_CHECK(E % H == 0, "MultiheadAttention", "embed_dim ", E, " is not divisible by num_heads ",
+            H);
+  q_proj = register_module("q_proj", std::make_shared<Linear>(E, E, bias));
+  k_proj = register_module("k_proj", std::make_shared<Linear>(kdim < 0 ? E : kdim, E, bias));
+  v_proj = register_module("v_proj", std::make_shared<Linear>(vdim < 0 ? E : vdim, E, bias));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(E, E, bias));
+  // PyTorch: xavier-uniform input projections, zero biases; out_proj keeps Linear's weight init.
+  for (auto& proj : {q_proj, k_proj, v_proj}) {
+    init::xavier_uniform_(proj->weight);
+    if (bias) init::zeros_(proj->bias);
+  }
+  if (bias) init::zeros_(out_proj->bias);
+}
+
+void MultiheadAttention::set_position(std::shared_ptr<AttentionPosition> p) {
+  if (!position && p) register_module("position", p);
+  QKV_CHECK(!position || !p || position == p, "MultiheadAttention",
+            "a positional scheme is already registered");
+  position = std::move(p);
+}
+
+AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key,
+                                            const Tensor& value, const Tensor& key_padding_mask,
+                                            const Tensor& attn_mask, bool need_weights,
+                                            bool average_attn_weights, bool is_causal) {
+  const char* op = "MultiheadAttention";
+  QKV_CHECK(query.dim() == 3 && key.dim() == 3 && value.dim() == 3, op,
+            "expected batch-first [B, T, E] inputs, got ", shape_str(query.shape()), ", ",
+            shape_str(key.shape()), ", ", shape_str(value.shape()));
+  const int64_t B = query.size(0), T = query.size(1), S = key.size(1), H = num_heads;
+  QKV_CHECK(key.size(0) == B && value.size(0) == B && value.size(1) == S, op,
+            "batch or length mismatch: query ", shape_str(query.shape()), ", key ",
+            shape_str(key.shape()), ", value ", shape_str(value.shape()));
+
+  // [B, L, E] -> [B, H, L, head_dim]
+  auto heads = [&](const Tensor& x, int64_t L) {
+    return x.reshape({B, L, H, head_dim}).transpose(1, 2);
+  };
+  Tensor q = heads(q_proj->forward(query), T);
+  Tensor k = heads(k_proj->forward(key), S);
+  Tensor v = heads(v_proj->forward(value), S);
+  if (position) position->rotate(q, k);
+
+  // All masks and biases become one term broadcastable to [B, H, T, S].
+  Tensor mask;
+  auto combine = [&](Tensor m) {
+    if (!mask.defined()) {
+      mask = m;
+    } else if (mask.dtype() == DType::b8 && m.dtype() == DType::b8) {
+      mask = logical_or(mask, m);
+    } else {
+      auto as_float = [&](const Tensor& t) {
+        return t.dtype() == DType::b8 ? where(t, -kInf, zeros({}, {q.dtype(), q.device()}))
+                                      : t.to(q.dtype());
+      };
+      mask = add(as_float(mask), as_float(m));
+    }
+  };
+  if (key_padding_mask.defined()) {
+    QKV_CHECK(key_padding_mask.dim() == 2 && key_padding_mask.size(0) == B &&
+                  key_padding_mask.size(1) == S,
+              op, "key_padding_mask must be [B, S] = [", B, ",", S, "], got ",
+              shape_str(key_padding_mask.shape()));
+    combine(key_padding_mask.reshape({B, 1, 1, S}));
+  }
+  if (attn_mask.defined()) {
+    Tensor m = attn_mask;
+    if (m.dim() == 3) {
+      QKV_CHECK(m.size(0) == B * H, op, "3-D attn_mask must be [B*H, T, S], got ",
+                shape_str(m.shape()));
+      m = m.reshape({B, H, m.size(1), m.size(2)});
+    }
+    QKV_CHECK((m.dim() == 2 || m.dim() == 4) && m.size(-2) == T && m.size(-1) == S, op,
+              "attn_mask must be [T, S] = [", T, ",", S, "] (or [B*H, T, S]), got ",
+              shape_str(attn_mask.shape()));
+    combine(m);
+  }
+  if (position) {
+    Tensor bias = position->score_bias(q, S);
+    if (bias.defined()) combine(bias);
+  }
+
+  AttentionOutput a =
+      scaled_dot_product_attention(q, k, v, mask, is_causal, is_training() ? dropout : 0.0);
+  Tensor merged = a.output.transpose(1, 2).reshape({B, T, embed_dim});
+  AttentionOutput out{out_proj->forward(merged), Tensor()};
+  if (record_weights) last_weights = a.weights.detach();
+  if (need_weights) out.weights = average_attn_weights ? mean(a.weights, {1}) : a.weights;
+  return out;
+}
+
+std::string MultiheadAttention::describe() const {
+  return "MultiheadAttention(embed_dim=" + std::to_string(embed_dim) +
+         ", num_heads=" + std::to_string(num_heads) + ")";
+}
+
+}  // namespace qkv::nn

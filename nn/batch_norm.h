@@ -1,0 +1,26 @@
+// BatchNorm2d(num_features, eps, momentum): per-channel normalization of [B, C, H, W].
+//
+// Training normalizes with the batch's statistics and folds them into running_mean / running_var
+// (running = (1 - momentum) * running + momentum * batch, the variance unbiased, as PyTorch);
+// eval normalizes with the running statistics, so a single example gives a deterministic answer.
+#pragma once
+
+#include "nn/module.h"
+
+namespace qkv::nn {
+
+class BatchNorm2d : public Layer {
+ public:
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1);
+  Tensor forward(const Tensor& x) override;
+  std::string describe() const override {
+    return "BatchNorm2d(" + std::to_string(num_features) + ")";
+  }
+
+  int64_t num_features;
+  double eps, momentum;
+  Tensor weight, bias;                                    // [C] ones, zeros
+  Tensor running_mean, running_var, num_batches_tracked;  // buffers
+};
+
+}  // namespace qkv::nn

@@ -1,0 +1,82 @@
+#include "nn/conv.h"
+
+#include <cmath>
+
+#include "engine/error.h"
+#include "nn/init.h"
+
+namespace qkv::nn {
+
+Tensor pad2d(const Tensor& x, int64_t ph, int64_t pw, double value) {
+  if (ph == 0 && pw == 0) return x;
+  Tensor y = x;
+  auto side = [&](int dim, int64_t n) {
+    Shape s = y.shape();
+    s[size_t(dim)] = n;
+    return full(s, value, {y.dtype(), y.device()});
+  };
+  if (pw > 0) y = cat({side(3, pw), y, side(3, pw)}, 3);
+  if (ph > 0) y = cat({side(2, ph), y, side(2, ph)}, 2);
+  return y;
+}
+
+Tensor unfold2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw) {
+  QKV_CHECK(x.dim() == 4, "unfold2d", "expected [B, C, H, W], got ", shape_str(x.shape()));
+  const int64_t B = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  QKV_CHECK(kh <= H && kw <= W && sh > 0 && sw > 0, "unfold2d", "kernel ", kh, "x", kw,
+            " does not fit input ", shape_str(x.shape()));
+  const int64_t Ho = (H - kh) / sh + 1, Wo = (W - kw) / sw + 1;
+  // Row index i + stride * oh for every (kernel row i, output row oh); the same for columns.
+  auto window_index = [&](int64_t k, int64_t out, int64_t stride) {
+    std::vector<int64_t> idx;
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t o = 0; o < out; ++o) idx.push_back(i + stride * o);
+    return tensor_i64(idx, {k * out}, x.device());
+  };
+  Tensor rows = index_select(x, 2, window_index(kh, Ho, sh)).reshape({B, C, kh, Ho, W});
+  Tensor cols = index_select(rows, 4, window_index(kw, Wo, sw)).reshape({B, C, kh, Ho, kw, Wo});
+  return cols.permute({0, 1, 2, 4, 3, 5});
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride,
+              int64_t padding, int64_t groups) {
+  const char* op = "conv2d";
+  QKV_CHECK(x.dim() == 4 && weight.dim() == 4, op,
+            "expected x [B, C, H, W] and weight [O, C/g, kh, kw], got ", shape_str(x.shape()),
+            " and ", shape_str(weight.shape()));
+  const int64_t B = x.size(0), C = x.size(1), O = weight.size(0), kh = weight.size(2),
+                kw = weight.size(3);
+  QKV_CHECK(groups > 0 && C % groups == 0 && O % groups == 0 && weight.size(1) == C / groups, op,
+            "input channels ", C, ", weight ", shape_str(weight.shape()), " and groups ", groups,
+            " do not agree");
+  Tensor windows = unfold2d(pad2d(x, padding, padding), kh, kw, stride, stride);
+  const int64_t Ho = windows.size(4), Wo = windows.size(5), K = (C / groups) * kh * kw;
+  // [B, g, K, L] windows against [g, O/g, K] weights -> [B, g, O/g, L]
+  Tensor cols = windows.reshape({B, groups, K, Ho * Wo});
+  Tensor w = weight.reshape({1, groups, O / groups, K});
+  Tensor y = matmul(w, cols).reshape({B, O, Ho, Wo});
+  return bias.defined() ? add(y, bias.reshape({1, O, 1, 1})) : y;
+}
+
+Conv2d::Conv2d(int64_t in, int64_t out, int64_t k, int64_t s, int64_t p, int64_t g, bool has_bias)
+    : in_channels(in), out_channels(out), kernel_size(k), stride(s), padding(p), groups(g) {
+  QKV_CHECK(in > 0 && out > 0 && k > 0 && s > 0 && p >= 0 && g > 0 && in % g == 0 && out % g == 0,
+            "Conv2d", "bad configuration in=", in, " out=", out, " kernel=", k, " stride=", s,
+            " padding=", p, " groups=", g);
+  weight = register_parameter("weight", Tensor::empty({out, in / g, k, k}));
+  init::kaiming_uniform_(weight, std::sqrt(5.0));  // PyTorch's default, as for Linear
+  if (has_bias) {
+    bias = register_parameter("bias", Tensor::empty({out}));
+    double bound = 1 / std::sqrt(double(init::fans(weight).fan_in));
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride, padding, groups); }
+
+std::string Conv2d::describe() const {
+  return "Conv2d(" + std::to_string(in_channels) + " -> " + std::to_string(out_channels) +
+         ", kernel " + std::to_string(kernel_size) + ", stride " + std::to_string(stride) + ")";
+}
+
+}  // namespace qkv::nn

@@ -1,0 +1,174 @@
+// Gradcheck cases for nn's modules. nn adds no new recorded op: every module is a composition of
+// engine ops, so these cases check the compositions (masks, reshapes between heads, windows of a
+// convolution) in float64. Each case builds its module once, converts it to float64, and where a
+// module's parameters matter to the check it swaps them for the case's inputs (the members are
+// public handles) so their gradients are checked too.
+#include "nn/gradcheck_cases.h"
+
+#include "nn/attention.h"
+#include "nn/batch_norm.h"
+#include "nn/channel_attention.h"
+#include "nn/conv.h"
+#include "nn/layer_norm.h"
+#include "nn/loss.h"
+#include "nn/pooling.h"
+#include "nn/positional.h"
+#include "nn/transformer.h"
+
+namespace qkv::nn {
+
+namespace {
+
+using X = const std::vector<Tensor>&;
+
+template <typename M>
+std::shared_ptr<M> in_f64(std::shared_ptr<M> m) {
+  m->to(DType::f64);
+  return m;
+}
+
+}  // namespace
+
+void register_gradcheck_cases(OpRegistry& r) {
+  auto add_case = [&](std::string name, std::vector<InputSpec> inputs, GradcheckFn fn,
+                      GradcheckOptions options = {}) {
+    r.add({"nn." + std::move(name), "nn", std::move(inputs), std::move(fn), options});
+  };
+  const Domain mask = Domain::mask, away = Domain::away;
+
+  // ---- attention -----------------------------------------------------------------------------
+  add_case("scaled_dot_product_attention", {{{2, 3, 4}}, {{2, 5, 4}}, {{2, 5, 3}}, {{3, 5}, mask}},
+           [](X x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3]).output; });
+  add_case("scaled_dot_product_attention.causal", {{{2, 4, 3}}, {{2, 4, 3}}, {{2, 4, 3}}},
+           [](X x) { return scaled_dot_product_attention(x[0], x[1], x[2], {}, true).output; });
+  add_case("scaled_dot_product_attention.additive",
+           {{{2, 3, 4}}, {{2, 3, 4}}, {{2, 3, 4}}, {{3, 3}}},
+           [](X x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3]).output; });
+
+  // MultiheadAttention with its projection weights as inputs, under each mask kind.
+  auto mha = in_f64(std::make_shared<MultiheadAttention>(6, 2));
+  auto mha_case = [mha](X x, const Tensor& pad, const Tensor& attn_mask, bool causal) {
+    mha->q_proj->weight = x[1];
+    mha->k_proj->weight = x[2];
+    mha->out_proj->weight = x[3];
+    AttentionOutput a = mha->forward(x[0], x[0], x[0], pad, attn_mask, true, false, causal);
+    return add(sum(a.output), mul(sum(mul(a.weights, a.weights)), 0.5));
+  };
+  std::vector<InputSpec> mha_inputs{{{2, 4, 6}}, {{6, 6}}, {{6, 6}}, {{6, 6}}};
+  add_case("MultiheadAttention", mha_inputs,
+           [mha_case](X x) { return mha_case(x, {}, {}, false); });
+  add_case("MultiheadAttention.key_padding_mask", mha_inputs, [mha_case](X x) {
+    Tensor pad = tensor({0, 0, 1, 1, 0, 0, 0, 1}, {2, 4}).to(DType::b8);
+    return mha_case(x, pad, {}, false);
+  });
+  add_case("MultiheadAttention.causal", mha_inputs,
+           [mha_case](X x) { return mha_case(x, {}, {}, true); });
+  add_case("MultiheadAttention.bool_attn_mask", mha_inputs, [mha_case](X x) {
+    Tensor m = tensor({0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 1, 1, 1, 1}, {4, 4}).to(DType::b8);
+    return mha_case(x, {}, m, false);  // the last row fully masked: zeros, finite gradients
+  });
+  add_case("MultiheadAttention.float_attn_mask",
+           {{{2, 4, 6}}, {{6, 6}}, {{6, 6}}, {{6, 6}}, {{4, 4}}},
+           [mha_case](X x) { return mha_case(x, {}, x[4], false); });
+  auto cross = in_f64(std::make_shared<MultiheadAttention>(4, 2, 0.0, true, 3, 5));
+  add_case("MultiheadAttention.cross_kdim_vdim", {{{2, 3, 4}}, {{2, 5, 3}}, {{2, 5, 5}}},
+           [cross](X x) {
+             Tensor pad = tensor({0, 0, 0, 1, 1, 0, 0, 0, 0, 0}, {2, 5}).to(DType::b8);
+             return cross->forward(x[0], x[1], x[2], pad).output;
+           });
+
+  // ---- positional encodings (each inside a self-attention layer) --------------------------------
+  for (std::string kind : {"relative", "rope", "alibi"}) {
+    auto attn = in_f64(std::make_shared<MultiheadAttention>(8, 2));
+    attn->set_position(make_attention_position(kind, 2, 4));
+    attn->position->to(DType::f64);
+    if (kind == "relative") {
+      auto rel = std::dynamic_pointer_cast<RelativePositionBias>(attn->position);
+      add_case("positional.relative", {{{2, 5, 8}}, {{2 * rel->max_distance + 1, 4}}},
+               [attn, rel](X x) {
+                 rel->weight = x[1];
+                 return attn->forward(x[0], x[0], x[0], {}, {}, false, true, true).output;
+               });
+    } else {
+      add_case("positional." + kind, {{{2, 5, 8}}}, [attn](X x) {
+        return attn->forward(x[0], x[0], x[0], {}, {}, false, true, true).output;
+      });
+    }
+  }
+  auto sinusoidal = in_f64(std::make_shared<SinusoidalPositionalEncoding>(6, 4));
+  add_case("positional.sinusoidal", {{{2, 5, 6}}},  // 5 > max_len 4: the table grows
+           [sinusoidal](X x) { return mul(sinusoidal->forward(x[0], 1), x[0]); });
+  auto learned = in_f64(std::make_shared<LearnedPositionalEncoding>(6, 8));
+  add_case("positional.learned", {{{2, 5, 6}}, {{8, 6}}}, [learned](X x) {
+    learned->weight = x[1];
+    return square(learned->forward(x[0], 2));
+  });
+
+  // ---- transformer layers --------------------------------------------------------------------
+  for (bool norm_first : {false, true}) {
+    TransformerLayerOptions o{.d_model = 8,
+                              .num_heads = 2,
+                              .dim_feedforward = 12,
+                              .dropout = 0,
+                              .activation = "gelu",
+                              .norm_first = norm_first,
+                              .positional = ""};
+    auto enc = in_f64(std::make_shared<TransformerEncoderLayer>(o));
+    auto dec = in_f64(std::make_shared<TransformerDecoderLayer>(o));
+    std::string tag = norm_first ? ".pre_norm" : ".post_norm";
+    add_case("TransformerEncoderLayer" + tag, {{{2, 4, 8}}}, [enc](X x) {
+      Tensor pad = tensor({0, 0, 0, 1, 0, 0, 0, 0}, {2, 4}).to(DType::b8);
+      return enc->forward(x[0], pad);
+    });
+    add_case("TransformerDecoderLayer" + tag, {{{2, 3, 8}}, {{2, 4, 8}}},
+             [dec](X x) { return dec->forward(x[0], x[1]); });
+  }
+
+  // ---- normalization -------------------------------------------------------------------------
+  auto ln = in_f64(std::make_shared<LayerNorm>(5));
+  add_case("LayerNorm", {{{3, 5}}, {{5}}, {{5}}}, [ln](X x) {
+    ln->weight = x[1];
+    ln->bias = x[2];
+    return ln->forward(x[0]);
+  });
+  auto bn = in_f64(std::make_shared<BatchNorm2d>(3));
+  add_case("BatchNorm2d.train", {{{2, 3, 2, 2}}, {{3}}, {{3}}}, [bn](X x) {
+    bn->train();
+    bn->weight = x[1];
+    bn->bias = x[2];
+    return bn->forward(x[0]);
+  });
+  add_case("BatchNorm2d.eval", {{{2, 3, 2, 2}}}, [bn](X x) {
+    bn->eval();
+    return bn->forward(x[0]);
+  });
+
+  // ---- convolution and pooling ---------------------------------------------------------------
+  add_case("conv2d", {{{2, 3, 5, 5}}, {{4, 3, 3, 3}}, {{4}}},
+           [](X x) { return conv2d(x[0], x[1], x[2], 1, 1); });
+  add_case("conv2d.stride2_groups", {{{1, 4, 6, 5}}, {{6, 2, 3, 2}}},
+           [](X x) { return conv2d(x[0], x[1], Tensor(), 2, 1, 2); });
+  // Max pooling's gradient jumps where two window entries tie; random inputs almost never tie.
+  add_case("max_pool2d", {{{2, 2, 5, 5}}}, [](X x) { return max_pool2d(x[0], 3, 2, 1); });
+  add_case("avg_pool2d", {{{2, 2, 4, 4}}}, [](X x) { return avg_pool2d(x[0], 2); });
+  add_case("adaptive_avg_pool2d", {{{1, 2, 5, 7}}},
+           [](X x) { return adaptive_avg_pool2d(x[0], 2, 3); });
+
+  // ---- channel attention ---------------------------------------------------------------------
+  auto se = in_f64(std::make_shared<SEBlock>(8, 4));
+  add_case("SEBlock", {{{2, 8, 3, 3}}}, [se](X x) { return se->forward(x[0]); });
+  auto cbam = in_f64(std::make_shared<CBAM>(8, 4, 3));
+  add_case("CBAM", {{{2, 8, 4, 4}}, {{1, 2, 3, 3}}}, [cbam](X x) {
+    cbam->spatial->conv->weight = x[1];
+    return cbam->forward(x[0]);
+  });
+
+  // ---- losses --------------------------------------------------------------------------------
+  add_case("mse_loss", {{{3, 4}}, {{3, 4}}}, [](X x) { return mse_loss(x[0], x[1]); });
+  add_case("binary_cross_entropy_with_logits", {{{3, 4}, away}, {{3, 4}, Domain::unit}},
+           [](X x) { return binary_cross_entropy_with_logits(x[0], x[1]); });
+  add_case("cross_entropy", {{{4, 5}}, {{4}, Domain::index, 5}},
+           [](X x) { return cross_entropy(x[0], x[1]); });
+}
+
+}  // namespace qkv::nn

@@ -1,0 +1,19 @@
+// Linear(in_features, out_features, bias): y = x W^T + b over the last dim, as torch.nn.Linear.
+#pragma once
+
+#include "nn/module.h"
+
+namespace qkv::nn {
+
+class Linear : public Layer {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  std::string describe() const override;
+
+  int64_t in_features, out_features;
+  Tensor weight;  // [out, in]
+  Tensor bias;    // [out] or undefined
+};
+
+}  // namespace qkv::nn

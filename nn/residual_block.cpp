@@ -1,0 +1,34 @@
+#include "nn/residual_block.h"
+
+#include "engine/error.h"
+
+namespace qkv::nn {
+
+ResidualBlock::ResidualBlock(int64_t in, int64_t out, int64_t stride, const std::string& attention,
+                             int64_t reduction)
+    : attention_kind(attention) {
+  QKV_CHECK(attention == "none" || attention == "se" || attention == "cbam", "ResidualBlock",
+            "unknown attention '", attention, "' (none, se, cbam)");
+  // Convolutions before a BatchNorm need no bias: the norm's shift replaces it.
+  conv1 = register_module("conv1", std::make_shared<Conv2d>(in, out, 3, stride, 1, 1, false));
+  bn1 = register_module("bn1", std::make_shared<BatchNorm2d>(out));
+  conv2 = register_module("conv2", std::make_shared<Conv2d>(out, out, 3, 1, 1, 1, false));
+  bn2 = register_module("bn2", std::make_shared<BatchNorm2d>(out));
+  if (attention == "se") se = register_module("se", std::make_shared<SEBlock>(out, reduction));
+  if (attention == "cbam") cbam = register_module("cbam", std::make_shared<CBAM>(out, reduction));
+  if (stride != 1 || in != out) {
+    shortcut_conv =
+        register_module("shortcut_conv", std::make_shared<Conv2d>(in, out, 1, stride, 0, 1, false));
+    shortcut_bn = register_module("shortcut_bn", std::make_shared<BatchNorm2d>(out));
+  }
+}
+
+Tensor ResidualBlock::forward(const Tensor& x) {
+  Tensor y = bn2->forward(conv2->forward(relu(bn1->forward(conv1->forward(x)))));
+  if (se) y = se->forward(y);
+  if (cbam) y = cbam->forward(y);
+  Tensor identity = shortcut_conv ? shortcut_bn->forward(shortcut_conv->forward(x)) : x;
+  return relu(add(y, identity));
+}
+
+}  // namespace qkv::nn

@@ -1,0 +1,32 @@
+// Checkpoints in the safetensors format, so a qkv checkpoint opens in PyTorch (and back).
+//
+// The file is: 8 bytes little-endian header length N, N bytes of JSON mapping each tensor name to
+// {"dtype": "F32"|"F64"|"I64"|"BF16"|"BOOL", "shape": [...], "data_offsets": [begin, end]} (byte
+// offsets into the data that follows, relative to its start), an optional "__metadata__" object of
+// string to string, then the raw little-endian tensor bytes.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "engine/tensor.h"
+
+namespace qkv::nn {
+
+using TensorMap = std::map<std::string, Tensor>;
+
+// Writes atomically: a temporary file in the same folder, then rename, so a crash mid-write never
+// leaves a half checkpoint under the real name.
+void save_safetensors(const std::string& path, const TensorMap& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+struct SafetensorsFile {
+  TensorMap tensors;  // CPU tensors
+  std::map<std::string, std::string> metadata;
+};
+
+// Validates everything before trusting it (header length, JSON, dtypes, shapes against byte spans,
+// offsets in range and not overlapping) and throws qkv::Error naming the file and the fault.
+SafetensorsFile load_safetensors(const std::string& path);
+
+}  // namespace qkv::nn

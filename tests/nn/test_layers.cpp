@@ -1,0 +1,118 @@
+// Layers against direct computations: convolution by nested loops, pooling by hand, BatchNorm's
+// running statistics, SE/CBAM by their definitions, losses by their formulas.
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+
+#include "nn/batch_norm.h"
+#include "nn/channel_attention.h"
+#include "nn/conv.h"
+#include "nn/loss.h"
+#include "nn/pooling.h"
+#include "tests/engine/helpers.h"
+
+using namespace qkv;
+using namespace qkv::nn;
+using qkv::testing::check_error;
+using qkv::testing::check_values;
+
+BOOST_AUTO_TEST_SUITE(layers)
+
+BOOST_AUTO_TEST_CASE(conv2d_equals_nested_loops) {
+  manual_seed(11);
+  const int64_t B = 2, C = 4, H = 6, W = 5, O = 6, K = 3, S = 2, P = 1, G = 2;
+  Tensor x = randn({B, C, H, W}), w = randn({O, C / G, K, K}), b = randn({O});
+  Tensor y = conv2d(x, w, b, S, P, G);
+  const int64_t Ho = (H + 2 * P - K) / S + 1, Wo = (W + 2 * P - K) / S + 1;
+  BOOST_REQUIRE(y.shape() == (Shape{B, O, Ho, Wo}));
+  auto xv = x.to_vector<double>(), wv = w.to_vector<double>(), bv = b.to_vector<double>();
+  std::vector<double> expected;
+  for (int64_t n = 0; n < B; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t i = 0; i < Ho; ++i)
+        for (int64_t j = 0; j < Wo; ++j) {
+          double acc = bv[o];
+          int64_t g = o / (O / G);
+          for (int64_t c = 0; c < C / G; ++c)
+            for (int64_t ki = 0; ki < K; ++ki)
+              for (int64_t kj = 0; kj < K; ++kj) {
+                int64_t r = i * S - P + ki, q = j * S - P + kj;
+                if (r < 0 || r >= H || q < 0 || q >= W) continue;
+                acc += xv[((n * C + g * (C / G) + c) * H + r) * W + q] *
+                       wv[((o * (C / G) + c) * K + ki) * K + kj];
+              }
+          expected.push_back(acc);
+        }
+  check_values(y, expected, 1e-4);
+  check_error([&] { conv2d(x, randn({O, 3, K, K})); }, {"conv2d", "do not agree"});
+}
+
+BOOST_AUTO_TEST_CASE(pooling_by_hand) {
+  Tensor x = arange(0, 16, 1).reshape({1, 1, 4, 4});
+  check_values(max_pool2d(x, 2), {5, 7, 13, 15});
+  check_values(avg_pool2d(x, 2), {2.5, 4.5, 10.5, 12.5});
+  // padding 1, stride 2, kernel 3: -inf padding never wins
+  check_values(max_pool2d(x, 3, 2, 1), {5, 7, 13, 15});
+  check_values(adaptive_avg_pool2d(x, 1, 1), {7.5});
+  // 4 rows into 3 cells: [0,2), [1,3), [2,4)
+  check_values(adaptive_avg_pool2d(x, 3, 1),
+               {(0 + 1 + 2 + 3 + 4 + 5 + 6 + 7) / 8.0, (4 + 5 + 6 + 7 + 8 + 9 + 10 + 11) / 8.0,
+                (8 + 9 + 10 + 11 + 12 + 13 + 14 + 15) / 8.0});
+}
+
+BOOST_AUTO_TEST_CASE(batch_norm_running_stats_train_vs_eval) {
+  BatchNorm2d bn(1, 0.0, 0.5);
+  Tensor x = tensor({1, 2, 3, 6}, {2, 1, 1, 2});  // mean 3, biased var 3.5, unbiased 14/3
+  Tensor y = bn.forward(x);
+  check_values(y, {-2 / std::sqrt(3.5), -1 / std::sqrt(3.5), 0, 3 / std::sqrt(3.5)}, 1e-5);
+  check_values(bn.running_mean, {0.5 * 0 + 0.5 * 3}, 1e-6);
+  check_values(bn.running_var, {0.5 * 1 + 0.5 * 14.0 / 3}, 1e-6);
+  BOOST_CHECK_EQUAL(bn.num_batches_tracked.item(), 1.0);
+  bn.eval();
+  double rv = 0.5 + 7.0 / 3;
+  check_values(bn.forward(tensor({1.5}, {1, 1, 1, 1})), {0.0}, 1e-6);
+  check_values(bn.forward(tensor({2.5}, {1, 1, 1, 1})), {1 / std::sqrt(rv)}, 1e-5);
+}
+
+BOOST_AUTO_TEST_CASE(se_scales_channels_by_its_mlp) {
+  manual_seed(12);
+  SEBlock se(4, 2);
+  Tensor x = randn({2, 4, 3, 3});
+  Tensor y = se.forward(x);
+  Tensor w = sigmoid(se.fc2->forward(relu(se.fc1->forward(mean(x, {2, 3})))));
+  check_values(se.last_weights, w.to_vector<double>(), 1e-6);
+  check_values(y, mul(x, w.reshape({2, 4, 1, 1})).to_vector<double>(), 1e-6);
+}
+
+BOOST_AUTO_TEST_CASE(cbam_channel_then_spatial) {
+  manual_seed(13);
+  CBAM cbam(4, 2, 7);
+  Tensor x = randn({1, 4, 5, 5});
+  Tensor y = cbam.forward(x);
+  auto& ca = *cbam.channel;
+  auto mlp = [&](const Tensor& d) { return ca.fc2->forward(relu(ca.fc1->forward(d))); };
+  Tensor cw = sigmoid(add(mlp(mean(x, {2, 3})), mlp(amax(x, {2, 3})))).reshape({1, 4, 1, 1});
+  Tensor x1 = mul(x, cw);
+  Tensor maps = cat({mean(x1, {1}, true), amax(x1, {1}, true)}, 1);
+  Tensor sw = sigmoid(conv2d(maps, cbam.spatial->conv->weight, Tensor(), 1, 3));
+  check_values(y, mul(x1, sw).to_vector<double>(), 1e-5);
+  BOOST_CHECK(cbam.last_spatial_map.shape() == (Shape{1, 5, 5}));
+  BOOST_CHECK(cbam.last_channel_weights.shape() == (Shape{1, 4}));
+}
+
+BOOST_AUTO_TEST_CASE(losses_by_formula) {
+  Tensor a = tensor({1, 2, 3}), b = tensor({1, 0, 5});
+  BOOST_CHECK_CLOSE(mse_loss(a, b).item(), (0 + 4 + 4) / 3.0, 1e-5);
+  BOOST_CHECK_CLOSE(mse_loss(a, b, Reduction::sum).item(), 8.0, 1e-5);
+  Tensor logits = tensor({-30, 0.5, 40}), t = tensor({1, 0, 1});
+  auto bce = [](double x, double y) {
+    double s = 1 / (1 + std::exp(-x));
+    return -(y * std::log(s) + (1 - y) * std::log1p(-s));
+  };
+  std::vector<double> got =
+      binary_cross_entropy_with_logits(logits, t, Reduction::none).to_vector<double>();
+  BOOST_CHECK_CLOSE(got[0], 30.0, 1e-4);  // stable where sigmoid underflows
+  BOOST_CHECK_CLOSE(got[1], bce(0.5, 0), 1e-4);
+  BOOST_CHECK_SMALL(got[2], 1e-9);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

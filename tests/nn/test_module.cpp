@@ -1,0 +1,89 @@
+// Module bookkeeping: dotted names, counts, modes, state_dict round trips and their errors.
+#include <boost/test/unit_test.hpp>
+
+#include "nn/activation.h"
+#include "nn/batch_norm.h"
+#include "nn/embedding.h"
+#include "nn/linear.h"
+#include "nn/sequential.h"
+#include "nn/transformer.h"
+#include "tests/engine/helpers.h"
+
+using namespace qkv;
+using namespace qkv::nn;
+using qkv::testing::check_error;
+using qkv::testing::check_values;
+
+BOOST_AUTO_TEST_SUITE(module)
+
+BOOST_AUTO_TEST_CASE(dotted_names_and_counts) {
+  TransformerLayerOptions o;
+  o.d_model = 8, o.num_heads = 2, o.dim_feedforward = 16;
+  TransformerEncoder enc(o, 2);
+  auto named = enc.named_parameters();
+  std::vector<std::string> names;
+  for (auto& [n, t] : named) names.push_back(n);
+  BOOST_CHECK(std::find(names.begin(), names.end(), "layers.1.self_attn.q_proj.weight") !=
+              names.end());
+  BOOST_CHECK(std::find(names.begin(), names.end(), "layers.0.feed_forward.linear2.bias") !=
+              names.end());
+  // per layer: 4 projections (8*8 + 8), FFN (8*16 + 16 + 16*8 + 8), two LayerNorms (2 * 16)
+  int64_t per_layer = 4 * 72 + (144 + 136) + 32;
+  BOOST_CHECK_EQUAL(enc.num_parameters(), 2 * per_layer);
+  BOOST_CHECK(enc.summary().find("MultiheadAttention(embed_dim=8, num_heads=2)") !=
+              std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(train_eval_reaches_children) {
+  Sequential seq({std::make_shared<Linear>(3, 3), std::make_shared<Dropout>(0.5)});
+  seq.eval();
+  BOOST_CHECK(!seq[1]->is_training());
+  Tensor x = ones({4, 3});
+  check_values(seq[1]->forward(x), x.to_vector<double>());  // eval dropout is the identity
+  seq.train();
+  BOOST_CHECK(seq[1]->is_training());
+}
+
+BOOST_AUTO_TEST_CASE(state_dict_round_trip_and_errors) {
+  Linear a(4, 3), b(4, 3);
+  b.load_state_dict(a.state_dict());
+  check_values(b.weight, a.weight.to_vector<double>(), 0);
+  // The loaded values are copied into b's own tensors, not aliased to a's.
+  BOOST_CHECK(!b.weight.same_storage(a.weight));
+
+  StateDict s = a.state_dict();
+  s.erase("bias");
+  s["extra"] = zeros({1});
+  check_error([&] { b.load_state_dict(s); }, {"missing keys: bias", "unexpected keys: extra"});
+  StateDict wrong = a.state_dict();
+  wrong["weight"] = zeros({3, 5});
+  check_error([&] { b.load_state_dict(wrong); }, {"shape mismatches: weight", "[3,5]", "[3,4]"});
+}
+
+BOOST_AUTO_TEST_CASE(buffers_are_in_state_dict_not_parameters) {
+  BatchNorm2d bn(3);
+  BOOST_CHECK_EQUAL(bn.parameters().size(), 2u);
+  auto s = bn.state_dict();
+  BOOST_CHECK(s.count("running_mean") && s.count("running_var") && s.count("num_batches_tracked"));
+}
+
+BOOST_AUTO_TEST_CASE(embedding_padding_row_stays_zero) {
+  Embedding emb(5, 3, 0);
+  Tensor ids = tensor_i64({0, 2, 0, 4}, {2, 2});
+  Tensor y = emb.forward(ids);
+  check_values(y.narrow(0, 0, 1).narrow(1, 0, 1), {0, 0, 0});
+  sum(y).backward();
+  std::vector<double> g = emb.weight.grad().to_vector<double>();
+  BOOST_CHECK_EQUAL(g[0] + g[1] + g[2], 0.0);  // padding row: no gradient
+  BOOST_CHECK_EQUAL(g[2 * 3], 1.0);            // row 2 used once
+}
+
+BOOST_AUTO_TEST_CASE(linear_init_matches_pytorch_bounds) {
+  Linear l(64, 32);
+  double bound = 1 / std::sqrt(64.0);
+  BOOST_CHECK_LE(amax(abs(l.weight)).item(), bound);
+  BOOST_CHECK_GT(amax(abs(l.weight)).item(), 0.9 * bound);  // 2048 draws fill the range
+  BOOST_CHECK_LE(amax(abs(l.bias)).item(), bound);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
