@@ -27,7 +27,9 @@ void draw_colorbar(Image& img, int x, int y, int h, double vmax) {
   for (double m : marks) {
     int ty = y + int(std::lround((1 - m) * (h - 1)));
     fill_rect(img, x + w + 1, ty, 3, 1, kBlack);
-    draw_text(img, x + w + 6, std::clamp(ty - 3, y - 3, y + h - 5), tick_label(m * vmax), kBlack);
+    char label[32];
+    std::snprintf(label, sizeof label, "%.3g", m * vmax);
+    draw_text(img, x + w + 6, std::clamp(ty - 3, y - 3, y + h - 5), label, kBlack);
   }
 }
 
@@ -37,7 +39,8 @@ void draw_colorbar(Image& img, int x, int y, int h, double vmax) {
 
 Image attention_heatmap(const std::vector<float>& weights,
                         const std::vector<std::string>& row_tokens,
-                        const std::vector<std::string>& col_tokens, const std::string& title) {
+                        const std::vector<std::string>& col_tokens, const std::string& title,
+                        double vmax) {
   const int T = int(row_tokens.size()), S = int(col_tokens.size());
   QKV_CHECK(T > 0 && S > 0, "attention_heatmap", "needs at least one row and one column token");
   QKV_CHECK(weights.size() == size_t(T) * size_t(S), "attention_heatmap", "weights has ",
@@ -59,8 +62,8 @@ Image attention_heatmap(const std::vector<float>& weights,
   Image img(width, height);
   draw_text(img, kPad, kPad, title, kBlack);
 
-  double vmax = 0;
-  for (float w : weights) vmax = std::max(vmax, double(w));
+  if (!(vmax > 0))
+    for (float w : weights) vmax = std::max(vmax, double(w));
   if (!(vmax > 0)) vmax = 1;  // all zero (or NaN): draw the scale 0..1
   for (int t = 0; t < T; ++t)
     for (int s = 0; s < S; ++s)
@@ -89,16 +92,21 @@ Image attention_grid(const std::vector<std::vector<float>>& heads,
                      int columns) {
   QKV_CHECK(!heads.empty(), "attention_grid", "needs at least one head");
   QKV_CHECK(columns > 0, "attention_grid", "columns must be positive");
-  std::vector<Image> maps;
   std::vector<float> average(heads[0].size(), 0.0f);
+  double vmax = 0;  // one colour scale for all heads, so their colours compare
   for (size_t h = 0; h < heads.size(); ++h) {
     QKV_CHECK(heads[h].size() == average.size(), "attention_grid", "head ", h, " has ",
               heads[h].size(), " weights, head 0 has ", average.size());
-    maps.push_back(
-        attention_heatmap(heads[h], row_tokens, col_tokens, "head " + std::to_string(h)));
-    for (size_t i = 0; i < average.size(); ++i) average[i] += heads[h][i] / float(heads.size());
+    for (size_t i = 0; i < average.size(); ++i) {
+      average[i] += heads[h][i] / float(heads.size());
+      vmax = std::max(vmax, double(heads[h][i]));
+    }
   }
-  maps.push_back(attention_heatmap(average, row_tokens, col_tokens, "average of heads"));
+  std::vector<Image> maps;
+  for (size_t h = 0; h < heads.size(); ++h)
+    maps.push_back(
+        attention_heatmap(heads[h], row_tokens, col_tokens, "head " + std::to_string(h), vmax));
+  maps.push_back(attention_heatmap(average, row_tokens, col_tokens, "average of heads", vmax));
 
   const int n = int(maps.size()), cols = std::min(columns, n), rows = (n + cols - 1) / cols;
   const int mw = maps[0].width, mh = maps[0].height;  // same tokens, so all maps are equal size
@@ -124,9 +132,11 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
       step = m * power;
       break;
     }
+  // From the last tick at or below lo to the first at or above hi, so the axis has headroom and
+  // no line touches the frame between ticks.
   std::vector<double> ticks;
-  for (double v = std::ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step)
-    ticks.push_back(std::fabs(v) < step * 1e-9 ? 0.0 : v);  // no "-0" or "1e-17" labels
+  const long first = long(std::floor(lo / step + 1e-9)), last = long(std::ceil(hi / step - 1e-9));
+  for (long k = first; k <= last; ++k) ticks.push_back(double(k) * step);  // k * step: no drift
   return ticks;
 }
 
@@ -282,8 +292,7 @@ Image bar_chart(const std::vector<double>& values, const std::vector<std::string
   const int n = int(values.size());
   Image img(o.width, o.height);
   Axes a = make_axes(o, -0.5, n - 0.5, lo, hi);
-  PlotOptions no_x_ticks = o;
-  draw_axes(img, a, {}, yticks, no_x_ticks);
+  draw_axes(img, a, {}, yticks, o);  // bars are labelled below instead of x ticks
   const double slot = double(a.x1 - a.x0) / n;
   const int bar_w = std::max(1, int(slot * 0.8));
   // Label every k-th bar so labels never overlap.

@@ -16,13 +16,15 @@ namespace qkv::train {
 // One attention map: `weights` is [T, S] row-major (row t = what query t attends to over the S
 // keys), drawn as coloured cells with the query tokens down the left, the key tokens along the
 // top (written upwards), a title, and a colour bar from 0 to the largest weight. A token that is
-// a single space is shown as "_" so it is visible.
+// a single space is shown as "_" so it is visible. `vmax` > 0 fixes the top of the colour scale
+// (to compare several maps); 0 uses this map's largest weight.
 Image attention_heatmap(const std::vector<float>& weights,
                         const std::vector<std::string>& row_tokens,
-                        const std::vector<std::string>& col_tokens, const std::string& title);
+                        const std::vector<std::string>& col_tokens, const std::string& title,
+                        double vmax = 0);
 
 // One layer's heads side by side (`heads[h]` is [T, S]), followed by their average, in a grid of
-// at most `columns` maps per row, under a common title.
+// at most `columns` maps per row, under a common title. All maps share one colour scale.
 Image attention_grid(const std::vector<std::vector<float>>& heads,
                      const std::vector<std::string>& row_tokens,
                      const std::vector<std::string>& col_tokens, const std::string& title,
@@ -63,8 +65,8 @@ Image overlay_heatmap_on_image(const std::vector<float>& gray, int height, int w
                                const std::vector<float>& heat, int heat_h, int heat_w,
                                double alpha = 0.5, int scale = 8);
 
-// Tick positions covering [lo, hi] with a step of 1, 2 or 5 times a power of ten, about `target`
-// of them. Exposed for tests.
+// Tick positions from at or below lo to at or above hi, with a step of 1, 2 or 5 times a power of
+// ten, about `target` of them. Exposed for tests.
 std::vector<double> nice_ticks(double lo, double hi, int target = 6);
 // "0.5", "1e-04", "2000": short tick labels.
 std::string tick_label(double value);

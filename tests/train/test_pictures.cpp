@@ -91,8 +91,12 @@ BOOST_AUTO_TEST_CASE(nice_ticks_cover_the_range) {
   auto t = nice_ticks(0, 10, 5);
   BOOST_TEST((t == std::vector<double>{0, 2, 4, 6, 8, 10}));
   t = nice_ticks(0.013, 0.087, 4);
-  BOOST_TEST(t.front() == 0.02, boost::test_tools::tolerance(1e-12));
-  BOOST_TEST(t.back() == 0.08, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(t.size() == 6u);  // 0, 0.02, ..., 0.1: step 0.02, widened to cover both ends
+  BOOST_TEST(t.front() == 0.0);
+  BOOST_TEST(t.back() == 0.1, boost::test_tools::tolerance(1e-12));
+  t = nice_ticks(-3, 950);
+  BOOST_TEST(t.front() == -200.0);
+  BOOST_TEST(t.back() == 1000.0);
   BOOST_TEST(tick_label(0.5) == "0.5");
   BOOST_TEST(tick_label(2000) == "2000");
   BOOST_TEST(tick_label(0.0001) == "1e-04");
