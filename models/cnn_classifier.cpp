@@ -1,0 +1,57 @@
+#include "engine/error.h"
+#include "models/classifiers.h"
+
+namespace qkv::models {
+
+void to_json(nlohmann::json& j, const CnnClassifierConfig& c) {
+  j = {{"in_channels", c.in_channels}, {"image_size", c.image_size}, {"num_classes", c.num_classes},
+       {"channels", c.channels},       {"attention", c.attention},   {"reduction", c.reduction}};
+}
+
+void from_json(const nlohmann::json& j, CnnClassifierConfig& c) {
+  CnnClassifierConfig d;
+  c.in_channels = j.value("in_channels", d.in_channels);
+  c.image_size = j.value("image_size", d.image_size);
+  c.num_classes = j.value("num_classes", d.num_classes);
+  c.channels = j.value("channels", d.channels);
+  c.attention = j.value("attention", d.attention);
+  c.reduction = j.value("reduction", d.reduction);
+}
+
+CnnClassifier::CnnClassifier(const CnnClassifierConfig& c) : config(c) {
+  QKV_CHECK(!c.channels.empty(), "CnnClassifier", "needs at least one block");
+  stem = register_module(
+      "stem", std::make_shared<nn::Conv2d>(c.in_channels, c.channels[0], 3, 1, 1, 1, false));
+  stem_bn = register_module("stem_bn", std::make_shared<nn::BatchNorm2d>(c.channels[0]));
+  auto list = register_module("blocks", std::make_shared<nn::Module>());
+  int64_t in = c.channels[0];
+  for (size_t i = 0; i < c.channels.size(); ++i) {
+    blocks.push_back(std::make_shared<nn::ResidualBlock>(in, c.channels[i], i == 0 ? 1 : 2,
+                                                         c.attention, c.reduction));
+    list->register_module(std::to_string(i), blocks.back());
+    in = c.channels[i];
+  }
+  head = register_module("head", std::make_shared<nn::Linear>(in, c.num_classes));
+}
+
+Tensor CnnClassifier::forward(const Tensor& images) {
+  QKV_CHECK(images.dim() == 4 && images.size(1) == config.in_channels, "CnnClassifier",
+            "expected [B, ", config.in_channels, ", H, W], got ", shape_str(images.shape()));
+  Tensor x = relu(stem_bn->forward(stem->forward(images)));
+  for (auto& block : blocks) x = block->forward(x);
+  return head->forward(mean(x, {2, 3}));  // global average pooling: any input size works
+}
+
+std::vector<Tensor> CnnClassifier::se_weights() const {
+  std::vector<Tensor> out;
+  for (auto& b : blocks) out.push_back(b->se ? b->se->last_weights : Tensor());
+  return out;
+}
+
+std::vector<Tensor> CnnClassifier::cbam_spatial_maps() const {
+  std::vector<Tensor> out;
+  for (auto& b : blocks) out.push_back(b->cbam ? b->cbam->last_spatial_map : Tensor());
+  return out;
+}
+
+}  // namespace qkv::models
