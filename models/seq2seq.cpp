@@ -135,14 +135,16 @@ Tensor Seq2SeqTransformer::beam_search(const Tensor& src_ids, const Tensor& src_
     std::vector<int64_t> ids;
     double logp;
     bool done;
+    int64_t length;  // tokens generated, eos included; the padding of a finished one is not
   };
-  auto score = [](const Hyp& h) { return h.logp / double(h.ids.size() - 1); };
+  // Length-normalized, or beam search would prefer stopping early (every token lowers log p).
+  auto score = [](const Hyp& h) { return h.logp / double(std::max<int64_t>(1, h.length)); };
   std::vector<std::vector<int64_t>> results;
   for (int64_t b = 0; b < B; ++b) {
     Tensor src = src_ids.narrow(0, b, 1);
     Tensor pad = src_pad_mask.defined() ? src_pad_mask.narrow(0, b, 1) : Tensor();
     Tensor memory = encode(src, pad);
-    std::vector<Hyp> hyps{{{bos}, 0.0, false}};
+    std::vector<Hyp> hyps{{{bos}, 0.0, false, 0}};
     for (int64_t step = 0; step < max_len; ++step) {
       std::vector<Hyp> candidates;
       std::vector<size_t> live;
@@ -175,6 +177,7 @@ Tensor Seq2SeqTransformer::beam_search(const Tensor& src_ids, const Tensor& src_
           h.ids.push_back(v);
           h.logp += lp[size_t(r * V + v)];
           h.done = v == eos;
+          h.length += 1;
           candidates.push_back(std::move(h));
         }
       }

@@ -116,6 +116,36 @@ BOOST_AUTO_TEST_CASE(seq2seq_attention_maps_and_tied_weights) {
   check_values(twin.forward(s, t, {}, {}), model.forward(s, t, {}, {}).to_vector<double>(), 1e-6);
 }
 
+BOOST_AUTO_TEST_CASE(beam_of_one_is_greedy_on_an_untrained_model) {
+  manual_seed(25);
+  Seq2SeqConfig c{.src_vocab = 9,
+                  .tgt_vocab = 9,
+                  .d_model = 16,
+                  .num_heads = 2,
+                  .num_encoder_layers = 1,
+                  .num_decoder_layers = 1,
+                  .dim_feedforward = 32,
+                  .dropout = 0.0,
+                  .max_len = 16,
+                  .positional = "rope",
+                  .norm_first = true,
+                  .tie_embeddings = false,
+                  .pad_id = 0};
+  Seq2SeqTransformer model(c);
+  model.eval();
+  Tensor src = ids({3, 4, 5, 6, 7, 8, 5, 0, 4, 4, 4, 4}, {3, 4});
+  Tensor pad = eq(src, 0.0);
+  Tensor greedy = model.greedy_decode(src, pad, 1, 2, 7);
+  Tensor beam = model.beam_search(src, pad, 1, 2, 7, 1);
+  BOOST_REQUIRE(greedy.shape() == beam.shape());
+  BOOST_CHECK(greedy.to_vector<int64_t>() == beam.to_vector<int64_t>());
+  // a wider beam still returns well-formed rows: bos first, every token in the vocabulary
+  Tensor wide = model.beam_search(src, pad, 1, 2, 7, 4);
+  for (int64_t b = 0; b < 3; ++b)
+    BOOST_CHECK_EQUAL(wide.to_vector<int64_t>()[size_t(b * wide.size(1))], 1);
+  for (int64_t v : wide.to_vector<int64_t>()) BOOST_CHECK(v >= 0 && v < 9);
+}
+
 BOOST_AUTO_TEST_CASE(transformer_classifier_overfits_cls_and_mean) {
   for (std::string pooling : {"cls", "mean"}) {
     manual_seed(22);

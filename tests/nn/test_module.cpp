@@ -4,6 +4,7 @@
 #include "nn/activation.h"
 #include "nn/batch_norm.h"
 #include "nn/embedding.h"
+#include "nn/init.h"
 #include "nn/linear.h"
 #include "nn/sequential.h"
 #include "nn/transformer.h"
@@ -84,6 +85,53 @@ BOOST_AUTO_TEST_CASE(linear_init_matches_pytorch_bounds) {
   BOOST_CHECK_LE(amax(abs(l.weight)).item(), bound);
   BOOST_CHECK_GT(amax(abs(l.weight)).item(), 0.9 * bound);  // 2048 draws fill the range
   BOOST_CHECK_LE(amax(abs(l.bias)).item(), bound);
+}
+
+BOOST_AUTO_TEST_CASE(to_float64_keeps_member_handles) {
+  Linear l(3, 2);
+  std::vector<double> before = l.weight.to_vector<double>();
+  l.to(DType::f64);
+  BOOST_CHECK(l.weight.dtype() == DType::f64);
+  BOOST_CHECK(l.named_parameters()[0].second.dtype() == DType::f64);
+  check_values(l.weight, before, 0);
+  Tensor y = l.forward(ones({1, 3}, {DType::f64}));
+  BOOST_CHECK(y.dtype() == DType::f64);
+}
+
+BOOST_AUTO_TEST_CASE(summary_lists_shapes_and_counts) {
+  Sequential seq({std::make_shared<Linear>(3, 4), std::make_shared<ReLU>(),
+                  std::make_shared<Linear>(4, 2, false)});
+  std::string s = seq.summary();
+  BOOST_CHECK(s.find("0: Linear(3 -> 4)  [16 params]") != std::string::npos);
+  BOOST_CHECK(s.find(".weight [4,3] = 12") != std::string::npos);
+  BOOST_CHECK(s.find("2: Linear(4 -> 2, no bias)  [8 params]") != std::string::npos);
+  BOOST_CHECK(s.find("total parameters: 24") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(initializers_have_the_promised_spread) {
+  Generator gen(77);
+  Tensor w = Tensor::empty({200, 300});
+  init::xavier_uniform_(w, 1.0, &gen);  // bound sqrt(6 / 500)
+  double bound = std::sqrt(6.0 / 500);
+  BOOST_CHECK_LE(amax(abs(w)).item(), bound);
+  BOOST_CHECK_CLOSE(std::sqrt(var(w).item()), bound / std::sqrt(3.0), 2.0);  // uniform std
+  init::kaiming_normal_(w, 0, &gen);  // std sqrt(2 / fan_in) = sqrt(2 / 300)
+  BOOST_CHECK_CLOSE(std::sqrt(var(w).item()), std::sqrt(2.0 / 300), 2.0);
+  BOOST_CHECK_SMALL(mean(w).item(), 2e-3);
+  init::xavier_normal_(w, 2.0, &gen);  // std 2 sqrt(2 / 500)
+  BOOST_CHECK_CLOSE(std::sqrt(var(w).item()), 2 * std::sqrt(2.0 / 500), 2.0);
+  Tensor conv = Tensor::empty({8, 4, 3, 3});
+  BOOST_CHECK_EQUAL(init::fans(conv).fan_in, 36);
+  BOOST_CHECK_EQUAL(init::fans(conv).fan_out, 72);
+}
+
+BOOST_AUTO_TEST_CASE(dropout_module_scales_kept_values) {
+  Dropout d(0.25);
+  Tensor y = d.forward(ones({1000}));
+  for (double v : y.to_vector<double>()) BOOST_CHECK(v == 0.0 || std::abs(v - 1 / 0.75) < 1e-6);
+  double kept = sum(gt(y, 0.0).to(DType::f32)).item();
+  BOOST_CHECK(kept > 700 && kept < 800);
+  check_error([] { Dropout(1.0); }, {"Dropout", "p must be in [0, 1)"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()

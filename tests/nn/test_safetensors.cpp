@@ -48,7 +48,8 @@ BOOST_AUTO_TEST_CASE(round_trip_all_dtypes_equal_bytes) {
               {"b.f64", randn({2}, {DType::f64})},
               {"c.i64", tensor_i64({-5, 7, 1LL << 40}, {3})},
               {"d.bf16", randn({2, 2}).to(DType::bf16)},
-              {"e.scalar", full({}, 2.5)}};
+              {"e.scalar", full({}, 2.5)},
+              {"f.bool", tensor({1, 0, 1}).to(DType::b8)}};
   std::string path = temp_path("round.safetensors");
   save_safetensors(path, m, {{"step", "12"}});
   BOOST_CHECK(!std::filesystem::exists(path + ".tmp"));
