@@ -5,6 +5,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/dispatch.h"
 #include "engine/cpu/strided_loop.h"
+#include "engine/cpu/vec_math.h"
 
 namespace qkv::cpu {
 
@@ -129,9 +130,15 @@ void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
       });
 }
 
+// float uses the vectorizable erf/exp of vec_math.h; double keeps libm's
+inline float erf_of(float v) { return fast_erf(v); }
+inline double erf_of(double v) { return std::erf(v); }
+inline float exp_of(float v) { return fast_exp(v); }
+inline double exp_of(double v) { return std::exp(v); }
+
 template <typename T>
 inline T gelu_erf(T x) {
-  return T(0.5) * x * (T(1) + std::erf(x * T(M_SQRT1_2)));
+  return T(0.5) * x * (T(1) + erf_of(x * T(M_SQRT1_2)));
 }
 template <typename T>
 inline T gelu_tanh(T x) {
@@ -140,8 +147,8 @@ inline T gelu_tanh(T x) {
 }
 template <typename T>
 inline T gelu_erf_grad(T x) {
-  T cdf = T(0.5) * (T(1) + std::erf(x * T(M_SQRT1_2)));
-  T pdf = std::exp(T(-0.5) * x * x) * T(0.3989422804014327);  // 1/sqrt(2pi)
+  T cdf = T(0.5) * (T(1) + erf_of(x * T(M_SQRT1_2)));
+  T pdf = exp_of(T(-0.5) * x * x) * T(0.3989422804014327);  // 1/sqrt(2pi)
   return cdf + x * pdf;
 }
 template <typename T>

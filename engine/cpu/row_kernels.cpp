@@ -4,11 +4,16 @@
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/dispatch.h"
+#include "engine/cpu/vec_math.h"
 #include "engine/parallel.h"
 
 namespace qkv::cpu {
 
 namespace {
+// float rows use the vectorizable exp; double rows keep libm's
+inline float row_exp(float v) { return fast_exp(v); }
+inline double row_exp(double v) { return std::exp(v); }
+
 int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)); }
 }  // namespace
 
@@ -23,7 +28,8 @@ void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
         const T* xr = xp + r * cols;
         T* yr = yp + r * cols;
         T mx = -std::numeric_limits<T>::infinity();
-        for (int64_t c = 0; c < cols; ++c) mx = std::max(mx, xr[c]);
+        _Pragma("omp simd reduction(max : mx)") for (int64_t c = 0; c < cols; ++c) mx =
+            xr[c] > mx ? xr[c] : mx;
         if (mx == -std::numeric_limits<T>::infinity()) {
           // every entry is -inf (a fully masked row): define the result as zeros, not NaN
           for (int64_t c = 0; c < cols; ++c)
@@ -31,18 +37,20 @@ void CpuBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
           continue;
         }
         T total = 0;
-        for (int64_t c = 0; c < cols; ++c) {
-          T ev = std::exp(xr[c] - mx);
-          total += ev;
-          if (!log) yr[c] = ev;
-        }
         if (log) {
+          _Pragma("omp simd reduction(+ : total)") for (int64_t c = 0; c < cols; ++c) total +=
+              row_exp(xr[c] - mx);
           // (x - max) - log(total): subtracting the large max first keeps the low bits
           T log_total = std::log(total);
-          for (int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - mx) - log_total;
+          _Pragma("omp simd") for (int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - mx) - log_total;
         } else {
+          _Pragma("omp simd reduction(+ : total)") for (int64_t c = 0; c < cols; ++c) {
+            T ev = row_exp(xr[c] - mx);
+            yr[c] = ev;
+            total += ev;
+          }
           T inv = T(1) / total;
-          for (int64_t c = 0; c < cols; ++c) yr[c] *= inv;
+          _Pragma("omp simd") for (int64_t c = 0; c < cols; ++c) yr[c] *= inv;
         }
       }
     });
@@ -95,15 +103,21 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor&
         T* yr = yp + r * cols;
         // two passes (mean, then centered variance): stable where E[x^2]-E[x]^2 is not
         double s = 0;
-        for (int64_t c = 0; c < cols; ++c) s += xr[c];
+        _Pragma("omp simd reduction(+ : s)") for (int64_t c = 0; c < cols; ++c) s += xr[c];
         T mu = T(s / cols);
         double v = 0;
-        for (int64_t c = 0; c < cols; ++c) v += double(xr[c] - mu) * double(xr[c] - mu);
+        _Pragma("omp simd reduction(+ : v)") for (int64_t c = 0; c < cols; ++c) v +=
+            double(xr[c] - mu) * double(xr[c] - mu);
         T rs = T(1.0 / std::sqrt(v / cols + eps));
         mp[r] = mu, rp[r] = rs;
-        for (int64_t c = 0; c < cols; ++c) {
-          T h = (xr[c] - mu) * rs;
-          yr[c] = (w ? h * w[c] : h) + (bb ? bb[c] : T(0));
+        if (w && bb) {
+          _Pragma("omp simd") for (int64_t c = 0; c < cols; ++c) yr[c] =
+              (xr[c] - mu) * rs * w[c] + bb[c];
+        } else {
+          for (int64_t c = 0; c < cols; ++c) {
+            T h = (xr[c] - mu) * rs;
+            yr[c] = (w ? h * w[c] : h) + (bb ? bb[c] : T(0));
+          }
         }
       }
     });
