@@ -80,6 +80,13 @@ void ProgressBar::update(const ProgressState& s) {
   std::fflush(out_);
 }
 
+void ProgressBar::message(const std::string& line) {
+  if (line_open_) std::fputs("\r\033[K", out_);
+  line_open_ = false;
+  std::fprintf(out_, "%s\n", line.c_str());
+  std::fflush(out_);
+}
+
 void ProgressBar::finish() {
   if (line_open_) {
     std::fputc('\n', out_);

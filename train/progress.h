@@ -36,6 +36,9 @@ class ProgressBar {
   explicit ProgressBar(std::FILE* out = stdout, std::optional<bool> tty = std::nullopt);
   ~ProgressBar();
   void update(const ProgressState& s);
+  // Prints `line` (an evaluation result, a warning) on its own line; on a TTY the bar is cleared
+  // first and comes back with the next update.
+  void message(const std::string& line);
   // Ends the in-place line (on a TTY) so that following output starts on a fresh line.
   void finish();
   bool is_tty() const { return tty_; }

@@ -89,6 +89,20 @@ BOOST_AUTO_TEST_CASE(progress_line) {
   BOOST_TEST(std::count(out.begin(), out.end(), '\n') == 2);
   BOOST_TEST(out.find('\r') == std::string::npos);
   std::fclose(f);
+
+  // On a TTY: redrawn in place, and a message clears the bar before its own line.
+  f = std::tmpfile();
+  {
+    ProgressBar tty(f, true);
+    tty.update(s);
+    tty.message("valid exact 0.5");
+  }
+  std::rewind(f);
+  n = std::fread(buf, 1, sizeof buf - 1, f);
+  out.assign(buf, n);
+  BOOST_TEST(out.substr(0, 5) == "\rstep");
+  BOOST_TEST(out.find("\r\033[Kvalid exact 0.5\n") != std::string::npos);
+  std::fclose(f);
 }
 
 BOOST_AUTO_TEST_CASE(metrics) {

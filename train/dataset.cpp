@@ -1,0 +1,111 @@
+#include "train/dataset.h"
+
+#include <algorithm>
+
+#include "engine/error.h"
+#include "train/data/order_task.h"
+#include "train/data/split.h"
+#include "train/data/tsv.h"
+
+namespace qkv::train {
+
+bool is_translation_task(const std::string& task) {
+  const auto& toys = task_names();
+  if (task == "pairs" || std::find(toys.begin(), toys.end(), task) != toys.end()) return true;
+  if (task == "order" || task == "classify") return false;
+  std::string valid;
+  for (const auto& n : toys) valid += n + ", ";
+  throw Error("--task: unknown task '" + task + "' (valid: " + valid +
+              "pairs, order, classify, fashion-mnist)");
+}
+
+TokenizerChoice natural_tokenizers(const std::string& task) {
+  if (task == "numbers") return {TokenizerKind::character, TokenizerKind::whitespace};
+  if (task == "pairs" || task == "order" || task == "classify")
+    return {TokenizerKind::whitespace, TokenizerKind::whitespace};
+  return {TokenizerKind::character, TokenizerKind::character};
+}
+
+namespace {
+
+void require_data_path(const Config& c) {
+  if (c.data.empty())
+    throw Error("--data: task '" + c.task + "' reads a TSV file; give its path with --data");
+}
+
+std::vector<std::string> sources_of(const std::vector<Pair>& pairs) {
+  std::vector<std::string> out;
+  for (const auto& p : pairs) out.push_back(p.source);
+  return out;
+}
+
+std::vector<std::string> targets_of(const std::vector<Pair>& pairs) {
+  std::vector<std::string> out;
+  for (const auto& p : pairs) out.push_back(p.target);
+  return out;
+}
+
+}  // namespace
+
+TranslationData prepare_translation_data(const Config& c) {
+  if (!is_translation_task(c.task))
+    throw Error("--task: '" + c.task + "' is a classification task, not a translation task");
+  TranslationData d;
+  if (c.task == "pairs") {
+    require_data_path(c);
+    auto s =
+        holdout_split(read_pairs_tsv(c.data), size_t(c.valid_size), size_t(c.test_size), c.seed);
+    d.pairs = {std::move(s.train), std::move(s.valid), std::move(s.test)};
+  } else {
+    TaskOptions options{.min_length = int(c.min_length), .max_length = int(c.max_length)};
+    d.pairs = make_splits(c.task, size_t(c.train_size), size_t(c.valid_size), size_t(c.test_size),
+                          c.seed, options);
+  }
+  TokenizerChoice kinds = natural_tokenizers(c.task);
+  if (!c.tokenizer.empty()) kinds.source = kinds.target = parse_tokenizer_kind(c.tokenizer);
+  d.source_vocab = Vocab::build(sources_of(d.pairs.train), kinds.source, int(c.min_frequency));
+  d.target_vocab = Vocab::build(targets_of(d.pairs.train), kinds.target, int(c.min_frequency));
+  d.train = encode_pairs(d.pairs.train, d.source_vocab, d.target_vocab);
+  d.valid = encode_pairs(d.pairs.valid, d.source_vocab, d.target_vocab);
+  d.test = encode_pairs(d.pairs.test, d.source_vocab, d.target_vocab);
+  return d;
+}
+
+ClassificationData prepare_classification_data(const Config& c) {
+  if (is_translation_task(c.task))
+    throw Error("--task: '" + c.task + "' is a translation task, not a classification task");
+  std::vector<TextExample> train, valid, test;
+  ClassificationData d;
+  if (c.task == "order") {
+    OrderTaskOptions options{.min_length = int(std::max<int64_t>(c.min_length, 6)),
+                             .max_length = int(std::max(c.max_length, c.min_length))};
+    auto s = make_order_task(size_t(c.train_size), size_t(c.valid_size), size_t(c.test_size),
+                             c.seed, options);
+    d.labels = s.labels;
+    train = std::move(s.train), valid = std::move(s.valid), test = std::move(s.test);
+  } else {
+    require_data_path(c);
+    TextClassificationData all = read_classification_tsv(c.data);
+    d.labels = all.labels;
+    auto s = holdout_split(all.examples, size_t(c.valid_size), size_t(c.test_size), c.seed);
+    train = std::move(s.train), valid = std::move(s.valid), test = std::move(s.test);
+  }
+  TokenizerKind kind =
+      c.tokenizer.empty() ? natural_tokenizers(c.task).source : parse_tokenizer_kind(c.tokenizer);
+  std::vector<std::string> train_texts;
+  for (const auto& e : train) train_texts.push_back(e.text);
+  d.vocab = Vocab::build(train_texts, kind, int(c.min_frequency));
+  auto encode = [&](const std::vector<TextExample>& in, std::vector<Example>& out,
+                    std::vector<std::string>& texts) {
+    for (const auto& e : in) {
+      out.push_back({d.vocab.encode(e.text), {}, e.label});
+      texts.push_back(e.text);
+    }
+  };
+  encode(train, d.train, d.train_texts);
+  encode(valid, d.valid, d.valid_texts);
+  encode(test, d.test, d.test_texts);
+  return d;
+}
+
+}  // namespace qkv::train

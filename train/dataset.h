@@ -1,0 +1,48 @@
+// From a Config to ready-to-batch examples: the one call the trainer makes to get its data.
+//
+// It picks the data source (a toy task, the order task, or the user's TSV file), makes disjoint
+// train/valid/test splits, builds the vocabularies from the training split only, and encodes
+// everything to token ids.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "train/batching.h"
+#include "train/config.h"
+#include "train/tasks/task.h"
+#include "train/tokenizer.h"
+
+namespace qkv::train {
+
+// The tokenizers a task reads and writes with unless the config names one: characters for
+// strings of symbols and dates, words for English ("numbers" reads digits, writes words).
+struct TokenizerChoice {
+  TokenizerKind source, target;
+};
+TokenizerChoice natural_tokenizers(const std::string& task);
+
+// Translation: a toy task (copy, reverse, sort, dates, numbers) or "pairs" (config.data is a
+// pairs.tsv). The vocabularies come from the training split.
+struct TranslationData {
+  TaskSplits pairs;
+  Vocab source_vocab, target_vocab;
+  std::vector<Example> train, valid, test;
+};
+TranslationData prepare_translation_data(const Config& config);
+
+// Text classification: "order" (synthetic, see data/order_task.h) or "classify" (config.data is
+// a labels.tsv). Examples carry their label; `texts` keeps the raw text for reports.
+struct ClassificationData {
+  std::vector<std::string> labels;
+  Vocab vocab;
+  std::vector<Example> train, valid, test;
+  std::vector<std::string> train_texts, valid_texts, test_texts;
+};
+ClassificationData prepare_classification_data(const Config& config);
+
+// True for the tasks prepare_translation_data knows, false for the classification ones; throws
+// qkv::Error listing every valid task otherwise.
+bool is_translation_task(const std::string& task);
+
+}  // namespace qkv::train
