@@ -58,6 +58,15 @@ void write_file_atomic(const std::string& path, std::string_view bytes) {
     ::unlink(tmp.c_str());
     fail("rename a temporary file onto", path, err);
   }
+  // The rename itself lives in the folder's entry list; sync that too so it survives a crash.
+  // A failure here loses nothing already written, so it is not an error.
+  std::string folder =
+      path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
+  int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
 }
 
 std::string read_file(const std::string& path, const std::string& what) {

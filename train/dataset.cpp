@@ -9,10 +9,12 @@
 
 namespace qkv::train {
 
-bool is_translation_task(const std::string& task) {
+TaskKind task_kind(const std::string& task) {
   const auto& toys = task_names();
-  if (task == "pairs" || std::find(toys.begin(), toys.end(), task) != toys.end()) return true;
-  if (task == "order" || task == "classify") return false;
+  if (task == "pairs" || std::find(toys.begin(), toys.end(), task) != toys.end())
+    return TaskKind::translation;
+  if (task == "order" || task == "classify") return TaskKind::text_classification;
+  if (task == "fashion-mnist") return TaskKind::image_classification;
   std::string valid;
   for (const auto& n : toys) valid += n + ", ";
   throw Error("--task: unknown task '" + task + "' (valid: " + valid +
@@ -48,7 +50,7 @@ std::vector<std::string> targets_of(const std::vector<Pair>& pairs) {
 }  // namespace
 
 TranslationData prepare_translation_data(const Config& c) {
-  if (!is_translation_task(c.task))
+  if (task_kind(c.task) != TaskKind::translation)
     throw Error("--task: '" + c.task + "' is a classification task, not a translation task");
   TranslationData d;
   if (c.task == "pairs") {
@@ -72,8 +74,11 @@ TranslationData prepare_translation_data(const Config& c) {
 }
 
 ClassificationData prepare_classification_data(const Config& c) {
-  if (is_translation_task(c.task))
+  TaskKind kind = task_kind(c.task);
+  if (kind == TaskKind::translation)
     throw Error("--task: '" + c.task + "' is a translation task, not a classification task");
+  if (kind == TaskKind::image_classification)
+    throw Error("--task: '" + c.task + "' classifies images; load it with load_fashion_mnist");
   std::vector<TextExample> train, valid, test;
   ClassificationData d;
   if (c.task == "order") {
@@ -90,11 +95,11 @@ ClassificationData prepare_classification_data(const Config& c) {
     auto s = holdout_split(all.examples, size_t(c.valid_size), size_t(c.test_size), c.seed);
     train = std::move(s.train), valid = std::move(s.valid), test = std::move(s.test);
   }
-  TokenizerKind kind =
+  TokenizerKind tokenizer =
       c.tokenizer.empty() ? natural_tokenizers(c.task).source : parse_tokenizer_kind(c.tokenizer);
   std::vector<std::string> train_texts;
   for (const auto& e : train) train_texts.push_back(e.text);
-  d.vocab = Vocab::build(train_texts, kind, int(c.min_frequency));
+  d.vocab = Vocab::build(train_texts, tokenizer, int(c.min_frequency));
   auto encode = [&](const std::vector<TextExample>& in, std::vector<Example>& out,
                     std::vector<std::string>& texts) {
     for (const auto& e : in) {

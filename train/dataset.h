@@ -41,8 +41,8 @@ struct ClassificationData {
 };
 ClassificationData prepare_classification_data(const Config& config);
 
-// True for the tasks prepare_translation_data knows, false for the classification ones; throws
-// qkv::Error listing every valid task otherwise.
-bool is_translation_task(const std::string& task);
+// What kind of model a task needs. Throws qkv::Error listing every valid task for an unknown one.
+enum class TaskKind { translation, text_classification, image_classification };
+TaskKind task_kind(const std::string& task);
 
 }  // namespace qkv::train

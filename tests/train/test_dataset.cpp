@@ -80,6 +80,10 @@ BOOST_AUTO_TEST_CASE(order_task_and_wrong_kinds) {
                         message_has("translation task"));
   BOOST_CHECK_EXCEPTION(prepare_translation_data(small("dats")), qkv::Error,
                         message_has("unknown task 'dats'", "order"));
+  BOOST_TEST((task_kind("fashion-mnist") == TaskKind::image_classification));
+  BOOST_TEST((task_kind("sort") == TaskKind::translation));
+  BOOST_CHECK_EXCEPTION(prepare_classification_data(small("fashion-mnist")), qkv::Error,
+                        message_has("load_fashion_mnist"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
