@@ -69,7 +69,8 @@ Tensor TransformerClassifier::forward(const Tensor& ids, const Tensor& pad_mask)
     pooled = select(h, 1, 0);
   } else {
     Tensor keep = logical_not(mask).to(h.dtype()).unsqueeze(-1);  // [B, T, 1]
-    pooled = div(sum(mul(h, keep), {1}), maximum(sum(keep, {1}), ones({1}, {h.dtype()})));
+    pooled =
+        div(sum(mul(h, keep), {1}), maximum(sum(keep, {1}), ones({1}, {h.dtype(), h.device()})));
   }
   return head->forward(pooled);
 }

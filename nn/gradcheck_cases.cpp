@@ -13,6 +13,7 @@
 #include "nn/loss.h"
 #include "nn/pooling.h"
 #include "nn/positional.h"
+#include "nn/residual_block.h"
 #include "nn/transformer.h"
 
 namespace qkv::nn {
@@ -146,6 +147,12 @@ void register_gradcheck_cases(OpRegistry& r) {
   // ---- convolution and pooling ---------------------------------------------------------------
   add_case("conv2d", {{{2, 3, 5, 5}}, {{4, 3, 3, 3}}, {{4}}},
            [](X x) { return conv2d(x[0], x[1], x[2], 1, 1); });
+  auto conv = in_f64(std::make_shared<Conv2d>(2, 3, 3, 1, 2));
+  add_case("Conv2d", {{{1, 2, 4, 4}}, {{3, 2, 3, 3}}, {{3}}}, [conv](X x) {
+    conv->weight = x[1];
+    conv->bias = x[2];
+    return conv->forward(x[0]);
+  });
   add_case("conv2d.stride2_groups", {{{1, 4, 6, 5}}, {{6, 2, 3, 2}}},
            [](X x) { return conv2d(x[0], x[1], Tensor(), 2, 1, 2); });
   // Max pooling's gradient jumps where two window entries tie; random inputs almost never tie.
@@ -162,6 +169,13 @@ void register_gradcheck_cases(OpRegistry& r) {
     cbam->spatial->conv->weight = x[1];
     return cbam->forward(x[0]);
   });
+
+  // SE and CBAM inside a residual block, after the main branch and before the identity add.
+  for (std::string kind : {"se", "cbam"}) {
+    auto block = in_f64(std::make_shared<ResidualBlock>(4, 6, 2, kind, 2));
+    add_case("ResidualBlock." + kind, {{{2, 4, 5, 5}}},
+             [block](X x) { return block->forward(x[0]); });
+  }
 
   // ---- losses --------------------------------------------------------------------------------
   add_case("mse_loss", {{{3, 4}}, {{3, 4}}}, [](X x) { return mse_loss(x[0], x[1]); });
