@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/attention_maps.h"
 #include "nn/embedding.h"
 #include "nn/pooling.h"
 #include "nn/residual_block.h"
@@ -32,6 +33,14 @@ class TransformerClassifier : public nn::Module {
   // "cls" prepends a learned [CLS] vector and classifies its final state; "mean" averages the
   // final states of the non-pad positions.
   Tensor forward(const Tensor& ids, const Tensor& pad_mask = Tensor());
+  // Per-head self-attention weights of the last forward ("encoder.<i>.self"); position 0 is
+  // the [CLS] token when pooling is cls.
+  void set_record_attention(bool on) { models::set_record_attention(*encoder, on); }
+  std::vector<AttentionMap> attention_maps() const {
+    std::vector<AttentionMap> maps;
+    append_attention_maps(*encoder, "encoder", maps);
+    return maps;
+  }
   std::string describe() const override { return "TransformerClassifier"; }
 
   TransformerClassifierConfig config;
@@ -86,6 +95,14 @@ class VisionTransformer : public nn::Module {
  public:
   explicit VisionTransformer(const VisionTransformerConfig& config);
   Tensor forward(const Tensor& images);
+  // Per-head self-attention weights of the last forward ("encoder.<i>.self"); position 0 is
+  // the [CLS] token.
+  void set_record_attention(bool on) { models::set_record_attention(*encoder, on); }
+  std::vector<AttentionMap> attention_maps() const {
+    std::vector<AttentionMap> maps;
+    append_attention_maps(*encoder, "encoder", maps);
+    return maps;
+  }
   std::string describe() const override { return "VisionTransformer"; }
 
   VisionTransformerConfig config;

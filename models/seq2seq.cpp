@@ -204,24 +204,14 @@ Tensor Seq2SeqTransformer::beam_search(const Tensor& src_ids, const Tensor& src_
 }
 
 void Seq2SeqTransformer::set_record_attention(bool on) {
-  for (auto& l : encoder->layers) l->self_attn->record_weights = on;
-  for (auto& l : decoder->layers) {
-    l->self_attn->record_weights = on;
-    l->cross_attn->record_weights = on;
-  }
+  models::set_record_attention(*encoder, on);
+  models::set_record_attention(*decoder, on);
 }
 
 std::vector<AttentionMap> Seq2SeqTransformer::attention_maps() const {
   std::vector<AttentionMap> maps;
-  for (size_t i = 0; i < encoder->layers.size(); ++i)
-    maps.push_back(
-        {"encoder." + std::to_string(i) + ".self", encoder->layers[i]->self_attn->last_weights});
-  for (size_t i = 0; i < decoder->layers.size(); ++i) {
-    maps.push_back(
-        {"decoder." + std::to_string(i) + ".self", decoder->layers[i]->self_attn->last_weights});
-    maps.push_back(
-        {"decoder." + std::to_string(i) + ".cross", decoder->layers[i]->cross_attn->last_weights});
-  }
+  append_attention_maps(*encoder, "encoder", maps);
+  append_attention_maps(*decoder, "decoder", maps);
   return maps;
 }
 

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/attention_maps.h"
 #include "nn/embedding.h"
 #include "nn/transformer.h"
 
@@ -30,12 +31,6 @@ struct Seq2SeqConfig {
 };
 void to_json(nlohmann::json& j, const Seq2SeqConfig& c);
 void from_json(const nlohmann::json& j, Seq2SeqConfig& c);
-
-// One attention map of the last forward: which layer and kind, and its per-head weights.
-struct AttentionMap {
-  std::string name;  // "encoder.0.self", "decoder.1.self", "decoder.1.cross"
-  Tensor weights;    // [B, H, T, S]
-};
 
 class Seq2SeqTransformer : public nn::Module {
  public:

@@ -225,6 +225,12 @@ BOOST_AUTO_TEST_CASE(vision_transformer_overfits) {
   BOOST_CHECK_MESSAGE(loss < 0.05, "final loss " << loss);
   nlohmann::json j = c;
   BOOST_CHECK_EQUAL(j.get<VisionTransformerConfig>().patch_size, 7);
+  model.set_record_attention(true);
+  model.forward(x);
+  auto maps = model.attention_maps();
+  BOOST_REQUIRE_EQUAL(maps.size(), 1u);
+  BOOST_CHECK(maps[0].weights.shape() == (Shape{4, 2, 17, 17}));  // [CLS] + 16 patches
+  check_values(sum(maps[0].weights, {3}), std::vector<double>(4 * 2 * 17, 1.0), 1e-5);
   VisionTransformerConfig odd;
   odd.patch_size = 5;
   check_error([&] { VisionTransformer{odd}; }, {"not a multiple of patch_size 5"});
