@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
@@ -66,6 +67,29 @@ void RunDir::log(std::string_view line) { append_line(log_, line, file("log.txt"
 
 void RunDir::write(const std::string& name, std::string_view bytes) const {
   write_file_atomic(file(name), bytes);
+}
+
+std::vector<Series> read_metric_series(const std::string& metrics_path,
+                                       const std::vector<std::string>& keys,
+                                       const std::string& x_key) {
+  std::ifstream in(metrics_path);
+  if (!in) throw Error(metrics_path + ": cannot open: " + std::strerror(errno));
+  std::vector<Series> series;
+  for (const auto& k : keys) series.push_back({k, {}, {}});
+  std::string line;
+  for (size_t number = 1; std::getline(in, line); ++number) {
+    if (line.empty()) continue;
+    nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!record.is_object())
+      throw Error(metrics_path + ":" + std::to_string(number) + ": not a JSON object");
+    if (!record.contains(x_key) || !record[x_key].is_number()) continue;
+    for (auto& s : series)
+      if (record.contains(s.name) && record[s.name].is_number()) {
+        s.x.push_back(record[x_key].get<double>());
+        s.y.push_back(record[s.name].get<double>());
+      }
+  }
+  return series;
 }
 
 }  // namespace qkv::train

@@ -13,6 +13,9 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "train/plots.h"
 
 namespace qkv::train {
 
@@ -41,5 +44,12 @@ class RunDir {
   std::FILE* metrics_ = nullptr;
   std::FILE* log_ = nullptr;
 };
+
+// Curves for loss_curve_png from a metrics.jsonl: one Series per key in `keys`, with x from
+// `x_key`. Records without a key are skipped for that series (validation is logged less often than
+// training). Throws qkv::Error("<path>:<line>: ...") for a line that is not a JSON object.
+std::vector<Series> read_metric_series(const std::string& metrics_path,
+                                       const std::vector<std::string>& keys,
+                                       const std::string& x_key = "step");
 
 }  // namespace qkv::train

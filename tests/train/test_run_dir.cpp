@@ -65,6 +65,23 @@ BOOST_AUTO_TEST_CASE(run_dir_appends_metrics_and_log) {
                         message_has("--out", "plain/run"));
 }
 
+BOOST_AUTO_TEST_CASE(metric_series_from_jsonl) {
+  ScratchDir dir("series");
+  {
+    RunDir run(dir.file("r"));
+    run.append_metrics({{"step", 10}, {"train_loss", 2.0}});
+    run.append_metrics({{"step", 20}, {"train_loss", 1.5}, {"valid_loss", 1.8}});
+    run.append_metrics({{"step", 30}, {"train_loss", 1.0}});
+  }
+  auto s = read_metric_series(dir.file("r/metrics.jsonl"), {"train_loss", "valid_loss"});
+  BOOST_TEST((s[0].x == std::vector<double>{10, 20, 30}));
+  BOOST_TEST((s[0].y == std::vector<double>{2.0, 1.5, 1.0}));
+  BOOST_TEST((s[1].x == std::vector<double>{20}));
+  write_file_atomic(dir.file("bad.jsonl"), "{\"step\": 1}\n{\"step\": 2, \"loss\"\n");
+  BOOST_CHECK_EXCEPTION(read_metric_series(dir.file("bad.jsonl"), {"loss"}), qkv::Error,
+                        message_has("bad.jsonl:2:"));
+}
+
 BOOST_AUTO_TEST_CASE(progress_line) {
   ProgressState s{.step = 250,
                   .total = 1000,
