@@ -20,22 +20,37 @@ Tensor pad2d(const Tensor& x, int64_t ph, int64_t pw, double value) {
   return y;
 }
 
+namespace {
+
+// Appends `n` zero rows (dim 2) or columns (dim 3) at the far end.
+Tensor extend(const Tensor& x, int dim, int64_t n) {
+  if (n <= 0) return x;
+  Shape s = x.shape();
+  s[size_t(dim)] = n;
+  return cat({x, zeros(s, {x.dtype(), x.device()})}, dim);
+}
+
+}  // namespace
+
 Tensor unfold2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw) {
   QKV_CHECK(x.dim() == 4, "unfold2d", "expected [B, C, H, W], got ", shape_str(x.shape()));
   const int64_t B = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
   QKV_CHECK(kh <= H && kw <= W && sh > 0 && sw > 0, "unfold2d", "kernel ", kh, "x", kw,
             " does not fit input ", shape_str(x.shape()));
   const int64_t Ho = (H - kh) / sh + 1, Wo = (W - kw) / sw + 1;
-  // Row index i + stride * oh for every (kernel row i, output row oh); the same for columns.
-  auto window_index = [&](int64_t k, int64_t out, int64_t stride) {
-    std::vector<int64_t> idx;
-    for (int64_t i = 0; i < k; ++i)
-      for (int64_t o = 0; o < out; ++o) idx.push_back(i + stride * o);
-    return tensor_i64(idx, {k * out}, x.device());
-  };
-  Tensor rows = index_select(x, 2, window_index(kh, Ho, sh)).reshape({B, C, kh, Ho, W});
-  Tensor cols = index_select(rows, 4, window_index(kw, Wo, sw)).reshape({B, C, kh, Ho, kw, Wo});
-  return cols.permute({0, 1, 2, 4, 3, 5});
+  // Kernel offset (i, j) sees the grid of rows i, i + sh, ..., i + sh (Ho - 1) (and likewise
+  // columns), and that grid is a view: narrow to sh * Ho rows, split them into (Ho, sh), keep
+  // index 0. A few zero rows at the end keep the narrow in range; they are never kept.
+  Tensor xe = extend(extend(x, 2, kh - 1 + sh * Ho - H), 3, kw - 1 + sw * Wo - W);
+  const int64_t We = xe.size(3);
+  std::vector<Tensor> grids;
+  for (int64_t i = 0; i < kh; ++i) {
+    Tensor rows = select(xe.narrow(2, i, sh * Ho).reshape({B, C, Ho, sh, We}), 3, 0);
+    for (int64_t j = 0; j < kw; ++j)
+      grids.push_back(select(rows.narrow(3, j, sw * Wo).reshape({B, C, Ho, Wo, sw}), 4, 0));
+  }
+  // One copy, the same size as im2col's: [B, C, kh * kw, Ho, Wo].
+  return stack(grids, 2).reshape({B, C, kh, kw, Ho, Wo});
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride,

@@ -1,8 +1,8 @@
 // 2-D convolution as im2col + one batched matmul, built only from differentiable engine ops, so
 // its backward comes from theirs (no new op, nothing new to trust).
 //
-// unfold2d gathers every kernel window with two index_selects (rows, then columns), giving
-// [B, C, kh, kw, Ho, Wo]; a convolution is then a matmul of the weights against those windows,
+// unfold2d stacks one strided view of the input per kernel offset, giving [B, C, kh, kw, Ho, Wo];
+// a convolution is then a matmul of the weights against those windows,
 // and pooling is a reduction over the window dims.
 #pragma once
 
