@@ -12,7 +12,7 @@ int gradcheck_command(const GradcheckOptions& options) {
   const OpRegistry& registry = OpRegistry::global();
   int failed = 0, run = 0, passed = 0;
   if (!options.json)
-    std::printf("%-26s %-8s %12s %12s  %s\n", "op", "layer", "max_abs_err", "max_rel_err",
+    std::printf("%-40s %-7s %12s %12s  %s\n", "op", "layer", "max_abs_err", "max_rel_err",
                 "result");
   for (const GradcheckCase& c : registry.cases()) {
     if (!options.filter.empty() && c.op.find(options.filter) == std::string::npos) continue;
@@ -31,7 +31,7 @@ int gradcheck_command(const GradcheckOptions& options) {
       if (!r.ok) line["detail"] = r.message;
       std::printf("%s\n", line.dump().c_str());
     } else {
-      std::printf("%-26s %-8s %12.3e %12.3e  %s\n", c.op.c_str(), c.layer.c_str(), r.max_abs_err,
+      std::printf("%-40s %-7s %12.3e %12.3e  %s\n", c.op.c_str(), c.layer.c_str(), r.max_abs_err,
                   r.max_rel_err, r.ok ? "pass" : ("FAIL  " + r.message).c_str());
     }
   }
@@ -44,7 +44,7 @@ int gradcheck_command(const GradcheckOptions& options) {
                       .dump()
                       .c_str());
     else
-      std::printf("%-26s %-8s %12s %12s  FAIL  no gradcheck case\n", op.c_str(), "", "-", "-");
+      std::printf("%-40s %-7s %12s %12s  FAIL  no gradcheck case\n", op.c_str(), "", "-", "-");
   }
   if (!options.json)
     std::printf("\n%d cases over %zu ops: %d passed, %d failed\n", run, registry.size(), passed,
