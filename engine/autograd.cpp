@@ -112,6 +112,7 @@ void sweep(const Tensor& root, const Tensor& gradient, bool retain_graph, bool c
     no_grad.emplace();
 
   if (root.is_leaf()) {
+    if (capture && capture->count(root.impl())) *capture->at(root.impl()) = seed;
     on_leaf(root.impl_ptr(), seed);
     return;
   }
@@ -174,13 +175,7 @@ std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs
   }
   sweep(
       output, gradient, retain_graph, create_graph,
-      [&](const std::shared_ptr<TensorImpl>& leaf, const Tensor& g) {
-        // leaves are captured through `capture` below too; only roots that are leaves land here
-        if (leaf.get() == output.impl() && capture.count(leaf.get())) {
-          Tensor* slot = capture[leaf.get()];
-          *slot = accumulate(*slot, g);
-        }
-      },
+      [](const std::shared_ptr<TensorImpl>&, const Tensor&) {},  // .grad stays untouched
       &capture);
   return result;
 }

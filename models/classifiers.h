@@ -23,8 +23,10 @@ struct TransformerClassifierConfig {
   bool norm_first = false;
   std::string pooling = "cls";  // cls | mean
 };
-void to_json(nlohmann::json& j, const TransformerClassifierConfig& c);
-void from_json(const nlohmann::json& j, TransformerClassifierConfig& c);
+// JSON: every field by name; keys absent from the JSON keep their defaults.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TransformerClassifierConfig, vocab, num_classes,
+                                                d_model, num_heads, num_layers, dim_feedforward,
+                                                dropout, max_len, positional, norm_first, pooling)
 
 class TransformerClassifier : public nn::Module {
  public:
@@ -59,8 +61,9 @@ struct CnnClassifierConfig {
   std::string attention = "none";         // none | se | cbam
   int64_t reduction = 4;
 };
-void to_json(nlohmann::json& j, const CnnClassifierConfig& c);
-void from_json(const nlohmann::json& j, CnnClassifierConfig& c);
+// JSON: every field by name; keys absent from the JSON keep their defaults.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CnnClassifierConfig, in_channels, image_size,
+                                                num_classes, channels, attention, reduction)
 
 class CnnClassifier : public nn::Module {
  public:
@@ -86,8 +89,10 @@ struct VisionTransformerConfig {
   int64_t d_model = 64, num_heads = 4, num_layers = 2, dim_feedforward = 128;
   double dropout = 0.0;
 };
-void to_json(nlohmann::json& j, const VisionTransformerConfig& c);
-void from_json(const nlohmann::json& j, VisionTransformerConfig& c);
+// JSON: every field by name; keys absent from the JSON keep their defaults.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(VisionTransformerConfig, in_channels, image_size,
+                                                patch_size, num_classes, d_model, num_heads,
+                                                num_layers, dim_feedforward, dropout)
 
 // ViT (Dosovitskiy et al.): non-overlapping patches embedded by a strided convolution, a [CLS]
 // token, learned positions, a pre-norm encoder, and a linear head on the [CLS] state.

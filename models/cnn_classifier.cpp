@@ -3,21 +3,6 @@
 
 namespace qkv::models {
 
-void to_json(nlohmann::json& j, const CnnClassifierConfig& c) {
-  j = {{"in_channels", c.in_channels}, {"image_size", c.image_size}, {"num_classes", c.num_classes},
-       {"channels", c.channels},       {"attention", c.attention},   {"reduction", c.reduction}};
-}
-
-void from_json(const nlohmann::json& j, CnnClassifierConfig& c) {
-  CnnClassifierConfig d;
-  c.in_channels = j.value("in_channels", d.in_channels);
-  c.image_size = j.value("image_size", d.image_size);
-  c.num_classes = j.value("num_classes", d.num_classes);
-  c.channels = j.value("channels", d.channels);
-  c.attention = j.value("attention", d.attention);
-  c.reduction = j.value("reduction", d.reduction);
-}
-
 CnnClassifier::CnnClassifier(const CnnClassifierConfig& c) : config(c) {
   QKV_CHECK(!c.channels.empty(), "CnnClassifier", "needs at least one block");
   stem = register_module(

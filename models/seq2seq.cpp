@@ -8,39 +8,6 @@
 
 namespace qkv::models {
 
-void to_json(nlohmann::json& j, const Seq2SeqConfig& c) {
-  j = {{"src_vocab", c.src_vocab},
-       {"tgt_vocab", c.tgt_vocab},
-       {"d_model", c.d_model},
-       {"num_heads", c.num_heads},
-       {"num_encoder_layers", c.num_encoder_layers},
-       {"num_decoder_layers", c.num_decoder_layers},
-       {"dim_feedforward", c.dim_feedforward},
-       {"dropout", c.dropout},
-       {"max_len", c.max_len},
-       {"positional", c.positional},
-       {"norm_first", c.norm_first},
-       {"tie_embeddings", c.tie_embeddings},
-       {"pad_id", c.pad_id}};
-}
-
-void from_json(const nlohmann::json& j, Seq2SeqConfig& c) {
-  Seq2SeqConfig d;  // absent keys keep their defaults
-  c.src_vocab = j.value("src_vocab", d.src_vocab);
-  c.tgt_vocab = j.value("tgt_vocab", d.tgt_vocab);
-  c.d_model = j.value("d_model", d.d_model);
-  c.num_heads = j.value("num_heads", d.num_heads);
-  c.num_encoder_layers = j.value("num_encoder_layers", d.num_encoder_layers);
-  c.num_decoder_layers = j.value("num_decoder_layers", d.num_decoder_layers);
-  c.dim_feedforward = j.value("dim_feedforward", d.dim_feedforward);
-  c.dropout = j.value("dropout", d.dropout);
-  c.max_len = j.value("max_len", d.max_len);
-  c.positional = j.value("positional", d.positional);
-  c.norm_first = j.value("norm_first", d.norm_first);
-  c.tie_embeddings = j.value("tie_embeddings", d.tie_embeddings);
-  c.pad_id = j.value("pad_id", d.pad_id);
-}
-
 Seq2SeqTransformer::Seq2SeqTransformer(const Seq2SeqConfig& c) : config(c) {
   QKV_CHECK(c.src_vocab > 0 && c.tgt_vocab > 0, "Seq2SeqTransformer", "vocab sizes must be set");
   nn::TransformerLayerOptions o{.d_model = c.d_model,

@@ -29,8 +29,11 @@ struct Seq2SeqConfig {
   bool tie_embeddings = false;
   int64_t pad_id = 0;
 };
-void to_json(nlohmann::json& j, const Seq2SeqConfig& c);
-void from_json(const nlohmann::json& j, Seq2SeqConfig& c);
+// JSON: every field by name; keys absent from the JSON keep their defaults.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Seq2SeqConfig, src_vocab, tgt_vocab, d_model,
+                                                num_heads, num_encoder_layers, num_decoder_layers,
+                                                dim_feedforward, dropout, max_len, positional,
+                                                norm_first, tie_embeddings, pad_id)
 
 class Seq2SeqTransformer : public nn::Module {
  public:

@@ -6,30 +6,6 @@
 
 namespace qkv::models {
 
-void to_json(nlohmann::json& j, const TransformerClassifierConfig& c) {
-  j = {{"vocab", c.vocab},           {"num_classes", c.num_classes},
-       {"d_model", c.d_model},       {"num_heads", c.num_heads},
-       {"num_layers", c.num_layers}, {"dim_feedforward", c.dim_feedforward},
-       {"dropout", c.dropout},       {"max_len", c.max_len},
-       {"positional", c.positional}, {"norm_first", c.norm_first},
-       {"pooling", c.pooling}};
-}
-
-void from_json(const nlohmann::json& j, TransformerClassifierConfig& c) {
-  TransformerClassifierConfig d;
-  c.vocab = j.value("vocab", d.vocab);
-  c.num_classes = j.value("num_classes", d.num_classes);
-  c.d_model = j.value("d_model", d.d_model);
-  c.num_heads = j.value("num_heads", d.num_heads);
-  c.num_layers = j.value("num_layers", d.num_layers);
-  c.dim_feedforward = j.value("dim_feedforward", d.dim_feedforward);
-  c.dropout = j.value("dropout", d.dropout);
-  c.max_len = j.value("max_len", d.max_len);
-  c.positional = j.value("positional", d.positional);
-  c.norm_first = j.value("norm_first", d.norm_first);
-  c.pooling = j.value("pooling", d.pooling);
-}
-
 TransformerClassifier::TransformerClassifier(const TransformerClassifierConfig& c) : config(c) {
   QKV_CHECK(c.pooling == "cls" || c.pooling == "mean", "TransformerClassifier", "unknown pooling '",
             c.pooling, "' (cls, mean)");

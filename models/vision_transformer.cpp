@@ -4,27 +4,6 @@
 
 namespace qkv::models {
 
-void to_json(nlohmann::json& j, const VisionTransformerConfig& c) {
-  j = {{"in_channels", c.in_channels}, {"image_size", c.image_size},
-       {"patch_size", c.patch_size},   {"num_classes", c.num_classes},
-       {"d_model", c.d_model},         {"num_heads", c.num_heads},
-       {"num_layers", c.num_layers},   {"dim_feedforward", c.dim_feedforward},
-       {"dropout", c.dropout}};
-}
-
-void from_json(const nlohmann::json& j, VisionTransformerConfig& c) {
-  VisionTransformerConfig d;
-  c.in_channels = j.value("in_channels", d.in_channels);
-  c.image_size = j.value("image_size", d.image_size);
-  c.patch_size = j.value("patch_size", d.patch_size);
-  c.num_classes = j.value("num_classes", d.num_classes);
-  c.d_model = j.value("d_model", d.d_model);
-  c.num_heads = j.value("num_heads", d.num_heads);
-  c.num_layers = j.value("num_layers", d.num_layers);
-  c.dim_feedforward = j.value("dim_feedforward", d.dim_feedforward);
-  c.dropout = j.value("dropout", d.dropout);
-}
-
 VisionTransformer::VisionTransformer(const VisionTransformerConfig& c) : config(c) {
   QKV_CHECK(c.patch_size > 0 && c.image_size % c.patch_size == 0, "VisionTransformer",
             "image_size ", c.image_size, " is not a multiple of patch_size ", c.patch_size);
