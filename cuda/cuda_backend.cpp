@@ -80,7 +80,23 @@ CudaBackend& cuda_backend() {
   return *registered;
 }
 
-CudaBackend::CudaBackend(int device_index) : device_index_(device_index) {
+namespace {
+// cudaMalloc/cudaFree behind the caching allocator (blocks of at least 512 bytes; cudaMalloc aligns
+// to 256 anyway).
+CachingAllocator::RawMemory device_memory() {
+  return {[](size_t bytes) -> void* {
+            void* ptr = nullptr;
+            if (cudaMalloc(&ptr, bytes) == cudaSuccess) return ptr;
+            cudaGetLastError();  // clear the error so later calls do not report it
+            return nullptr;
+          },
+          // at process exit the driver may already be shutting down: a failed free is harmless
+          [](void* ptr) { cudaFree(ptr); }};
+}
+}  // namespace
+
+CudaBackend::CudaBackend(int device_index)
+    : device_index_(device_index), allocator_("cuda", 512, device_memory()) {
   QKV_CUDA_CHECK(cudaSetDevice(device_index));
   QKV_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
 }

@@ -11,8 +11,8 @@
 
 #include <mutex>
 
-#include "cuda/device_allocator.h"
 #include "engine/backend.h"
+#include "engine/caching_allocator.h"
 
 namespace qkv::cuda {
 
@@ -65,7 +65,9 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   std::once_flag cublas_once_;
   cublasHandle_t cublas_ = nullptr;
-  DeviceAllocator allocator_;
+  // Reusing a freed block at once is safe: all work runs on one stream, so a kernel still reading
+  // the block was queued before any kernel that writes its new owner.
+  CachingAllocator allocator_;
 };
 
 // The registered backend (init() must have succeeded).

@@ -2,12 +2,13 @@
 #pragma once
 
 #include "engine/backend.h"
-#include "engine/cpu/caching_allocator.h"
+#include "engine/caching_allocator.h"
 
 namespace qkv::cpu {
 
 class CpuBackend final : public Backend {
  public:
+  CpuBackend();
   Device device() const override { return Device::cpu(); }
 
   void* allocate(size_t bytes) override { return allocator_.allocate(bytes); }
