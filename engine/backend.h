@@ -75,6 +75,22 @@ struct MemoryStats {
   size_t cache_hits = 0;    // requests served from the free lists
 };
 
+// The sliding window of a 2-D convolution or pooling over [N, C, H, W]: kernel size, stride,
+// zero padding on each side and dilation (the gap between kernel taps), per spatial dim.
+struct Window2d {
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  int64_t dilation_h = 1, dilation_w = 1;
+  // Output rows and columns for an input of height h / width w (at least 1 for a valid window).
+  int64_t out_h(int64_t h) const {
+    return (h + 2 * pad_h - dilation_h * (kernel_h - 1) - 1) / stride_h + 1;
+  }
+  int64_t out_w(int64_t w) const {
+    return (w + 2 * pad_w - dilation_w * (kernel_w - 1) - 1) / stride_w + 1;
+  }
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -106,6 +122,16 @@ class Backend {
   // out[b] = a[b] @ b[b]. a is [B, M, K], b is [B, K, N], each with unit stride in one of its two
   // last dims (so a transposed operand is read in place); a batch stride of 0 broadcasts.
   virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+
+  // ---- convolution ----------------------------------------------------------------------------
+  // im2col: x [N, C, H, W] (contiguous) -> cols [N, C * kh * kw, Ho * Wo], where
+  // cols[n][(c * kh + i) * kw + j][oh * Wo + ow] = x[n][c][oh * sh - ph + i * dh][ow * sw - pw + j
+  // * dw], or pad_value outside the input. A convolution is then a matmul of the weights by cols.
+  virtual void im2col(const Tensor& x, const Window2d& window, const Tensor& cols,
+                      double pad_value) = 0;
+  // The adjoint of im2col: x[n][c][h][w] += every cols entry that im2col read from it (x
+  // contiguous, accumulated into; padding positions are dropped).
+  virtual void col2im(const Tensor& cols, const Window2d& window, const Tensor& x) = 0;
 
   // ---- fused row kernels (contiguous, over the last dimension) ----------------------------------
   virtual void softmax(const Tensor& x, const Tensor& out, bool log) = 0;

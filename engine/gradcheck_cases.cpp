@@ -99,6 +99,15 @@ void register_engine_gradcheck_cases(OpRegistry& r) {
   add_case("nll_loss", {{{4, 5}}, {{4}, Domain::index, 5}},
            [](X x) { return nll_loss(log_softmax(x[0], 1), x[1], -100, Reduction::sum); });
 
+  // convolution and pooling: padding, stride 2 with a remainder, groups, a non-square kernel
+  add_case("conv2d", {{{2, 3, 5, 4}}, {{4, 3, 3, 2}}, {{4}}},
+           [](X x) { return conv2d(x[0], x[1], x[2], 1, 1); });
+  add_case("conv2d", {{{1, 4, 7, 6}}, {{6, 2, 3, 3}}},
+           [](X x) { return conv2d(x[0], x[1], Tensor(), 2, 1, 2); });
+  // random inputs almost never tie, where max pooling's gradient jumps
+  add_case("max_pool2d", {{{2, 2, 5, 6}}}, [](X x) { return max_pool2d(x[0], 3, 2, 1); });
+  add_case("avg_pool2d", {{{2, 2, 5, 5}}}, [](X x) { return avg_pool2d(x[0], 3, 2, 1); });
+
   // joining and indexing
   add_case("cat", {{{2, 3}}, {{2, 2}}}, [](X x) { return cat({x[0], x[1]}, 1); });
   add_case("stack", {{{2, 3}}, {{2, 3}}}, [](X x) { return stack({x[0], x[1]}, 0); });

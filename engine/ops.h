@@ -144,6 +144,15 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index = -100,
                 Reduction reduction = Reduction::mean);
 
+// ---- convolution and pooling over [N, C, H, W] (engine/ops/conv_ops.cpp), through im2col -------
+// torch.nn.functional.conv2d: weight [O, C / groups, kh, kw], bias [O] or undefined.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              int64_t stride = 1, int64_t padding = 0, int64_t groups = 1);
+// Square windows; stride < 0 means stride = kernel_size. Max pooling pads with -inf (never
+// chosen); average pooling pads with zeros counted in the mean (count_include_pad=True).
+Tensor max_pool2d(const Tensor& x, int64_t kernel_size, int64_t stride = -1, int64_t padding = 0);
+Tensor avg_pool2d(const Tensor& x, int64_t kernel_size, int64_t stride = -1, int64_t padding = 0);
+
 // ---- joining and indexing (engine/ops/index_ops.cpp)
 // --------------------------------------------------
 Tensor cat(const std::vector<Tensor>& tensors, int dim);

@@ -25,6 +25,9 @@ class CpuBackend final : public Backend {
   void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override;
   void reduce(ReduceOp op, const Tensor& x, const Tensor& out) override;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void im2col(const Tensor& x, const Window2d& window, const Tensor& cols,
+              double pad_value) override;
+  void col2im(const Tensor& cols, const Window2d& window, const Tensor& x) override;
   void softmax(const Tensor& x, const Tensor& out, bool log) override;
   void softmax_backward(const Tensor& gy, const Tensor& y, const Tensor& gx, bool log) override;
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,

@@ -1,0 +1,116 @@
+// im2col and col2im: the data movement that turns a convolution into one GEMM.
+//
+// Both walk the same index map. For a fixed channel c and kernel tap (i, j), row (c, i, j) of
+// cols is a strided sample of input plane c: output row oh reads input row oh * sh - ph + i * dh,
+// output column ow reads input column ow * sw - pw + j * dw. Per output row, the columns that
+// land inside the input form one contiguous range [lo, hi) of ow, so the inner loop has no
+// bounds tests (and is a plain copy when the stride is 1); the rest is padding.
+//
+// Work is split over (image, channel) planes: each plane owns its kh * kw rows of cols and its
+// own input plane, so col2im's accumulation needs no atomics and is deterministic.
+#include <algorithm>
+
+#include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/dispatch.h"
+#include "engine/parallel.h"
+
+namespace qkv::cpu {
+
+namespace {
+
+// The range [lo, hi) of output columns whose input column ow * stride + offset lies in [0, W).
+struct ColumnRange {
+  int64_t lo, hi;
+};
+ColumnRange valid_columns(int64_t offset, int64_t stride, int64_t W, int64_t Wo) {
+  // smallest ow with ow * stride + offset >= 0, and first ow with ow * stride + offset >= W
+  auto first_at_least = [&](int64_t target) {
+    const int64_t need = target - offset;
+    return need <= 0 ? 0 : (need + stride - 1) / stride;
+  };
+  const int64_t lo = std::min(first_at_least(0), Wo);
+  const int64_t hi = std::max(lo, std::min(first_at_least(W), Wo));
+  return {lo, hi};
+}
+
+// Calls fn(cols_row, x_row, range, iw0) for every (tap, output row) of one plane whose input row
+// is inside the image, and pad(cols_row) for those above or below it. iw0 is the input column of
+// ow = 0 (may be negative).
+template <typename RowFn, typename PadFn>
+void for_each_row(const Window2d& w, int64_t H, int64_t W, int64_t Ho, int64_t Wo, RowFn&& fn,
+                  PadFn&& pad) {
+  int64_t row = 0;  // row of cols within this plane: i * kw + j
+  for (int64_t i = 0; i < w.kernel_h; ++i) {
+    for (int64_t j = 0; j < w.kernel_w; ++j, ++row) {
+      const int64_t iw0 = j * w.dilation_w - w.pad_w;
+      const ColumnRange r = valid_columns(iw0, w.stride_w, W, Wo);
+      for (int64_t oh = 0; oh < Ho; ++oh) {
+        const int64_t ih = oh * w.stride_h - w.pad_h + i * w.dilation_h;
+        const int64_t at = row * Ho * Wo + oh * Wo;  // offset of this output row in the plane
+        if (ih < 0 || ih >= H)
+          pad(at);
+        else
+          fn(at, ih * W, r, iw0);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void CpuBackend::im2col(const Tensor& x, const Window2d& w, const Tensor& cols, double pad_value) {
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t Ho = w.out_h(H), Wo = w.out_w(W), kk = w.kernel_h * w.kernel_w;
+  QKV_DISPATCH_FLOAT(x.dtype(), "im2col", [&] {
+    const T* xp = x.data<T>();
+    T* cp = cols.data<T>();
+    const T padv = T(pad_value);
+    const int64_t sw = w.stride_w;
+    parallel_for(0, N * C, 1, [&](int64_t b, int64_t e) {
+      for (int64_t plane = b; plane < e; ++plane) {
+        const T* xs = xp + plane * H * W;
+        T* cs = cp + plane * kk * Ho * Wo;
+        for_each_row(
+            w, H, W, Ho, Wo,
+            [&](int64_t at, int64_t x_row, ColumnRange r, int64_t iw0) {
+              T* dst = cs + at;
+              const T* src = xs + x_row;  // input row; output column ow reads ow * sw + iw0
+              std::fill(dst, dst + r.lo, padv);
+              if (sw == 1)
+                std::copy(src + r.lo + iw0, src + r.hi + iw0, dst + r.lo);
+              else
+                for (int64_t ow = r.lo; ow < r.hi; ++ow) dst[ow] = src[ow * sw + iw0];
+              std::fill(dst + r.hi, dst + Wo, padv);
+            },
+            [&](int64_t at) { std::fill(cs + at, cs + at + Wo, padv); });
+      }
+    });
+  });
+}
+
+void CpuBackend::col2im(const Tensor& cols, const Window2d& w, const Tensor& x) {
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t Ho = w.out_h(H), Wo = w.out_w(W), kk = w.kernel_h * w.kernel_w;
+  QKV_DISPATCH_FLOAT(x.dtype(), "col2im", [&] {
+    const T* cp = cols.data<T>();
+    T* xp = x.data<T>();
+    const int64_t sw = w.stride_w;
+    parallel_for(0, N * C, 1, [&](int64_t b, int64_t e) {
+      for (int64_t plane = b; plane < e; ++plane) {
+        T* xs = xp + plane * H * W;
+        const T* cs = cp + plane * kk * Ho * Wo;
+        for_each_row(
+            w, H, W, Ho, Wo,
+            [&](int64_t at, int64_t x_row, ColumnRange r, int64_t iw0) {
+              const T* src = cs + at;
+              T* dst = xs + x_row;
+              _Pragma("omp simd") for (int64_t ow = r.lo; ow < r.hi; ++ow) dst[ow * sw + iw0] +=
+                  src[ow];
+            },
+            [](int64_t) {});  // padding positions have no input to receive them
+      }
+    });
+  });
+}
+
+}  // namespace qkv::cpu
