@@ -53,26 +53,6 @@ Tensor unfold2d(const Tensor& x, int64_t kh, int64_t kw, int64_t sh, int64_t sw)
   return stack(grids, 2).reshape({B, C, kh, kw, Ho, Wo});
 }
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride,
-              int64_t padding, int64_t groups) {
-  const char* op = "conv2d";
-  QKV_CHECK(x.dim() == 4 && weight.dim() == 4, op,
-            "expected x [B, C, H, W] and weight [O, C/g, kh, kw], got ", shape_str(x.shape()),
-            " and ", shape_str(weight.shape()));
-  const int64_t B = x.size(0), C = x.size(1), O = weight.size(0), kh = weight.size(2),
-                kw = weight.size(3);
-  QKV_CHECK(groups > 0 && C % groups == 0 && O % groups == 0 && weight.size(1) == C / groups, op,
-            "input channels ", C, ", weight ", shape_str(weight.shape()), " and groups ", groups,
-            " do not agree");
-  Tensor windows = unfold2d(pad2d(x, padding, padding), kh, kw, stride, stride);
-  const int64_t Ho = windows.size(4), Wo = windows.size(5), K = (C / groups) * kh * kw;
-  // [B, g, K, L] windows against [g, O/g, K] weights -> [B, g, O/g, L]
-  Tensor cols = windows.reshape({B, groups, K, Ho * Wo});
-  Tensor w = weight.reshape({1, groups, O / groups, K});
-  Tensor y = matmul(w, cols).reshape({B, O, Ho, Wo});
-  return bias.defined() ? add(y, bias.reshape({1, O, 1, 1})) : y;
-}
-
 Conv2d::Conv2d(int64_t in, int64_t out, int64_t k, int64_t s, int64_t p, int64_t g, bool has_bias)
     : in_channels(in), out_channels(out), kernel_size(k), stride(s), padding(p), groups(g) {
   QKV_CHECK(in > 0 && out > 0 && k > 0 && s > 0 && p >= 0 && g > 0 && in % g == 0 && out % g == 0,

@@ -1,9 +1,8 @@
-// 2-D convolution as im2col + one batched matmul, built only from differentiable engine ops, so
-// its backward comes from theirs (no new op, nothing new to trust).
+// 2-D convolution: the Conv2d layer over the engine's conv2d op (engine/ops/conv_ops.cpp: im2col
+// + one batched GEMM forward, two GEMMs + col2im backward).
 //
-// unfold2d stacks one strided view of the input per kernel offset, giving [B, C, kh, kw, Ho, Wo];
-// a convolution is then a matmul of the weights against those windows,
-// and pooling is a reduction over the window dims.
+// unfold2d / pad2d build the same windows from differentiable views instead ([B, C, kh, kw, Ho,
+// Wo]); they are kept as a readable reference for what im2col computes.
 #pragma once
 
 #include "nn/module.h"
@@ -15,10 +14,9 @@ Tensor pad2d(const Tensor& x, int64_t pad_h, int64_t pad_w, double value = 0.0);
 // x [B, C, H, W] (already padded) -> windows [B, C, kh, kw, Ho, Wo].
 Tensor unfold2d(const Tensor& x, int64_t kh, int64_t kw, int64_t stride_h, int64_t stride_w);
 
-// torch.nn.functional.conv2d: x [B, C, H, W], weight [O, C / groups, kh, kw], bias [O] or
-// undefined -> [B, O, Ho, Wo].
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
-              int64_t stride = 1, int64_t padding = 0, int64_t groups = 1);
+// torch.nn.functional.conv2d is the engine's op (declared in engine/ops.h); the using-declaration
+// makes nn::conv2d the same function, so unqualified calls are never ambiguous.
+using qkv::conv2d;
 
 class Conv2d : public Layer {
  public:

@@ -1,23 +1,9 @@
 #include "nn/pooling.h"
 
-#include <limits>
-
 #include "engine/error.h"
 #include "nn/conv.h"
 
 namespace qkv::nn {
-
-Tensor max_pool2d(const Tensor& x, int64_t k, int64_t stride, int64_t padding) {
-  if (stride < 0) stride = k;
-  QKV_CHECK(padding * 2 <= k, "max_pool2d", "padding ", padding, " exceeds half the kernel ", k);
-  Tensor padded = pad2d(x, padding, padding, -std::numeric_limits<double>::infinity());
-  return amax(unfold2d(padded, k, k, stride, stride), {2, 3});
-}
-
-Tensor avg_pool2d(const Tensor& x, int64_t k, int64_t stride, int64_t padding) {
-  if (stride < 0) stride = k;
-  return mean(unfold2d(pad2d(x, padding, padding), k, k, stride, stride), {2, 3});
-}
 
 Tensor adaptive_avg_pool2d(const Tensor& x, int64_t oh, int64_t ow) {
   QKV_CHECK(x.dim() == 4 && oh > 0 && ow > 0, "adaptive_avg_pool2d",

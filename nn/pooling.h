@@ -5,10 +5,10 @@
 
 namespace qkv::nn {
 
-// Padding for max pooling is -inf (never chosen); for average pooling zeros counted in the mean
-// (PyTorch's count_include_pad=True). stride < 0 means stride = kernel_size.
-Tensor max_pool2d(const Tensor& x, int64_t kernel_size, int64_t stride = -1, int64_t padding = 0);
-Tensor avg_pool2d(const Tensor& x, int64_t kernel_size, int64_t stride = -1, int64_t padding = 0);
+// max_pool2d and avg_pool2d are the engine's ops (engine/ops.h: -inf padding for max, zeros
+// counted in the mean for average; stride < 0 means stride = kernel_size).
+using qkv::avg_pool2d;
+using qkv::max_pool2d;
 // Output cell (i, j) averages rows [floor(i H / oh), ceil((i + 1) H / oh)) and likewise columns.
 Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w);
 
