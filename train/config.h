@@ -28,13 +28,13 @@ struct Config {
   // ---- model
   int64_t d_model = 128, heads = 4, layers = 2, ff_dim = 512;
   double dropout = 0.1;
-  std::string positional = "sinusoidal";  // sinusoidal, learned, none
+  std::string positional = "sinusoidal";  // sinusoidal, learned, relative, rope, alibi
   // ---- optimization
   std::string optimizer = "adamw";  // adamw, sgd
   int64_t batch_size = 64, steps = 3000;
   double lr = 1e-3, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.98;
   int64_t warmup = 200;
-  std::string schedule = "cosine";  // constant, linear, cosine, inverse_sqrt
+  std::string schedule = "cosine";  // constant, linear, cosine, noam
   double clip = 1.0;                // max gradient norm; 0 = off
   double label_smoothing = 0.0;
   bool bucket_by_length = true;

@@ -2,13 +2,17 @@
 // parser, and turns errors into one line on stderr and a non-zero exit code (2 for usage errors,
 // 1 for everything else), never a stack dump.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <map>
 
 #include "engine/error.h"
 #include "engine/parallel.h"
 #include "train/bench/gemm_bench.h"
 #include "train/commands/commands.h"
+#include "train/config.h"
+#include "train/trainer/translation_trainer.h"
 
 int main(int argc, char** argv) {
   using namespace qkv::cli;
@@ -38,6 +42,47 @@ int main(int argc, char** argv) {
   auto* bo = bench->add_subcommand("ops", "softmax, layer_norm, GELU, Adam in GB/s beside a copy");
   bo->add_flag("--json", ops.json, "one JSON object per kernel per line");
 
+  // qkv train translate: one flag per Config field (--batch-size or --batch_size), a --config
+  // file underneath them, and --resume to continue a run folder.
+  auto* train_cmd = app.add_subcommand("train", "train a model");
+  train_cmd->require_subcommand(1);
+  auto* translate_train =
+      train_cmd->add_subcommand("translate", "train a Seq2SeqTransformer on a translation task");
+  std::map<std::string, std::string> flag_values;
+  std::vector<std::pair<std::string, CLI::Option*>> flags;
+  for (const auto& field : qkv::train::config_fields()) {
+    if (field.key == "threads") continue;  // the global --threads
+    std::string dashed = field.key;
+    std::replace(dashed.begin(), dashed.end(), '_', '-');
+    std::string names = "--" + dashed + (dashed != field.key ? ",--" + field.key : "");
+    std::string help = field.help;
+    if (!field.choices.empty()) {
+      help += " (";
+      for (size_t i = 0; i < field.choices.size(); ++i) help += (i ? ", " : "") + field.choices[i];
+      help += ")";
+    }
+    flags.emplace_back(field.key, translate_train->add_option(names, flag_values[field.key], help));
+  }
+  std::string config_path, resume_dir;
+  translate_train->add_option("--config", config_path, "JSON file of options (flags override it)");
+  translate_train->add_option("--resume", resume_dir, "continue the run in this folder");
+
+  TranslateOptions translate;
+  auto* tr = app.add_subcommand("translate", "translate text with a trained run");
+  tr->add_option("--run", translate.run, "run folder")->required();
+  tr->add_option("--beam", translate.beam, "beam width (1 = greedy)")->check(CLI::Range(1, 64));
+  tr->add_option("text", translate.texts, "text(s) to translate")->required();
+  EvalOptions eval;
+  auto* ev = app.add_subcommand("eval", "test metrics of a trained run");
+  ev->add_option("--run", eval.run, "run folder")->required();
+  ev->add_option("--beam", eval.beam, "beam width (1 = greedy)")->check(CLI::Range(1, 64));
+  AttentionOptions attention;
+  auto* at =
+      app.add_subcommand("attention", "attention heatmaps (PNG) of a trained run for one input");
+  at->add_option("--run", attention.run, "run folder")->required();
+  at->add_option("text", attention.text, "input text")->required();
+  at->add_option("--out", attention.out, "folder for the PNG files");
+
   DemoOptions demo;
   auto* dm = app.add_subcommand("demo", "train a small MLP on two spirals for a few seconds");
   dm->add_option("--steps", demo.steps, "optimizer steps")->check(CLI::Range(1, 1000000));
@@ -65,6 +110,22 @@ int main(int argc, char** argv) {
     }
     if (bo->parsed()) return bench_ops_command(ops);
     if (dm->parsed()) return demo_command(demo);
+    if (translate_train->parsed()) {
+      qkv::train::Config config;
+      if (!resume_dir.empty()) config = qkv::train::load_config(resume_dir + "/config.json");
+      if (!config_path.empty()) config = qkv::train::load_config(config_path);
+      for (const auto& [key, option] : flags)
+        if (option->count() > 0)
+          qkv::train::set_config_value(config, key, flag_values[key], "--" + key);
+      if (!resume_dir.empty()) config.out = resume_dir;
+      if (threads > 0) config.threads = threads;
+      qkv::train::install_interrupt_handler();
+      auto result = qkv::train::train_translation(config, !resume_dir.empty());
+      return result.interrupted ? 130 : 0;
+    }
+    if (tr->parsed()) return translate_command(translate);
+    if (ev->parsed()) return eval_command(eval);
+    if (at->parsed()) return attention_command(attention);
   } catch (const qkv::Error& e) {
     std::fprintf(stderr, "qkv: error: %s\n", e.what());
     return 1;

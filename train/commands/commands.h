@@ -27,6 +27,24 @@ struct DemoOptions {
 };
 int demo_command(const DemoOptions& options);
 
+struct TranslateOptions {
+  std::string run;
+  std::vector<std::string> texts;
+  int64_t beam = 1;
+};
+int translate_command(const TranslateOptions& options);
+
+struct EvalOptions {
+  std::string run;
+  int64_t beam = 1;
+};
+int eval_command(const EvalOptions& options);
+
+struct AttentionOptions {
+  std::string run, text, out = "attention";
+};
+int attention_command(const AttentionOptions& options);
+
 // Registers the backends and gradcheck cases of every layer linked into this binary.
 void initialize_layers();
 

@@ -1,0 +1,51 @@
+// `qkv eval`, `qkv translate`, `qkv attention`: what a finished (or checkpointed) translation run
+// folder can do.
+#include <cstdio>
+
+#include "train/commands/commands.h"
+#include "train/dataset.h"
+#include "train/trainer/attention_pictures.h"
+#include "train/trainer/translator.h"
+
+namespace qkv::cli {
+
+int translate_command(const TranslateOptions& options) {
+  train::Translator t = train::load_translator(options.run);
+  auto outputs = t.translate(options.texts, options.beam);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    std::printf(options.texts.size() > 1 ? "%s\t%s\n" : "%.0s%s\n", options.texts[i].c_str(),
+                outputs[i].c_str());
+  return 0;
+}
+
+int eval_command(const EvalOptions& options) {
+  train::Translator t = train::load_translator(options.run);
+  // the splits are regenerated from the run's config (same seed, same data)
+  train::TranslationData data = train::prepare_translation_data(t.config);
+  std::vector<std::string> sources, references;
+  for (const auto& p : data.pairs.test) sources.push_back(p.source);
+  std::vector<std::string> predictions;
+  for (size_t start = 0; start < sources.size(); start += 256) {
+    std::vector<std::string> chunk(sources.begin() + start,
+                                   sources.begin() + std::min(sources.size(), start + 256));
+    for (auto& out : t.translate(chunk, options.beam)) predictions.push_back(out);
+  }
+  size_t correct = 0;
+  for (size_t i = 0; i < predictions.size(); ++i)
+    correct +=
+        predictions[i] == t.target_vocab.decode(t.target_vocab.encode(data.pairs.test[i].target));
+  std::printf("test exact match %.4f (%zu of %zu), %s decoding\n",
+              predictions.empty() ? 0.0 : double(correct) / predictions.size(), correct,
+              predictions.size(),
+              options.beam > 1 ? ("beam " + std::to_string(options.beam)).c_str() : "greedy");
+  return 0;
+}
+
+int attention_command(const AttentionOptions& options) {
+  train::Translator t = train::load_translator(options.run);
+  auto paths = train::write_attention_maps(t, options.text, options.out);
+  for (const auto& p : paths) std::printf("%s\n", p.c_str());
+  return 0;
+}
+
+}  // namespace qkv::cli

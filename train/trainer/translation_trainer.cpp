@@ -1,0 +1,284 @@
+#include "train/trainer/translation_trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+
+#include "engine/error.h"
+#include "engine/ops.h"
+#include "engine/parallel.h"
+#include "nn/optim.h"
+#include "nn/safetensors.h"
+#include "nn/schedule.h"
+#include "train/atomic_file.h"
+#include "train/batching.h"
+#include "train/dataset.h"
+#include "train/metrics.h"
+#include "train/plots.h"
+#include "train/progress.h"
+#include "train/run_dir.h"
+#include "train/trainer/attention_pictures.h"
+#include "train/trainer/translator.h"
+
+namespace qkv::train {
+
+namespace {
+
+volatile std::sig_atomic_t g_interrupted = 0;
+void on_interrupt(int) { g_interrupted = 1; }
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+nn::LrSchedule make_schedule(const Config& c) {
+  nn::LrSchedule s;
+  s.kind = c.schedule == "linear"   ? "warmup_linear"
+           : c.schedule == "cosine" ? "warmup_cosine"
+                                    : c.schedule;  // constant, noam
+  s.lr = c.lr;
+  s.warmup_steps = std::min(c.warmup, c.steps / 2);  // a short run still gets its decay
+  s.total_steps = c.steps;
+  s.min_lr = c.schedule == "constant" ? c.lr : c.lr * 0.01;
+  s.d_model = c.d_model;
+  return s;
+}
+
+std::unique_ptr<nn::Optimizer> make_optimizer(const Config& c, std::vector<Tensor> params) {
+  if (c.optimizer == "sgd")
+    return std::make_unique<nn::SGD>(
+        std::move(params), c.lr, nn::SGDOptions{.momentum = 0.9, .weight_decay = c.weight_decay});
+  return std::make_unique<nn::AdamW>(
+      std::move(params), c.lr,
+      nn::AdamOptions{
+          .beta1 = c.beta1, .beta2 = c.beta2, .eps = 1e-8, .weight_decay = c.weight_decay});
+}
+
+// Everything besides the weights that a resumed run needs, written last so that a checkpoint is
+// only "there" once its tensors are.
+struct TrainerState {
+  int64_t step = 0;
+  uint64_t generator_offset = 0;
+  double best_metric = -1;
+};
+
+void save_checkpoint(const RunDir& run, const models::Seq2SeqTransformer& model,
+                     const nn::Optimizer& opt, const TrainerState& state) {
+  nn::save_safetensors(run.file(kModelFile), model.state_dict(), {{"format", "pt"}});
+  nn::save_safetensors(run.file("optimizer.safetensors"), opt.state_dict());
+  nlohmann::json j = {{"step", state.step},
+                      {"generator_offset", state.generator_offset},
+                      {"best_metric", state.best_metric}};
+  run.write("trainer_state.json", j.dump(2) + "\n");
+}
+
+TrainerState load_checkpoint(const RunDir& run, models::Seq2SeqTransformer& model,
+                             nn::Optimizer& opt) {
+  std::string state_path = run.file("trainer_state.json");
+  QKV_CHECK(std::filesystem::exists(state_path), "--resume", run.path(),
+            " has no checkpoint (trainer_state.json) to resume from");
+  model.load_state_dict(nn::load_safetensors(run.file(kModelFile)).tensors);
+  opt.load_state_dict(nn::load_safetensors(run.file("optimizer.safetensors")).tensors);
+  auto j = nlohmann::json::parse(read_file(state_path, "--resume"));
+  return {j.at("step").get<int64_t>(), j.at("generator_offset").get<uint64_t>(),
+          j.value("best_metric", -1.0)};
+}
+
+struct Scores {
+  double exact_match = 0, token_accuracy = 0;
+};
+
+// Greedy decoding of `examples` (at most `limit`) in batches, scored against their targets.
+Scores evaluate(const Translator& t, const std::vector<Pair>& pairs, size_t limit) {
+  std::vector<std::string> sources, predictions, references;
+  std::vector<std::vector<int64_t>> pred_ids, ref_ids;
+  const size_t n = std::min(limit, pairs.size());
+  t.model->eval();
+  for (size_t start = 0; start < n; start += 256) {
+    std::vector<std::string> chunk;
+    for (size_t i = start; i < std::min(n, start + 256); ++i) chunk.push_back(pairs[i].source);
+    std::vector<std::vector<int64_t>> ids;
+    auto out = t.translate(chunk, 1, &ids);
+    for (size_t k = 0; k < out.size(); ++k) {
+      predictions.push_back(out[k]);
+      const Pair& p = pairs[start + k];
+      references.push_back(t.target_vocab.decode(t.target_vocab.encode(p.target)));
+      std::vector<int64_t> pred(ids[k].begin() + 1, ids[k].end());  // drop BOS
+      auto eos = std::find(pred.begin(), pred.end(), Vocab::EOS);
+      pred.erase(eos, pred.end());
+      pred_ids.push_back(pred);
+      ref_ids.push_back(t.target_vocab.encode(p.target));
+    }
+  }
+  t.model->train();
+  return {exact_match(predictions, references), token_accuracy(pred_ids, ref_ids)};
+}
+
+}  // namespace
+
+void install_interrupt_handler() { std::signal(SIGINT, on_interrupt); }
+
+TrainResult train_translation(const Config& config, bool resume) {
+  validate_config(config);
+  if (config.threads > 0) set_num_threads(int(config.threads));
+  RunDir run(config.out);
+  save_config(config, run.file("config.json"));
+  manual_seed(config.seed);
+
+  TranslationData data = prepare_translation_data(config);
+  data.source_vocab.save(run.file(kSourceVocab));
+  data.target_vocab.save(run.file(kTargetVocab));
+  size_t longest_target = 0;
+  for (const auto& e : data.train) longest_target = std::max(longest_target, e.tgt.size());
+
+  Translator t;
+  t.config = config;
+  t.source_vocab = data.source_vocab;
+  t.target_vocab = data.target_vocab;
+  t.model_config = seq2seq_config(config, data.source_vocab.size(), data.target_vocab.size());
+  t.decode_max_len = int64_t(longest_target) + 8;
+  t.device = parse_device(config.device);
+  t.model = std::make_shared<models::Seq2SeqTransformer>(t.model_config);
+  if (!t.device.is_cpu()) t.model->to(t.device);
+  save_model_json(run.file(kModelJson), t.model_config, t.decode_max_len);
+
+  auto opt = make_optimizer(config, t.model->parameters());
+  nn::LrSchedule schedule = make_schedule(config);
+  TrainerState state;
+  if (resume) {
+    state = load_checkpoint(run, *t.model, *opt);
+    default_generator().set_offset(state.generator_offset);
+  }
+  std::string summary = "model: " + std::to_string(t.model->num_parameters()) + " parameters; " +
+                        std::to_string(data.train.size()) + " training pairs; vocab " +
+                        std::to_string(data.source_vocab.size()) + " -> " +
+                        std::to_string(data.target_vocab.size());
+  std::printf("%s\n", summary.c_str());
+  run.log(summary);
+
+  BatchingOptions batching{.batch_size = config.batch_size,
+                           .shuffle = true,
+                           .bucket_by_length = config.bucket_by_length};
+  ProgressBar bar;
+  TrainResult result;
+  const auto start = std::chrono::steady_clock::now();
+  auto last_log = start;
+  int64_t tokens_since_log = 0;
+  std::optional<double> last_metric;
+  bool stop = false;
+  int64_t batches_to_skip = state.step;  // a resumed run replays the data order up to its step
+
+  t.model->train();
+  for (uint64_t epoch = 0; !stop && state.step < config.steps; ++epoch) {
+    for (const auto& indices : plan_batches(data.train, batching, config.seed, epoch)) {
+      if (batches_to_skip > 0) {
+        --batches_to_skip;
+        continue;
+      }
+      if (state.step >= config.steps || stop) break;
+      ++state.step;
+      Batch b = make_batch(data.train, indices, config.max_len);
+      opt->set_lr(schedule.at(state.step));
+
+      Tensor logits = t.model->forward(b.src.to(t.device), b.tgt_in.to(t.device),
+                                       b.src_pad_mask.to(t.device), b.tgt_pad_mask.to(t.device));
+      const int64_t vocab = logits.size(-1);
+      Tensor loss = cross_entropy(logits.reshape({-1, vocab}), b.tgt_out.to(t.device).reshape({-1}),
+                                  Vocab::PAD, config.label_smoothing);
+      opt->zero_grad();
+      loss.backward();
+      double grad_norm =
+          nn::clip_grad_norm_(opt->params(), config.clip > 0 ? config.clip : INFINITY);
+      double loss_value = loss.item();
+      QKV_CHECK(std::isfinite(loss_value) && std::isfinite(grad_norm), "train", "the ",
+                std::isfinite(loss_value) ? "gradient norm" : "loss", " became non-finite at step ",
+                state.step, "; the last good checkpoint is kept in ", run.path(),
+                " (try a lower --lr or --clip 1)");
+      opt->step();
+      tokens_since_log += b.target_tokens;
+
+      if (state.step % config.log_every == 0 || state.step == 1) {
+        double dt = seconds_since(last_log);
+        last_log = std::chrono::steady_clock::now();
+        double throughput = dt > 0 ? tokens_since_log / dt : 0;
+        tokens_since_log = 0;
+        run.append_metrics({{"step", state.step},
+                            {"loss", loss_value},
+                            {"lr", opt->lr()},
+                            {"grad_norm", grad_norm},
+                            {"tokens_per_second", throughput}});
+        bar.update({.step = state.step,
+                    .total = config.steps,
+                    .loss = loss_value,
+                    .metric = last_metric,
+                    .metric_name = "exact",
+                    .items_per_second = throughput,
+                    .items_name = "tok"});
+      }
+
+      const bool last = state.step == config.steps;
+      if (state.step % config.eval_every == 0 || last || g_interrupted) {
+        Scores s = evaluate(t, data.pairs.valid, 500);
+        last_metric = s.exact_match;
+        state.best_metric = std::max(state.best_metric, s.exact_match);
+        run.append_metrics({{"step", state.step},
+                            {"valid_exact_match", s.exact_match},
+                            {"valid_token_accuracy", s.token_accuracy}});
+        char line[160];
+        std::snprintf(line, sizeof line, "step %lld: valid exact match %.4f, token accuracy %.4f",
+                      (long long)state.step, s.exact_match, s.token_accuracy);
+        bar.message(line);
+        run.log(line);
+        state.generator_offset = default_generator().offset();
+        save_checkpoint(run, *t.model, *opt, state);
+        if (config.pictures)
+          loss_curve_png(
+              run.file("loss.png"),
+              read_metric_series(run.file("metrics.jsonl"), {"loss", "valid_exact_match"}),
+              {.title = "training loss and validation exact match", .y_label = "", .log_y = true});
+        if (config.target_value > 0 && s.exact_match >= config.target_value) {
+          bar.message("target exact match reached: stopping early");
+          stop = true;
+        }
+        if (g_interrupted) {
+          bar.message("interrupted: checkpoint written to " + run.path());
+          result.interrupted = stop = true;
+        }
+      }
+    }
+  }
+  bar.finish();
+  result.steps = state.step;
+  result.seconds = seconds_since(start);
+  if (result.interrupted) return result;
+
+  Scores test = evaluate(t, data.pairs.test, data.pairs.test.size());
+  result.test_exact_match = test.exact_match;
+  result.test_token_accuracy = test.token_accuracy;
+  run.append_metrics({{"step", state.step},
+                      {"test_exact_match", test.exact_match},
+                      {"test_token_accuracy", test.token_accuracy},
+                      {"train_seconds", result.seconds}});
+  std::printf(
+      "\ntest: exact match %.4f, token accuracy %.4f (%zu examples) after %lld steps, %.0f s\n",
+      test.exact_match, test.token_accuracy, data.pairs.test.size(), (long long)state.step,
+      result.seconds);
+  std::vector<std::string> examples;
+  for (size_t i = 0; i < std::min<size_t>(5, data.pairs.test.size()); ++i)
+    examples.push_back(data.pairs.test[i].source);
+  auto outputs = t.translate(examples);
+  for (size_t i = 0; i < examples.size(); ++i)
+    std::printf("  %-32s -> %s\n", ("\"" + examples[i] + "\"").c_str(), outputs[i].c_str());
+  if (config.pictures && !examples.empty()) {
+    t.model->eval();
+    auto maps = write_attention_maps(t, examples[0], run.file("attention"));
+    std::printf("attention maps: %s/ (%zu files)\n", run.file("attention").c_str(), maps.size());
+    std::printf("loss curve:     %s\n", run.file("loss.png").c_str());
+  }
+  std::printf("run folder:     %s\n", run.path().c_str());
+  return result;
+}
+
+}  // namespace qkv::train

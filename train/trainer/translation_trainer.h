@@ -1,0 +1,28 @@
+// `qkv train translate`: the training loop of a Seq2SeqTransformer on a translation task.
+//
+// One step: a batch of padded (source, target) ids -> logits -> cross entropy over the non-pad
+// target positions -> backward -> gradient clipping -> AdamW step with the scheduled learning
+// rate. Every eval_every steps: exact match and token accuracy of greedy decoding on the validation
+// split, a checkpoint, and a fresh loss.png. At the end: test metrics, a few translations and the
+// attention maps of one test example. docs/TRAINING.md walks through it.
+#pragma once
+
+#include "train/config.h"
+
+namespace qkv::train {
+
+struct TrainResult {
+  int64_t steps = 0;
+  double test_exact_match = 0, test_token_accuracy = 0;
+  double seconds = 0;
+  bool interrupted = false;
+};
+
+// `resume`: continue the run in config.out from its last checkpoint (same data order, same
+// random stream, so the loss curve continues as if never stopped).
+TrainResult train_translation(const Config& config, bool resume = false);
+
+// Ctrl-C asks the loop to write a checkpoint and return (the handler only sets a flag).
+void install_interrupt_handler();
+
+}  // namespace qkv::train

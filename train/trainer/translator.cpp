@@ -1,0 +1,100 @@
+#include "train/trainer/translator.h"
+
+#include <filesystem>
+
+#include "engine/error.h"
+#include "engine/ops.h"
+#include "nn/safetensors.h"
+#include "train/atomic_file.h"
+#include "train/batching.h"
+
+namespace qkv::train {
+
+Device parse_device(const std::string& name) {
+  if (name == "cpu") return Device::cpu();
+  if (name == "cuda") return Device::cuda(0);
+  if (name.rfind("cuda:", 0) == 0) return Device::cuda(std::stoi(name.substr(5)));
+  throw Error("--device: expected cpu, cuda or cuda:N, got '" + name + "'");
+}
+
+models::Seq2SeqConfig seq2seq_config(const Config& c, int64_t src_vocab, int64_t tgt_vocab) {
+  models::Seq2SeqConfig m;
+  m.src_vocab = src_vocab;
+  m.tgt_vocab = tgt_vocab;
+  m.d_model = c.d_model;
+  m.num_heads = c.heads;
+  m.num_encoder_layers = m.num_decoder_layers = c.layers;
+  m.dim_feedforward = c.ff_dim;
+  m.dropout = c.dropout;
+  m.max_len = std::max<int64_t>(c.max_len, 64) + 2;  // room for BOS/EOS
+  m.positional = c.positional;
+  m.pad_id = Vocab::PAD;
+  return m;
+}
+
+void save_model_json(const std::string& path, const models::Seq2SeqConfig& config,
+                     int64_t decode_max_len) {
+  nlohmann::json j = {{"architecture", "Seq2SeqTransformer"},
+                      {"config", config},
+                      {"decode_max_len", decode_max_len}};
+  write_file_atomic(path, j.dump(2) + "\n");
+}
+
+Translator load_translator(const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  QKV_CHECK(fs::is_directory(run_dir), "--run", "no run folder at '", run_dir, "'");
+  auto path = [&](const char* name) {
+    std::string p = (fs::path(run_dir) / name).string();
+    QKV_CHECK(fs::exists(p), "--run", run_dir, " has no ", name,
+              " (was it made by `qkv train translate`, and did it save a checkpoint?)");
+    return p;
+  };
+  Translator t;
+  t.config = load_config(path("config.json"));
+  t.source_vocab = Vocab::load(path(kSourceVocab));
+  t.target_vocab = Vocab::load(path(kTargetVocab));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path(kModelJson), "--run"));
+    t.model_config = j.at("config").get<models::Seq2SeqConfig>();
+    t.decode_max_len = j.value("decode_max_len", t.decode_max_len);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path(kModelJson) + ": " + e.what());
+  }
+  QKV_CHECK(t.model_config.src_vocab == int64_t(t.source_vocab.size()) &&
+                t.model_config.tgt_vocab == int64_t(t.target_vocab.size()),
+            "--run", run_dir, ": the vocabularies (", t.source_vocab.size(), ", ",
+            t.target_vocab.size(), " tokens) do not match the model (", t.model_config.src_vocab,
+            ", ", t.model_config.tgt_vocab, ")");
+  t.model = std::make_shared<models::Seq2SeqTransformer>(t.model_config);
+  t.model->load_state_dict(nn::load_safetensors(path(kModelFile)).tensors);
+  t.model->eval();
+  t.device = Device::cpu();
+  return t;
+}
+
+std::vector<std::string> Translator::translate(const std::vector<std::string>& texts, int64_t beam,
+                                               std::vector<std::vector<int64_t>>* ids) const {
+  std::vector<Example> examples;
+  for (const auto& text : texts) examples.push_back({source_vocab.encode(text), {}, -1});
+  std::vector<size_t> all(examples.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  Batch batch = make_batch(examples, all, config.max_len);
+  NoGrad no_grad;
+  Tensor src = batch.src.to(device), mask = batch.src_pad_mask.to(device);
+  Tensor out = beam > 1
+                   ? model->beam_search(src, mask, Vocab::BOS, Vocab::EOS, decode_max_len, beam)
+                   : model->greedy_decode(src, mask, Vocab::BOS, Vocab::EOS, decode_max_len);
+  const int64_t rows = out.size(0), cols = out.size(1);
+  std::vector<int64_t> flat = out.to_vector<int64_t>();
+  std::vector<std::string> result;
+  if (ids) ids->clear();
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<int64_t> row(flat.begin() + r * cols, flat.begin() + (r + 1) * cols);
+    result.push_back(target_vocab.decode(row));
+    if (ids) ids->push_back(row);
+  }
+  return result;
+}
+
+}  // namespace qkv::train
