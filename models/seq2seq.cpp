@@ -16,7 +16,8 @@ Seq2SeqTransformer::Seq2SeqTransformer(const Seq2SeqConfig& c) : config(c) {
                                 .dropout = c.dropout,
                                 .activation = "relu",
                                 .norm_first = c.norm_first,
-                                .positional = c.positional};
+                                .positional = c.positional,
+                                .checkpoint_activations = c.checkpoint_activations};
   src_embed = register_module("src_embed", std::make_shared<nn::Embedding>(c.src_vocab, c.d_model));
   tgt_embed = register_module("tgt_embed", std::make_shared<nn::Embedding>(c.tgt_vocab, c.d_model));
   src_pos = nn::make_positional_encoding(c.positional, c.d_model, c.max_len);
@@ -40,9 +41,9 @@ Seq2SeqTransformer::Seq2SeqTransformer(const Seq2SeqConfig& c) : config(c) {
 namespace {
 // Embeddings are scaled by sqrt(d_model) so they are not drowned by the positional terms.
 Tensor embed(nn::Embedding& e, nn::PositionalEncoding* pos, nn::Dropout& drop, const Tensor& ids,
-             int64_t d_model) {
+             int64_t d_model, int64_t offset = 0) {
   Tensor x = mul(e.forward(ids), std::sqrt(double(d_model)));
-  if (pos) x = pos->forward(x);
+  if (pos) x = pos->forward(x, offset);
   return drop.forward(x);
 }
 }  // namespace
@@ -66,6 +67,19 @@ Tensor Seq2SeqTransformer::forward(const Tensor& src_ids, const Tensor& tgt_in_i
   return decode(tgt_in_ids, encode(src_ids, src_pad_mask), src_pad_mask, tgt_pad_mask);
 }
 
+Tensor Seq2SeqTransformer::decode_step(const Tensor& ids, int64_t position, const Tensor& memory,
+                                       const Tensor& src_pad_mask,
+                                       std::vector<nn::TransformerDecoderLayer::Cache>& caches) {
+  Tensor x = embed(*tgt_embed, tgt_pos.get(), *dropout, ids, config.d_model, position);
+  return generator->forward(decoder->forward_step(x, memory, src_pad_mask, caches));
+}
+
+bool Seq2SeqTransformer::can_use_kv_cache() const {
+  for (auto& layer : decoder->layers)
+    if (layer->self_attn->position) return false;
+  return use_kv_cache;
+}
+
 Tensor Seq2SeqTransformer::greedy_decode(const Tensor& src_ids, const Tensor& src_pad_mask,
                                          int64_t bos, int64_t eos, int64_t max_len) {
   NoGrad no_grad;
@@ -73,13 +87,24 @@ Tensor Seq2SeqTransformer::greedy_decode(const Tensor& src_ids, const Tensor& sr
   Tensor memory = encode(src_ids, src_pad_mask);
   std::vector<std::vector<int64_t>> out(size_t(B), std::vector<int64_t>{bos});
   std::vector<bool> done(size_t(B), false);
+  const bool cached = can_use_kv_cache();
+  std::vector<nn::TransformerDecoderLayer::Cache> caches;
   for (int64_t step = 0; step < max_len; ++step) {
-    std::vector<int64_t> flat;
-    for (auto& seq : out) flat.insert(flat.end(), seq.begin(), seq.end());
-    Tensor tgt = tensor_i64(flat, {B, step + 1}, src_ids.device());
-    // The whole prefix is decoded again each step: simple, and the toy lengths keep it cheap.
-    Tensor logits = decode(tgt, memory, src_pad_mask, Tensor());
-    std::vector<int64_t> next = argmax(select(logits, 1, step), -1).to_vector<int64_t>();
+    Tensor last;  // logits [B, V] of the newest position
+    if (cached) {
+      // Only the newest token goes through the decoder; earlier keys/values come from the cache.
+      std::vector<int64_t> newest;
+      for (auto& seq : out) newest.push_back(seq.back());
+      Tensor ids = tensor_i64(newest, {B, 1}, src_ids.device());
+      last = select(decode_step(ids, step, memory, src_pad_mask, caches), 1, 0);
+    } else {
+      // The whole prefix is decoded again each step.
+      std::vector<int64_t> flat;
+      for (auto& seq : out) flat.insert(flat.end(), seq.begin(), seq.end());
+      Tensor tgt = tensor_i64(flat, {B, step + 1}, src_ids.device());
+      last = select(decode(tgt, memory, src_pad_mask, Tensor()), 1, step);
+    }
+    std::vector<int64_t> next = argmax(last, -1).to_vector<int64_t>();
     bool all_done = true;
     for (int64_t b = 0; b < B; ++b) {
       out[size_t(b)].push_back(done[size_t(b)] ? config.pad_id : next[size_t(b)]);

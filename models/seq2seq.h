@@ -28,12 +28,14 @@ struct Seq2SeqConfig {
   bool norm_first = false;
   bool tie_embeddings = false;
   int64_t pad_id = 0;
+  bool checkpoint_activations = false;  // recompute layer activations in backward (less memory)
 };
 // JSON: every field by name; keys absent from the JSON keep their defaults.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(Seq2SeqConfig, src_vocab, tgt_vocab, d_model,
                                                 num_heads, num_encoder_layers, num_decoder_layers,
                                                 dim_feedforward, dropout, max_len, positional,
-                                                norm_first, tie_embeddings, pad_id)
+                                                norm_first, tie_embeddings, pad_id,
+                                                checkpoint_activations)
 
 class Seq2SeqTransformer : public nn::Module {
  public:
@@ -55,6 +57,16 @@ class Seq2SeqTransformer : public nn::Module {
   // Beam search per example (length-normalized log probability); same output convention.
   Tensor beam_search(const Tensor& src_ids, const Tensor& src_pad_mask, int64_t bos, int64_t eos,
                      int64_t max_len, int64_t beam);
+
+  // Decoder logits [B, 1, V] for the token ids [B, 1] at `position`, attending to the earlier
+  // positions through `caches` (filled as it goes; start with an empty vector).
+  Tensor decode_step(const Tensor& ids, int64_t position, const Tensor& memory,
+                     const Tensor& src_pad_mask,
+                     std::vector<nn::TransformerDecoderLayer::Cache>& caches);
+  // Whether greedy_decode may use the KV cache: on by default; in-attention positional schemes
+  // (relative, RoPE, ALiBi) always recompute the prefix.
+  bool use_kv_cache = true;
+  bool can_use_kv_cache() const;
 
   void set_record_attention(bool on);
   std::vector<AttentionMap> attention_maps() const;

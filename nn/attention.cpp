@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "engine/error.h"
+#include "nn/efficient_attention.h"
 #include "nn/init.h"
 
 namespace qkv::nn {
@@ -32,7 +33,8 @@ Tensor causal_mask(int64_t T, int64_t S, Device device) {
 
 AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const Tensor& attn_mask, bool is_causal,
-                                             double dropout_p, std::optional<double> scale) {
+                                             double dropout_p, std::optional<double> scale,
+                                             bool need_weights) {
   const char* op = "scaled_dot_product_attention";
   QKV_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), op,
             "q, k, v need the same rank >= 2, got ", shape_str(q.shape()), ", ",
@@ -42,6 +44,13 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   QKV_CHECK(k.size(-2) == v.size(-2), op, "k and v lengths differ: ", shape_str(k.shape()), " vs ",
             shape_str(v.shape()));
   double s = scale.value_or(1.0 / std::sqrt(double(q.size(-1))));
+  const bool bool_or_no_mask = !attn_mask.defined() || attn_mask.dtype() == DType::b8;
+  if (!need_weights && dropout_p == 0 && bool_or_no_mask &&
+      efficient_attention_supported(q, k, v, {attn_mask})) {
+    AttentionPattern pattern;
+    pattern.causal = is_causal;
+    return {efficient_attention(q, k, v, {attn_mask}, pattern, s), Tensor()};
+  }
   Tensor scores = mul(matmul(q, k.transpose(-2, -1)), s);
   scores = apply_mask(scores, attn_mask, op);
   if (is_causal)
@@ -98,7 +107,46 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
   Tensor v = heads(v_proj->forward(value), S);
   if (position) position->rotate(q, k);
 
-  // All masks and biases become one term broadcastable to [B, H, T, S].
+  // Bool masks stay separate for the memory-efficient kernel, which reads each in place; the
+  // naive kernel gets them all folded into one term broadcastable to [B, H, T, S].
+  std::vector<Tensor> bool_masks, float_terms;
+  auto add_term = [&](const Tensor& m) {
+    (m.dtype() == DType::b8 ? bool_masks : float_terms).push_back(m);
+  };
+  if (key_padding_mask.defined()) {
+    QKV_CHECK(key_padding_mask.dim() == 2 && key_padding_mask.size(0) == B &&
+                  key_padding_mask.size(1) == S,
+              op, "key_padding_mask must be [B, S] = [", B, ",", S, "], got ",
+              shape_str(key_padding_mask.shape()));
+    add_term(key_padding_mask.reshape({B, 1, 1, S}));
+  }
+  if (attn_mask.defined()) {
+    Tensor m = attn_mask;
+    if (m.dim() == 3) {
+      QKV_CHECK(m.size(0) == B * H, op, "3-D attn_mask must be [B*H, T, S], got ",
+                shape_str(m.shape()));
+      m = m.reshape({B, H, m.size(1), m.size(2)});
+    }
+    QKV_CHECK((m.dim() == 2 || m.dim() == 4) && m.size(-2) == T && m.size(-1) == S, op,
+              "attn_mask must be [T, S] = [", T, ",", S, "] (or [B*H, T, S]), got ",
+              shape_str(attn_mask.shape()));
+    add_term(m);
+  }
+  if (position) {
+    Tensor bias = position->score_bias(q, S);
+    if (bias.defined()) add_term(bias);
+  }
+
+  const double p_drop = is_training() ? dropout : 0.0;
+  const bool want_weights = need_weights || record_weights;
+  if (memory_efficient && !want_weights && p_drop == 0 && float_terms.empty() &&
+      efficient_attention_supported(q, k, v, bool_masks)) {
+    AttentionPattern p = pattern;
+    p.causal = p.causal || is_causal;
+    Tensor o = efficient_attention(q, k, v, bool_masks, p);
+    return {out_proj->forward(o.transpose(1, 2).reshape({B, T, embed_dim})), Tensor()};
+  }
+
   Tensor mask;
   auto combine = [&](Tensor m) {
     if (!mask.defined()) {
@@ -113,32 +161,12 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
       mask = add(as_float(mask), as_float(m));
     }
   };
-  if (key_padding_mask.defined()) {
-    QKV_CHECK(key_padding_mask.dim() == 2 && key_padding_mask.size(0) == B &&
-                  key_padding_mask.size(1) == S,
-              op, "key_padding_mask must be [B, S] = [", B, ",", S, "], got ",
-              shape_str(key_padding_mask.shape()));
-    combine(key_padding_mask.reshape({B, 1, 1, S}));
-  }
-  if (attn_mask.defined()) {
-    Tensor m = attn_mask;
-    if (m.dim() == 3) {
-      QKV_CHECK(m.size(0) == B * H, op, "3-D attn_mask must be [B*H, T, S], got ",
-                shape_str(m.shape()));
-      m = m.reshape({B, H, m.size(1), m.size(2)});
-    }
-    QKV_CHECK((m.dim() == 2 || m.dim() == 4) && m.size(-2) == T && m.size(-1) == S, op,
-              "attn_mask must be [T, S] = [", T, ",", S, "] (or [B*H, T, S]), got ",
-              shape_str(attn_mask.shape()));
-    combine(m);
-  }
-  if (position) {
-    Tensor bias = position->score_bias(q, S);
-    if (bias.defined()) combine(bias);
-  }
+  for (const Tensor& m : bool_masks) combine(m);
+  for (const Tensor& m : float_terms) combine(m);
+  if (pattern.sparse()) combine(pattern_mask(pattern, T, S, q.device()));
 
   AttentionOutput a =
-      scaled_dot_product_attention(q, k, v, mask, is_causal, is_training() ? dropout : 0.0);
+      scaled_dot_product_attention(q, k, v, mask, is_causal || pattern.causal, p_drop);
   Tensor merged = a.output.transpose(1, 2).reshape({B, T, embed_dim});
   AttentionOutput out{out_proj->forward(merged), Tensor()};
   if (record_weights) last_weights = a.weights.detach();
@@ -149,6 +177,40 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
 std::string MultiheadAttention::describe() const {
   return "MultiheadAttention(embed_dim=" + std::to_string(embed_dim) +
          ", num_heads=" + std::to_string(num_heads) + ")";
+}
+
+}  // namespace qkv::nn
+
+namespace qkv::nn {
+
+Tensor MultiheadAttention::forward_cached(const Tensor& query, const Tensor& key,
+                                          const Tensor& value, KVCache& cache, bool static_kv,
+                                          const Tensor& key_padding_mask) {
+  const char* op = "MultiheadAttention::forward_cached";
+  QKV_CHECK(!position, op, "in-attention positional schemes need the whole prefix");
+  QKV_CHECK(query.dim() == 3 && (static_kv || query.size(1) == 1), op,
+            "self-attention decodes one token per step, got query ", shape_str(query.shape()));
+  const int64_t B = query.size(0), T = query.size(1);
+  auto heads = [&](const Tensor& x) {
+    return x.reshape({B, x.size(1), num_heads, head_dim}).transpose(1, 2);
+  };
+  Tensor q = heads(q_proj->forward(query));
+  if (!static_kv || !cache.k.defined()) {
+    Tensor k = heads(k_proj->forward(key)).contiguous();
+    Tensor v = heads(v_proj->forward(value)).contiguous();
+    const bool first = !cache.k.defined();
+    cache.k = first ? k : cat({cache.k, k}, 2);
+    cache.v = first ? v : cat({cache.v, v}, 2);
+  }
+  std::vector<Tensor> masks;
+  if (key_padding_mask.defined())
+    masks.push_back(key_padding_mask.reshape({B, 1, 1, cache.k.size(2)}));
+  Tensor o =
+      efficient_attention_supported(q, cache.k, cache.v, masks)
+          ? efficient_attention(q, cache.k, cache.v, masks)
+          : scaled_dot_product_attention(q, cache.k, cache.v, masks.empty() ? Tensor() : masks[0])
+                .output;
+  return out_proj->forward(o.transpose(1, 2).reshape({B, T, embed_dim}));
 }
 
 }  // namespace qkv::nn

@@ -8,6 +8,7 @@
 
 #include <optional>
 
+#include "nn/attention_pattern.h"
 #include "nn/linear.h"
 
 namespace qkv::nn {
@@ -20,10 +21,14 @@ struct AttentionOutput {
 // q [..., T, d], k [..., S, d], v [..., S, dv] -> output [..., T, dv] and weights [..., T, S].
 // scores = q k^T * scale (default 1/sqrt(d)), then attn_mask (bool or additive, broadcast to
 // [..., T, S]), then the causal mask if is_causal, softmax over S, dropout on the weights.
+// With need_weights = false the weights come back undefined, and when the operands allow it
+// (CPU, no dropout, no mask or a bool one) the memory-efficient kernel runs instead of the naive
+// one: same output, O(T) memory (nn/efficient_attention.h).
 AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const Tensor& attn_mask = Tensor(),
                                              bool is_causal = false, double dropout_p = 0.0,
-                                             std::optional<double> scale = std::nullopt);
+                                             std::optional<double> scale = std::nullopt,
+                                             bool need_weights = true);
 
 // bool [T, S], true above the diagonal: position t may attend to keys 0..t only.
 Tensor causal_mask(int64_t T, int64_t S = -1, Device device = Device::cpu());
@@ -70,6 +75,27 @@ class MultiheadAttention : public Module {
   // in last_weights, for attention heatmaps.
   bool record_weights = false;
   Tensor last_weights;
+
+  // Sparse / local attention: a sliding window or a block-sparse layout (nn/attention_pattern.h)
+  // applied on top of the masks. The memory-efficient kernel skips the tiles it leaves empty; when
+  // weights are needed the same pattern is applied as a dense mask instead.
+  AttentionPattern pattern;
+  // Use the memory-efficient kernel whenever no weights are needed and nothing forbids it
+  // (dropout while training, additive masks or position biases). Off: always the naive kernel.
+  bool memory_efficient = true;
+
+  // Incremental decoding: the keys and values of the positions seen so far, per head
+  // [B, H, L, head_dim]. See forward_cached.
+  struct KVCache {
+    Tensor k, v;
+  };
+  // One decoding step attending to a cache. Self-attention (static_kv = false): the new tokens'
+  // keys and values (from key/value [B, t, E]) are appended to the cache, and the query attends to
+  // everything cached, which is every earlier position - so no causal mask is needed. Cross-
+  // attention (static_kv = true): keys and values are projected from key/value on the first call
+  // only and reused afterwards. In-attention positional schemes are not supported here.
+  Tensor forward_cached(const Tensor& query, const Tensor& key, const Tensor& value, KVCache& cache,
+                        bool static_kv, const Tensor& key_padding_mask = Tensor());
 };
 
 }  // namespace qkv::nn

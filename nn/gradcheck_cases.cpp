@@ -8,7 +8,9 @@
 #include "nn/attention.h"
 #include "nn/batch_norm.h"
 #include "nn/channel_attention.h"
+#include "nn/checkpoint.h"
 #include "nn/conv.h"
+#include "nn/efficient_attention.h"
 #include "nn/layer_norm.h"
 #include "nn/loss.h"
 #include "nn/pooling.h"
@@ -46,6 +48,37 @@ void register_gradcheck_cases(OpRegistry& r) {
            {{{2, 3, 4}}, {{2, 3, 4}}, {{2, 3, 4}}, {{3, 3}}},
            [](X x) { return scaled_dot_product_attention(x[0], x[1], x[2], x[3]).output; });
 
+  // The memory-efficient kernel's own backward (recomputed scores, online softmax), with a bool
+  // mask read in place through broadcast strides, causal, a sliding window, and a block-sparse
+  // layout whose empty blocks are skipped (2 x 2 blocks, so most tiles are skipped here).
+  r.add({"efficient_attention",
+         "nn",
+         {{{2, 5, 4}}, {{2, 6, 4}}, {{2, 6, 3}}, {{5, 6}, mask}},
+         [](X x) { return efficient_attention(x[0], x[1], x[2], {x[3]}); }});
+  add_case("efficient_attention.causal", {{{2, 5, 4}}, {{2, 5, 4}}, {{2, 5, 3}}}, [](X x) {
+    AttentionPattern p;
+    p.causal = true;
+    return efficient_attention(x[0], x[1], x[2], {}, p);
+  });
+  add_case("efficient_attention.window", {{{1, 2, 7, 4}}, {{1, 2, 7, 4}}, {{1, 2, 7, 3}}}, [](X x) {
+    AttentionPattern p;
+    p.window = 2;
+    return efficient_attention(x[0], x[1], x[2], {}, p);
+  });
+  add_case("efficient_attention.block_sparse", {{{2, 7, 4}}, {{2, 7, 4}}, {{2, 7, 3}}}, [](X x) {
+    AttentionPattern p;
+    p.block_size = 2;
+    p.block_layout = band_block_layout(7, 7, 2, 0, 1);
+    return efficient_attention(x[0], x[1], x[2], {}, p);
+  });
+  // Checkpointing recomputes in backward; its gradients must be those of the plain composition,
+  // for the activation input and for a parameter passed as a leaf.
+  r.add({"checkpoint", "nn", {{{3, 4}}, {{4, 5}}}, [](X x) {
+           Tensor w = x[1];
+           return checkpoint([w](const std::vector<Tensor>& in) { return tanh(matmul(in[0], w)); },
+                             {x[0]}, {w});
+         }});
+
   // MultiheadAttention with its projection weights as inputs, under each mask kind.
   auto mha = in_f64(std::make_shared<MultiheadAttention>(6, 2));
   auto mha_case = [mha](X x, const Tensor& pad, const Tensor& attn_mask, bool causal) {
@@ -71,6 +104,18 @@ void register_gradcheck_cases(OpRegistry& r) {
   add_case("MultiheadAttention.float_attn_mask",
            {{{2, 4, 6}}, {{6, 6}}, {{6, 6}}, {{6, 6}}, {{4, 4}}},
            [mha_case](X x) { return mha_case(x, {}, x[4], false); });
+  // Local and block-sparse MultiheadAttention through the memory-efficient path (no weights).
+  auto local = in_f64(std::make_shared<MultiheadAttention>(6, 2));
+  local->pattern.window = 1;
+  auto sparse = in_f64(std::make_shared<MultiheadAttention>(6, 2));
+  sparse->pattern.block_size = 2;
+  sparse->pattern.block_layout = band_block_layout(5, 5, 2, 0, 1);
+  for (auto [tag, m] : {std::pair{"local", local}, std::pair{"block_sparse", sparse}})
+    add_case(std::string("MultiheadAttention.") + tag, {{{2, 5, 6}}, {{6, 6}}}, [m](X x) {
+      m->q_proj->weight = x[1];
+      Tensor pad = tensor({0, 0, 0, 0, 1, 0, 0, 0, 0, 0}, {2, 5}).to(DType::b8);
+      return m->forward(x[0], x[0], x[0], pad, {}, false, true, true).output;
+    });
   auto cross = in_f64(std::make_shared<MultiheadAttention>(4, 2, 0.0, true, 3, 5));
   add_case("MultiheadAttention.cross_kdim_vdim", {{{2, 3, 4}}, {{2, 5, 3}}, {{2, 5, 5}}},
            [cross](X x) {

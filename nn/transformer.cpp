@@ -1,5 +1,7 @@
 #include "nn/transformer.h"
 
+#include "nn/checkpoint.h"
+
 namespace qkv::nn {
 
 namespace {
@@ -34,6 +36,18 @@ TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& 
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& pad,
                                         const Tensor& src_mask, bool is_causal) {
+  if (!options.checkpoint_activations || !grad_enabled())
+    return compute(src, pad, src_mask, is_causal);
+  // The masks need no gradient, so the closure may hold them by value.
+  return checkpoint(*this,
+                    [this, pad, src_mask, is_causal](const std::vector<Tensor>& x) {
+                      return compute(x[0], pad, src_mask, is_causal);
+                    },
+                    {src});
+}
+
+Tensor TransformerEncoderLayer::compute(const Tensor& src, const Tensor& pad,
+                                        const Tensor& src_mask, bool is_causal) {
   Tensor x = residual(src, *norm1, *dropout1, options.norm_first, [&](const Tensor& h) {
     return self_attn->forward(h, h, h, pad, src_mask, false, true, is_causal).output;
   });
@@ -59,11 +73,36 @@ TransformerDecoderLayer::TransformerDecoderLayer(const TransformerLayerOptions& 
 Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
                                         const Tensor& tgt_pad, const Tensor& memory_pad,
                                         bool tgt_is_causal) {
+  if (!options.checkpoint_activations || !grad_enabled())
+    return compute(tgt, memory, tgt_pad, memory_pad, tgt_is_causal);
+  // memory carries the encoder's gradient, so it is an input of the checkpoint, not a capture.
+  return checkpoint(*this,
+                    [this, tgt_pad, memory_pad, tgt_is_causal](const std::vector<Tensor>& x) {
+                      return compute(x[0], x[1], tgt_pad, memory_pad, tgt_is_causal);
+                    },
+                    {tgt, memory});
+}
+
+Tensor TransformerDecoderLayer::compute(const Tensor& tgt, const Tensor& memory,
+                                        const Tensor& tgt_pad, const Tensor& memory_pad,
+                                        bool tgt_is_causal) {
   Tensor x = residual(tgt, *norm1, *dropout1, options.norm_first, [&](const Tensor& h) {
     return self_attn->forward(h, h, h, tgt_pad, Tensor(), false, true, tgt_is_causal).output;
   });
   x = residual(x, *norm2, *dropout2, options.norm_first, [&](const Tensor& h) {
     return cross_attn->forward(h, memory, memory, memory_pad, Tensor(), false).output;
+  });
+  return residual(x, *norm3, *dropout3, options.norm_first,
+                  [&](const Tensor& h) { return feed_forward->forward(h); });
+}
+
+Tensor TransformerDecoderLayer::forward_step(const Tensor& tgt, const Tensor& memory,
+                                             const Tensor& memory_pad, Cache& cache) {
+  Tensor x = residual(tgt, *norm1, *dropout1, options.norm_first, [&](const Tensor& h) {
+    return self_attn->forward_cached(h, h, h, cache.self, false);
+  });
+  x = residual(x, *norm2, *dropout2, options.norm_first, [&](const Tensor& h) {
+    return cross_attn->forward_cached(h, memory, memory, cache.cross, true, memory_pad);
   });
   return residual(x, *norm3, *dropout3, options.norm_first,
                   [&](const Tensor& h) { return feed_forward->forward(h); });
@@ -93,6 +132,20 @@ Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, cons
                                    const Tensor& memory_pad) {
   Tensor x = tgt;
   for (auto& layer : layers) x = layer->forward(x, memory, tgt_pad, memory_pad);
+  return norm ? norm->forward(x) : x;
+}
+
+}  // namespace qkv::nn
+
+namespace qkv::nn {
+
+Tensor TransformerDecoder::forward_step(const Tensor& tgt, const Tensor& memory,
+                                        const Tensor& memory_pad,
+                                        std::vector<TransformerDecoderLayer::Cache>& caches) {
+  caches.resize(layers.size());
+  Tensor x = tgt;
+  for (size_t i = 0; i < layers.size(); ++i)
+    x = layers[i]->forward_step(x, memory, memory_pad, caches[i]);
   return norm ? norm->forward(x) : x;
 }
 

@@ -23,6 +23,9 @@ struct TransformerLayerOptions {
   // In-attention positional scheme for self-attention ("relative", "rope", "alibi"); other
   // names (the input-level "sinusoidal", "learned") or "" add nothing inside attention.
   std::string positional;
+  // Recompute each layer's activations during backward instead of keeping them (nn/checkpoint.h):
+  // training memory drops to one layer's activations for about one extra forward pass.
+  bool checkpoint_activations = false;
 };
 
 class TransformerEncoderLayer : public Module {
@@ -32,6 +35,9 @@ class TransformerEncoderLayer : public Module {
   Tensor forward(const Tensor& src, const Tensor& src_key_padding_mask = Tensor(),
                  const Tensor& src_mask = Tensor(), bool is_causal = false);
   std::string describe() const override { return "TransformerEncoderLayer"; }
+  // The layer's computation, without checkpointing.
+  Tensor compute(const Tensor& src, const Tensor& src_key_padding_mask, const Tensor& src_mask,
+                 bool is_causal);
 
   TransformerLayerOptions options;
   std::shared_ptr<MultiheadAttention> self_attn;
@@ -48,6 +54,17 @@ class TransformerDecoderLayer : public Module {
                  const Tensor& tgt_key_padding_mask = Tensor(),
                  const Tensor& memory_key_padding_mask = Tensor(), bool tgt_is_causal = true);
   std::string describe() const override { return "TransformerDecoderLayer"; }
+  Tensor compute(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_key_padding_mask,
+                 const Tensor& memory_key_padding_mask, bool tgt_is_causal);
+
+  // Incremental decoding: the keys and values this layer has computed so far.
+  struct Cache {
+    MultiheadAttention::KVCache self, cross;
+  };
+  // One new position x [B, 1, D] of the target, attending to the cached earlier ones; equal to
+  // the last row of forward() over the whole prefix.
+  Tensor forward_step(const Tensor& x, const Tensor& memory, const Tensor& memory_key_padding_mask,
+                      Cache& cache);
 
   TransformerLayerOptions options;
   std::shared_ptr<MultiheadAttention> self_attn, cross_attn;
@@ -73,6 +90,9 @@ class TransformerDecoder : public Module {
                  const Tensor& tgt_key_padding_mask = Tensor(),
                  const Tensor& memory_key_padding_mask = Tensor());
   std::string describe() const override { return "TransformerDecoder"; }
+  // One decoding step through every layer; `caches` grows to one entry per layer on first use.
+  Tensor forward_step(const Tensor& x, const Tensor& memory, const Tensor& memory_key_padding_mask,
+                      std::vector<TransformerDecoderLayer::Cache>& caches);
   std::vector<std::shared_ptr<TransformerDecoderLayer>> layers;
   std::shared_ptr<LayerNorm> norm;  // only with norm_first
 };

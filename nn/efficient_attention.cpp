@@ -1,0 +1,281 @@
+#include "nn/efficient_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "engine/error.h"
+#include "engine/parallel.h"
+
+namespace qkv::nn {
+
+namespace {
+
+// Queries and keys per tile when no block size imposes one: 64 x 64 scores stay in L1/L2.
+constexpr int64_t kTile = 64;
+
+// One bool mask read in place: element (n, t, s) is data[base[n] + t * st + s * ss].
+struct MaskView {
+  Tensor expanded;  // keeps the storage alive
+  const uint8_t* data = nullptr;
+  std::vector<int64_t> base;
+  int64_t st = 0, ss = 0;
+};
+
+struct Problem {
+  int64_t N = 0, T = 0, S = 0, d = 0, dv = 0, tile = kTile;
+  double scale = 1;
+  std::vector<MaskView> masks;
+  AttentionPattern pattern;
+  bool elementwise = false;  // any mask or pattern to test per score
+
+  bool blocked(int64_t n, int64_t t, int64_t s) const {
+    if (!pattern.allows(t, s)) return true;
+    for (const MaskView& m : masks)
+      if (m.data[m.base[size_t(n)] + t * m.st + s * m.ss]) return true;
+    return false;
+  }
+};
+
+MaskView mask_view(const Tensor& mask, const Shape& lead, int64_t T, int64_t S) {
+  Shape full = lead;
+  full.push_back(T);
+  full.push_back(S);
+  QKV_CHECK(mask.dim() <= int(full.size()), "efficient_attention", "mask ", shape_str(mask.shape()),
+            " has more dims than ", shape_str(full));
+  Shape padded(full.size() - size_t(mask.dim()), 1);
+  padded.insert(padded.end(), mask.shape().begin(), mask.shape().end());
+  MaskView m;
+  m.expanded = expand(mask.reshape(padded), full);
+  m.data = static_cast<const uint8_t*>(m.expanded.raw_data());
+  const Strides& st = m.expanded.strides();
+  m.st = st[st.size() - 2];
+  m.ss = st[st.size() - 1];
+  int64_t N = 1;
+  for (int64_t x : lead) N *= x;
+  for (int64_t n = 0; n < N; ++n) {
+    int64_t rest = n, offset = 0;
+    for (int i = int(lead.size()) - 1; i >= 0; --i) {
+      offset += (rest % lead[size_t(i)]) * st[size_t(i)];
+      rest /= lead[size_t(i)];
+    }
+    m.base.push_back(offset);
+  }
+  return m;
+}
+
+// Scaled, masked scores of queries [t0, t0 + rows) against keys [s0, s0 + cols) into sc (row
+// stride tile). K is transposed into kt first so the inner loop runs over contiguous keys and
+// vectorizes without reassociating a sum.
+template <typename F>
+void tile_scores(const Problem& p, const F* qn, const F* kn, int64_t n, int64_t t0, int64_t rows,
+                 int64_t s0, int64_t cols, F* kt, F* sc) {
+  const int64_t d = p.d, tile = p.tile;
+  for (int64_t j = 0; j < cols; ++j)
+    for (int64_t c = 0; c < d; ++c) kt[c * tile + j] = kn[(s0 + j) * d + c];
+  for (int64_t i = 0; i < rows; ++i) {
+    F* srow = sc + i * tile;
+    std::fill(srow, srow + cols, F(0));
+    const F* qi = qn + (t0 + i) * d;
+    for (int64_t c = 0; c < d; ++c) {
+      const F a = qi[c] * F(p.scale);
+      const F* kc = kt + c * tile;
+      for (int64_t j = 0; j < cols; ++j) srow[j] += a * kc[j];
+    }
+    if (p.elementwise)
+      for (int64_t j = 0; j < cols; ++j)
+        if (p.blocked(n, t0 + i, s0 + j)) srow[j] = -std::numeric_limits<F>::infinity();
+  }
+}
+
+template <typename F>
+void forward_kernel(const Problem& p, const F* q, const F* k, const F* v, F* out, F* lse) {
+  const int64_t T = p.T, S = p.S, d = p.d, dv = p.dv, tile = p.tile;
+  const int64_t tiles = (T + tile - 1) / tile;
+  const F inf = std::numeric_limits<F>::infinity();
+  parallel_for(0, p.N * tiles, 1, [&](int64_t begin, int64_t end) {
+    std::vector<F> kt(static_cast<size_t>(d * tile)), sc(static_cast<size_t>(tile * tile)),
+        acc(static_cast<size_t>(tile * dv));
+    std::vector<F> m(static_cast<size_t>(tile)), l(static_cast<size_t>(tile));
+    for (int64_t idx = begin; idx < end; ++idx) {
+      const int64_t n = idx / tiles, t0 = (idx % tiles) * tile, rows = std::min(tile, T - t0);
+      const F* qn = q + n * T * d;
+      const F* kn = k + n * S * d;
+      const F* vn = v + n * S * dv;
+      std::fill(m.begin(), m.end(), -inf);
+      std::fill(l.begin(), l.end(), F(0));
+      std::fill(acc.begin(), acc.end(), F(0));
+      for (int64_t s0 = 0; s0 < S; s0 += tile) {
+        const int64_t cols = std::min(tile, S - s0);
+        if (!p.pattern.tile_visible(t0, t0 + rows, s0, s0 + cols)) continue;  // never computed
+        tile_scores(p, qn, kn, n, t0, rows, s0, cols, kt.data(), sc.data());
+        for (int64_t i = 0; i < rows; ++i) {
+          F* srow = sc.data() + i * tile;
+          F mx = m[size_t(i)];
+          for (int64_t j = 0; j < cols; ++j) mx = std::max(mx, srow[j]);
+          if (mx == -inf) continue;  // every key so far blocked
+          const F alpha = std::exp(m[size_t(i)] - mx);
+          F sum = 0;
+          for (int64_t j = 0; j < cols; ++j) sum += (srow[j] = std::exp(srow[j] - mx));
+          l[size_t(i)] = l[size_t(i)] * alpha + sum;
+          m[size_t(i)] = mx;
+          F* a = acc.data() + i * dv;
+          for (int64_t c = 0; c < dv; ++c) a[c] *= alpha;
+          for (int64_t j = 0; j < cols; ++j) {
+            const F pj = srow[j];
+            if (pj == 0) continue;
+            const F* vj = vn + (s0 + j) * dv;
+            for (int64_t c = 0; c < dv; ++c) a[c] += pj * vj[c];
+          }
+        }
+      }
+      for (int64_t i = 0; i < rows; ++i) {
+        const F li = l[size_t(i)];
+        F* o = out + (n * T + t0 + i) * dv;
+        for (int64_t c = 0; c < dv; ++c) o[c] = li > 0 ? acc[size_t(i * dv + c)] / li : F(0);
+        lse[n * T + t0 + i] = li > 0 ? m[size_t(i)] + std::log(li) : -inf;
+      }
+    }
+  });
+}
+
+// gq, gk, gv arrive zeroed. Parallel over the N independent (batch, head) problems, so the
+// accumulations into gk and gv never race.
+template <typename F>
+void backward_kernel(const Problem& p, const F* q, const F* k, const F* v, const F* out,
+                     const F* lse, const F* gout, F* gq, F* gk, F* gv) {
+  const int64_t T = p.T, S = p.S, d = p.d, dv = p.dv, tile = p.tile;
+  const F inf = std::numeric_limits<F>::infinity();
+  parallel_for(0, p.N, 1, [&](int64_t begin, int64_t end) {
+    std::vector<F> kt(static_cast<size_t>(d * tile)), vt(static_cast<size_t>(dv * tile)),
+        sc(static_cast<size_t>(tile * tile));
+    std::vector<F> dp(static_cast<size_t>(tile * tile)), D(static_cast<size_t>(tile));
+    for (int64_t n = begin; n < end; ++n) {
+      const F* qn = q + n * T * d;
+      const F* kn = k + n * S * d;
+      const F* vn = v + n * S * dv;
+      for (int64_t t0 = 0; t0 < T; t0 += tile) {
+        const int64_t rows = std::min(tile, T - t0);
+        for (int64_t i = 0; i < rows; ++i) {
+          const F* go = gout + (n * T + t0 + i) * dv;
+          const F* o = out + (n * T + t0 + i) * dv;
+          F s = 0;
+          for (int64_t c = 0; c < dv; ++c) s += go[c] * o[c];
+          D[size_t(i)] = s;
+        }
+        for (int64_t s0 = 0; s0 < S; s0 += tile) {
+          const int64_t cols = std::min(tile, S - s0);
+          if (!p.pattern.tile_visible(t0, t0 + rows, s0, s0 + cols)) continue;
+          tile_scores(p, qn, kn, n, t0, rows, s0, cols, kt.data(), sc.data());
+          for (int64_t j = 0; j < cols; ++j)
+            for (int64_t c = 0; c < dv; ++c) vt[size_t(c * tile + j)] = vn[(s0 + j) * dv + c];
+          for (int64_t i = 0; i < rows; ++i) {
+            const F L = lse[n * T + t0 + i];
+            F* prow = sc.data() + i * tile;  // scores -> probabilities in place
+            for (int64_t j = 0; j < cols; ++j)
+              prow[j] = (L == -inf || prow[j] == -inf) ? F(0) : std::exp(prow[j] - L);
+            const F* go = gout + (n * T + t0 + i) * dv;
+            // dV_j += P_ij dO_i
+            for (int64_t j = 0; j < cols; ++j) {
+              if (prow[j] == 0) continue;
+              F* g = gv + (n * S + s0 + j) * dv;
+              for (int64_t c = 0; c < dv; ++c) g[c] += prow[j] * go[c];
+            }
+            // dP_ij = dO_i . V_j, then dS_ij = P_ij (dP_ij - D_i), times scale for q and k.
+            F* drow = dp.data() + i * tile;
+            std::fill(drow, drow + cols, F(0));
+            for (int64_t c = 0; c < dv; ++c) {
+              const F a = go[c];
+              const F* vc = vt.data() + c * tile;
+              for (int64_t j = 0; j < cols; ++j) drow[j] += a * vc[j];
+            }
+            const F* qi = qn + (t0 + i) * d;
+            F* gqi = gq + (n * T + t0 + i) * d;
+            for (int64_t j = 0; j < cols; ++j) {
+              const F ds = prow[j] * (drow[j] - D[size_t(i)]) * F(p.scale);
+              if (ds == 0) continue;
+              const F* kj = kn + (s0 + j) * d;
+              F* gkj = gk + (n * S + s0 + j) * d;
+              for (int64_t c = 0; c < d; ++c) {
+                gqi[c] += ds * kj[c];
+                gkj[c] += ds * qi[c];
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+bool efficient_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v,
+                                   const std::vector<Tensor>& masks) {
+  if (q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim()) return false;
+  if (!q.device().is_cpu() || !k.device().is_cpu() || !v.device().is_cpu()) return false;
+  if (q.dtype() != k.dtype() || q.dtype() != v.dtype()) return false;
+  if (q.dtype() != DType::f32 && q.dtype() != DType::f64) return false;
+  for (int i = 0; i < q.dim() - 2; ++i)
+    if (k.size(i) != q.size(i) || v.size(i) != q.size(i)) return false;
+  if (q.size(-1) != k.size(-1) || k.size(-2) != v.size(-2)) return false;
+  for (const Tensor& m : masks)
+    if (m.defined() && (m.dtype() != DType::b8 || !m.device().is_cpu())) return false;
+  return true;
+}
+
+Tensor efficient_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                           const std::vector<Tensor>& masks, const AttentionPattern& pattern,
+                           double scale) {
+  QKV_CHECK(efficient_attention_supported(q, k, v, masks), "efficient_attention",
+            "needs CPU float32/float64 q, k, v with equal leading dims and bool masks, got ",
+            shape_str(q.shape()), ", ", shape_str(k.shape()), ", ", shape_str(v.shape()));
+  Problem p;
+  Shape lead(q.shape().begin(), q.shape().end() - 2);
+  p.N = 1;
+  for (int64_t x : lead) p.N *= x;
+  p.T = q.size(-2), p.S = k.size(-2), p.d = q.size(-1), p.dv = v.size(-1);
+  p.scale = scale > 0 ? scale : 1.0 / std::sqrt(double(p.d));
+  p.pattern = pattern;
+  p.pattern.prepare();
+  if (pattern.block_size > 0) {
+    p.tile = pattern.block_size;  // tiles must not straddle blocks
+    QKV_CHECK(pattern.block_layout.size(0) * p.tile >= p.T &&
+                  pattern.block_layout.size(1) * p.tile >= p.S,
+              "efficient_attention", "block_layout ", shape_str(pattern.block_layout.shape()),
+              " does not cover [", p.T, ", ", p.S, "] with blocks of ", p.tile);
+  }
+  for (const Tensor& m : masks)
+    if (m.defined()) p.masks.push_back(mask_view(m, lead, p.T, p.S));
+  p.elementwise = !p.masks.empty() || pattern.causal || pattern.sparse();
+
+  Tensor qc = q.detach().contiguous(), kc = k.detach().contiguous(), vc = v.detach().contiguous();
+  Shape out_shape = lead;
+  out_shape.push_back(p.T);
+  out_shape.push_back(p.dv);
+  Tensor out = Tensor::empty(out_shape, q.dtype());
+  Tensor lse = Tensor::empty({p.N * p.T}, q.dtype());
+  if (q.dtype() == DType::f32)
+    forward_kernel(p, qc.data<float>(), kc.data<float>(), vc.data<float>(), out.data<float>(),
+                   lse.data<float>());
+  else
+    forward_kernel(p, qc.data<double>(), kc.data<double>(), vc.data<double>(), out.data<double>(),
+                   lse.data<double>());
+
+  return record("efficient_attention", {q, k, v}, out,
+                [p, qc, kc, vc, o = out.detach(), lse](const Tensor& gy) -> grads {
+                  Tensor g = gy.contiguous();
+                  Tensor gq = zeros_like(qc), gk = zeros_like(kc), gv = zeros_like(vc);
+                  if (qc.dtype() == DType::f32)
+                    backward_kernel(p, qc.data<float>(), kc.data<float>(), vc.data<float>(),
+                                    o.data<float>(), lse.data<float>(), g.data<float>(),
+                                    gq.data<float>(), gk.data<float>(), gv.data<float>());
+                  else
+                    backward_kernel(p, qc.data<double>(), kc.data<double>(), vc.data<double>(),
+                                    o.data<double>(), lse.data<double>(), g.data<double>(),
+                                    gq.data<double>(), gk.data<double>(), gv.data<double>());
+                  return grads{gq, gk, gv};
+                });
+}
+
+}  // namespace qkv::nn

@@ -1,0 +1,33 @@
+// Memory-efficient attention on the CPU (Rabe & Staats 2021; the FlashAttention recurrence).
+//
+// softmax(q k^T * scale) v is computed one tile of queries x keys at a time. Each query row keeps
+// a running maximum m, a running normalizer l and an unnormalized output; a new tile of scores
+// rescales them by exp(m_old - m_new) (the online softmax), so the T x S score matrix never
+// exists - memory is O(T d). The backward does not keep the probabilities either: it saves each
+// row's log-sum-exp and recomputes the scores tile by tile, forming dV, dP, dS = P (dP - D),
+// dQ and dK from them (D_t = dO_t . O_t).
+//
+// Masks are bool (true = blocked), each broadcastable to [..., T, S] and read in place through
+// its strides (an expanded key-padding mask costs nothing); structured patterns
+// (nn/attention_pattern.h) are evaluated from positions, and tiles they leave empty are skipped.
+// A row with every key blocked yields zeros, as the naive attention does.
+#pragma once
+
+#include <vector>
+
+#include "nn/attention_pattern.h"
+
+namespace qkv::nn {
+
+// q [..., T, d], k [..., S, d], v [..., S, dv] with equal leading dims -> [..., T, dv].
+// Differentiable (first order) in q, k, v; records "efficient_attention".
+Tensor efficient_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                           const std::vector<Tensor>& masks = {},
+                           const AttentionPattern& pattern = {}, double scale = -1);
+
+// Whether efficient_attention handles these operands (CPU, float32/float64, equal leading dims,
+// bool masks); the callers fall back to the naive attention otherwise.
+bool efficient_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v,
+                                   const std::vector<Tensor>& masks);
+
+}  // namespace qkv::nn
