@@ -14,6 +14,9 @@ class Linear : public Layer {
   int64_t in_features, out_features;
   Tensor weight;  // [out, in]
   Tensor bias;    // [out] or undefined
+  // Set by quantize_linear_layers (nn/quantized.h): forward runs this int8 version instead
+  // whenever no graph is recorded (inference); training keeps using the float weights.
+  std::shared_ptr<Layer> quantized;
 };
 
 }  // namespace qkv::nn

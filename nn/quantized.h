@@ -1,0 +1,40 @@
+// INT8 post-training quantization of Linear layers, for inference.
+//
+// Weights: symmetric per output channel, w_q = round(w / s_o) with s_o = max|w_o| / 127, stored
+// int8 (rows padded to 64 bytes for the VNNI kernel). Activations: quantized on the fly per row,
+// x_q = round(x / s_r) with s_r = max|x_r| / 127 (dynamic quantization: no calibration data).
+// y = s_r s_o sum_k x_q w_q + b, with the sum in int32 (nn/int8_gemm.h). The error is bounded by
+// the rounding of both operands, about 1/254 of each row's range relative.
+//
+// quantize_linear_layers() attaches a QuantizedLinear to every Linear of a module; Linear::forward
+// then runs it whenever no graph is being recorded (inference), and the fp32 weights stay for
+// training and checkpoints.
+#pragma once
+
+#include <vector>
+
+#include "nn/linear.h"
+
+namespace qkv::nn {
+
+class QuantizedLinear : public Layer {
+ public:
+  explicit QuantizedLinear(const Linear& linear);
+  // x [..., in] float32/float64 on the CPU -> [..., out] in x's dtype. No gradient flows.
+  Tensor forward(const Tensor& x) override;
+  std::string describe() const override;
+
+  int64_t in_features, out_features, padded_in;
+  std::vector<int8_t> weight;     // [out, padded_in]
+  std::vector<float> scales;      // per output channel
+  std::vector<int32_t> row_sums;  // sum of each weight row, for the VNNI kernel's shift
+  Tensor bias;                    // float32 [out] or undefined
+  bool use_vnni = true;           // used when the CPU has it; tests turn it off to compare
+};
+
+// Quantizes every Linear in `module` (recursively); returns how many.
+int64_t quantize_linear_layers(Module& module);
+// Detaches the quantized versions again (back to fp32 inference).
+void dequantize_linear_layers(Module& module);
+
+}  // namespace qkv::nn

@@ -1,0 +1,78 @@
+// INT8 quantization of Linear: close to fp32, the VNNI and portable kernels bit-identical, and
+// quantize_linear_layers switching a whole model's inference to int8.
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+
+#include "nn/int8_gemm.h"
+#include "nn/quantized.h"
+#include "nn/transformer.h"
+
+using namespace qkv;
+using namespace qkv::nn;
+
+BOOST_AUTO_TEST_SUITE(quantized)
+
+BOOST_AUTO_TEST_CASE(int8_linear_is_close_to_fp32_and_kernels_agree) {
+  manual_seed(2);
+  Linear fp(200, 70);  // 200 is not a multiple of 64: exercises the zero padding
+  QuantizedLinear q(fp);
+  Tensor x = randn({5, 200});
+  NoGrad no_grad;
+  std::vector<float> ref = fp.forward(x).to_vector<float>();
+  q.use_vnni = true;
+  std::vector<float> vnni = q.forward(x).to_vector<float>();
+  q.use_vnni = false;
+  std::vector<float> portable = q.forward(x).to_vector<float>();
+  BOOST_CHECK_EQUAL_COLLECTIONS(vnni.begin(), vnni.end(), portable.begin(), portable.end());
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    err += std::pow(ref[i] - vnni[i], 2);
+    norm += std::pow(ref[i], 2);
+  }
+  BOOST_TEST_MESSAGE("int8 relative error " << std::sqrt(err / norm)
+                                            << (cpu_has_vnni() ? " (vnni)" : " (portable)"));
+  BOOST_CHECK_LT(std::sqrt(err / norm), 0.02);  // ~1/254 per operand, summed over 200 terms
+  BOOST_CHECK_GT(std::sqrt(err / norm), 1e-5);  // and it really is quantized
+}
+
+BOOST_AUTO_TEST_CASE(int8_matmul_integers_are_exact) {
+  // Extreme values: -127 x 127 everywhere; the shift by 128 must cancel exactly.
+  std::vector<int8_t> x(128, -127), w(2 * 128, 127);
+  w[5] = -127;
+  std::vector<int32_t> sums{0, 127 * 128}, acc(2);
+  for (int k = 0; k < 128; ++k) sums[0] += w[size_t(k)];
+  for (bool vnni : {true, false}) {
+    int8_matmul(x.data(), 1, w.data(), sums.data(), 2, 128, acc.data(), vnni);
+    BOOST_CHECK_EQUAL(acc[0], -127 * 127 * 126);
+    BOOST_CHECK_EQUAL(acc[1], -127 * 127 * 128);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(quantizing_a_transformer_changes_inference_only) {
+  manual_seed(4);
+  TransformerLayerOptions o;
+  o.d_model = 64, o.num_heads = 4, o.dim_feedforward = 128, o.dropout = 0;
+  TransformerEncoder enc(o, 2);
+  enc.eval();
+  Tensor x = randn({2, 10, 64});
+  Tensor ref, q8;
+  {
+    NoGrad no_grad;
+    ref = enc.forward(x);
+    BOOST_CHECK_EQUAL(quantize_linear_layers(enc), 2 * 6);  // 4 attention + 2 feed-forward each
+    q8 = enc.forward(x);
+  }
+  std::vector<double> a = ref.to_vector<double>(), b = q8.to_vector<double>();
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  BOOST_CHECK_GT(worst, 0);
+  BOOST_CHECK_LT(worst, 0.1);  // post-norm outputs are O(1)
+  // With a graph recorded (training) the fp32 weights are used.
+  Tensor trained = enc.forward(x);
+  std::vector<double> c = trained.to_vector<double>();
+  double same = 0;
+  for (size_t i = 0; i < a.size(); ++i) same = std::max(same, std::abs(a[i] - c[i]));
+  BOOST_CHECK_LT(same, 1e-5);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
