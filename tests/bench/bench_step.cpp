@@ -1,0 +1,84 @@
+// Builds `bench_step`: one training step of the toy translation transformer in qkv, the same
+// model and shapes as tests/bench/torch_step.py (d_model 128, 4 heads, 2+2 post-norm layers,
+// feed-forward 256, dropout 0.1, batch 64, lengths 20, vocabulary 40, Adam). Prints the median
+// ms/step and where the time goes (forward, backward, optimizer). Usage: bench_step [threads].
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "engine/ops.h"
+#include "engine/parallel.h"
+#include "models/seq2seq.h"
+#include "nn/optim.h"
+
+using namespace qkv;
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  set_num_threads(argc > 1 ? std::atoi(argv[1]) : 2);
+  const int64_t batch = 64, len = 20, vocab = 40, pad = 0;
+  manual_seed(0);
+  models::Seq2SeqConfig cfg{.src_vocab = vocab,
+                            .tgt_vocab = vocab,
+                            .d_model = 128,
+                            .num_heads = 4,
+                            .num_encoder_layers = 2,
+                            .num_decoder_layers = 2,
+                            .dim_feedforward = 256,
+                            .dropout = 0.1,
+                            .pad_id = pad};
+  models::Seq2SeqTransformer model(cfg);
+  model.train();
+  nn::Adam opt(model.parameters(), 1e-3);
+
+  // random tokens in [1, vocab), the last 3 source positions padding (as in torch_step.py)
+  Generator gen(1);
+  auto tokens = [&](int64_t n) {
+    std::vector<int64_t> ids;
+    for (double v : uniform({n}, 1, double(vocab), {DType::f64}, &gen).to_vector<double>())
+      ids.push_back(int64_t(v));
+    return ids;
+  };
+  std::vector<int64_t> s = tokens(batch * len);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = len - 3; t < len; ++t) s[size_t(b * len + t)] = pad;
+  Tensor src = tensor_i64(s, {batch, len});
+  Tensor tgt = tensor_i64(tokens(batch * (len + 1)), {batch, len + 1});
+  Tensor tgt_in = narrow(tgt, 1, 0, len), tgt_out = contiguous(narrow(tgt, 1, 1, len));
+  Tensor src_mask = eq(src, double(pad)), tgt_mask = eq(tgt_in, double(pad));
+
+  std::vector<double> total, fwd, bwd, upd;
+  for (int it = 0; it < 35; ++it) {
+    auto t0 = Clock::now();
+    opt.zero_grad();
+    Tensor logits = model.forward(src, tgt_in, src_mask, tgt_mask);
+    Tensor loss = cross_entropy(reshape(logits, {-1, vocab}), reshape(tgt_out, {-1}), pad);
+    const double f = ms_since(t0);
+    auto t1 = Clock::now();
+    loss.backward();
+    const double b = ms_since(t1);
+    auto t2 = Clock::now();
+    opt.step();
+    const double u = ms_since(t2);
+    if (it < 5) continue;  // warm-up: allocator caches, thread pool
+    fwd.push_back(f), bwd.push_back(b), upd.push_back(u), total.push_back(ms_since(t0));
+  }
+  std::printf("qkv threads %d\n", num_threads());
+  std::printf("forward %.2f  backward %.2f  adam %.2f (medians, ms)\n", median(fwd), median(bwd),
+              median(upd));
+  std::printf("ms/step %.2f (best %.2f)\n", median(total),
+              *std::min_element(total.begin(), total.end()));
+  return 0;
+}

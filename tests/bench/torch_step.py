@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""One training step of the toy translation transformer in PyTorch: the reference for bench_step.
+
+Same shapes as tests/bench/bench_step.cpp (qkv's Seq2SeqTransformer): d_model 128, 4 heads,
+2 encoder + 2 decoder layers (post-norm), feed-forward 256, dropout 0.1, sinusoidal positions,
+batch 64, source and target length 20, vocabulary 40, Adam, cross-entropy ignoring padding.
+Prints "ms/step <best-of-runs median>" for compare_step.sh. Usage: torch_step.py [threads].
+"""
+import math
+import sys
+import time
+
+import torch
+import torch.nn as nn
+
+THREADS = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+D, HEADS, LAYERS, FF, BATCH, LEN, VOCAB, PAD = 128, 4, 2, 256, 64, 20, 40, 0
+
+
+def sinusoids(length, dim):
+    pos = torch.arange(length).unsqueeze(1)
+    freq = torch.exp(torch.arange(0, dim, 2) * (-math.log(10000.0) / dim))
+    table = torch.zeros(length, dim)
+    table[:, 0::2] = torch.sin(pos * freq)
+    table[:, 1::2] = torch.cos(pos * freq)
+    return table
+
+
+class Seq2Seq(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.src_emb = nn.Embedding(VOCAB, D)
+        self.tgt_emb = nn.Embedding(VOCAB, D)
+        self.register_buffer("pos", sinusoids(256, D))
+        self.transformer = nn.Transformer(D, HEADS, LAYERS, LAYERS, FF, 0.1, batch_first=True)
+        self.out = nn.Linear(D, VOCAB)
+
+    def forward(self, src, tgt):
+        scale = math.sqrt(D)
+        s = self.src_emb(src) * scale + self.pos[: src.size(1)]
+        t = self.tgt_emb(tgt) * scale + self.pos[: tgt.size(1)]
+        causal = self.transformer.generate_square_subsequent_mask(tgt.size(1))
+        h = self.transformer(s, t, tgt_mask=causal, src_key_padding_mask=src == PAD,
+                             tgt_key_padding_mask=tgt == PAD, memory_key_padding_mask=src == PAD)
+        return self.out(h)
+
+
+def main():
+    torch.set_num_threads(THREADS)
+    torch.manual_seed(0)
+    model = Seq2Seq()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loss_fn = nn.CrossEntropyLoss(ignore_index=PAD)
+    src = torch.randint(1, VOCAB, (BATCH, LEN))
+    tgt = torch.randint(1, VOCAB, (BATCH, LEN + 1))
+    src[:, -3:] = PAD  # some padding, as in real batches
+    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        logits = model(src, tgt_in)
+        loss = loss_fn(logits.reshape(-1, VOCAB), tgt_out.reshape(-1))
+        loss.backward()
+        opt.step()
+
+    for _ in range(5):  # warm up
+        step()
+    times = []
+    for _ in range(30):
+        t0 = time.perf_counter()
+        step()
+        times.append((time.perf_counter() - t0) * 1e3)
+    times.sort()
+    print(f"torch {torch.__version__} threads {THREADS}")
+    print(f"ms/step {times[len(times) // 2]:.2f} (best {times[0]:.2f})")
+
+
+if __name__ == "__main__":
+    main()
