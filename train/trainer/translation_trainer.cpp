@@ -219,7 +219,13 @@ TrainResult train_translation(const Config& config, bool resume) {
       }
 
       const bool last = state.step == config.steps;
-      if (state.step % config.eval_every == 0 || last || g_interrupted) {
+      const bool evaluate_now = state.step % config.eval_every == 0 || last || g_interrupted;
+      if (!evaluate_now && config.checkpoint_every > 0 &&
+          state.step % config.checkpoint_every == 0) {
+        state.generator_offset = default_generator().offset();
+        save_checkpoint(run, *t.model, *opt, state);
+      }
+      if (evaluate_now) {
         Scores s = evaluate(t, data.pairs.valid, 500);
         last_metric = s.exact_match;
         state.best_metric = std::max(state.best_metric, s.exact_match);
