@@ -40,7 +40,7 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure
 
 run: build
-	$(QKV) demo
+	$(QKV) train translate --config train/configs/dates.json --out runs/dates
 
 bench: build
 	$(QKV) bench gemm
