@@ -101,7 +101,8 @@ void map1(const Tensor& x, const Tensor& out, F f) {
         Out* o = op + off[0];
         const In* i = xp + off[1];
         if (st[0] == 1 && st[1] == 1) {
-          for (int64_t j = 0; j < n; ++j) o[j] = f(i[j]);
+          // o may equal i (in place) but never partly overlaps it, so lanes are independent
+          _Pragma("omp simd") for (int64_t j = 0; j < n; ++j) o[j] = f(i[j]);
         } else {
           for (int64_t j = 0; j < n; ++j) o[j * st[0]] = f(i[j * st[1]]);
         }
