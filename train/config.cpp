@@ -63,6 +63,10 @@ const std::vector<ConfigField>& config_fields() {
       {"precision", &C::precision, {"fp32", "bf16"}, "compute precision"},
       {"out", &C::out, {}, "run folder"},
       {"pictures", &C::pictures, {}, "draw attention maps and curves"},
+      {"checkpoint_activations",
+       &C::checkpoint_activations,
+       {},
+       "recompute each layer's activations in backward (less memory, ~30% more time)"},
   };
   return fields;
 }

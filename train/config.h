@@ -51,6 +51,7 @@ struct Config {
   std::string precision = "fp32";  // fp32, bf16 (CUDA)
   std::string out = "runs/run";
   bool pictures = true;
+  bool checkpoint_activations = false;  // gradient checkpointing of the transformer layers
 };
 
 // One row per Config field: its JSON key, where it lives, and what it means.

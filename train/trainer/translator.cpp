@@ -29,6 +29,7 @@ models::Seq2SeqConfig seq2seq_config(const Config& c, int64_t src_vocab, int64_t
   m.max_len = std::max<int64_t>(c.max_len, 64) + 2;  // room for BOS/EOS
   m.positional = c.positional;
   m.pad_id = Vocab::PAD;
+  m.checkpoint_activations = c.checkpoint_activations;
   return m;
 }
 
