@@ -4,12 +4,19 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/cpu/gemm.h"
+#include "engine/cpu/vec_math.h"
 #include "engine/error.h"
 #include "engine/parallel.h"
 
 namespace qkv::nn {
 
 namespace {
+
+// The tile products run on the engine's packed GEMM (inside a parallel_for it runs on the calling
+// thread) and exponentials on the vectorizable float exp: the two costs of attention.
+inline float tile_exp(float x) { return cpu::fast_exp(x); }
+inline double tile_exp(double x) { return std::exp(x); }
 
 // Queries and keys per tile when no block size imposes one: 64 x 64 scores stay in L1/L2.
 constexpr int64_t kTile = 64;
@@ -65,27 +72,17 @@ MaskView mask_view(const Tensor& mask, const Shape& lead, int64_t T, int64_t S) 
 }
 
 // Scaled, masked scores of queries [t0, t0 + rows) against keys [s0, s0 + cols) into sc (row
-// stride tile). K is transposed into kt first so the inner loop runs over contiguous keys and
-// vectorizes without reassociating a sum.
+// stride tile): one GEMM, Q_tile @ K_tile^T with K read transposed in place.
 template <typename F>
 void tile_scores(const Problem& p, const F* qn, const F* kn, int64_t n, int64_t t0, int64_t rows,
-                 int64_t s0, int64_t cols, F* kt, F* sc) {
+                 int64_t s0, int64_t cols, F* sc) {
   const int64_t d = p.d, tile = p.tile;
-  for (int64_t j = 0; j < cols; ++j)
-    for (int64_t c = 0; c < d; ++c) kt[c * tile + j] = kn[(s0 + j) * d + c];
-  for (int64_t i = 0; i < rows; ++i) {
-    F* srow = sc + i * tile;
-    std::fill(srow, srow + cols, F(0));
-    const F* qi = qn + (t0 + i) * d;
-    for (int64_t c = 0; c < d; ++c) {
-      const F a = qi[c] * F(p.scale);
-      const F* kc = kt + c * tile;
-      for (int64_t j = 0; j < cols; ++j) srow[j] += a * kc[j];
-    }
-    if (p.elementwise)
+  cpu::gemm<F>(false, true, rows, cols, d, F(p.scale), qn + t0 * d, d, kn + s0 * d, d, F(0), sc,
+               tile);
+  if (p.elementwise)
+    for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j)
-        if (p.blocked(n, t0 + i, s0 + j)) srow[j] = -std::numeric_limits<F>::infinity();
-  }
+        if (p.blocked(n, t0 + i, s0 + j)) sc[i * tile + j] = -std::numeric_limits<F>::infinity();
 }
 
 template <typename F>
@@ -94,8 +91,7 @@ void forward_kernel(const Problem& p, const F* q, const F* k, const F* v, F* out
   const int64_t tiles = (T + tile - 1) / tile;
   const F inf = std::numeric_limits<F>::infinity();
   parallel_for(0, p.N * tiles, 1, [&](int64_t begin, int64_t end) {
-    std::vector<F> kt(static_cast<size_t>(d * tile)), sc(static_cast<size_t>(tile * tile)),
-        acc(static_cast<size_t>(tile * dv));
+    std::vector<F> sc(static_cast<size_t>(tile * tile)), acc(static_cast<size_t>(tile * dv));
     std::vector<F> m(static_cast<size_t>(tile)), l(static_cast<size_t>(tile));
     for (int64_t idx = begin; idx < end; ++idx) {
       const int64_t n = idx / tiles, t0 = (idx % tiles) * tile, rows = std::min(tile, T - t0);
@@ -108,26 +104,30 @@ void forward_kernel(const Problem& p, const F* q, const F* k, const F* v, F* out
       for (int64_t s0 = 0; s0 < S; s0 += tile) {
         const int64_t cols = std::min(tile, S - s0);
         if (!p.pattern.tile_visible(t0, t0 + rows, s0, s0 + cols)) continue;  // never computed
-        tile_scores(p, qn, kn, n, t0, rows, s0, cols, kt.data(), sc.data());
+        tile_scores(p, qn, kn, n, t0, rows, s0, cols, sc.data());
+        // online softmax: rescale what was accumulated when a row's running max grows
         for (int64_t i = 0; i < rows; ++i) {
           F* srow = sc.data() + i * tile;
           F mx = m[size_t(i)];
           for (int64_t j = 0; j < cols; ++j) mx = std::max(mx, srow[j]);
-          if (mx == -inf) continue;  // every key so far blocked
-          const F alpha = std::exp(m[size_t(i)] - mx);
+          if (mx == -inf) {  // every key so far blocked: this tile adds nothing to the row
+            std::fill(srow, srow + cols, F(0));
+            continue;
+          }
+          const F alpha = tile_exp(m[size_t(i)] - mx);
           F sum = 0;
-          for (int64_t j = 0; j < cols; ++j) sum += (srow[j] = std::exp(srow[j] - mx));
+          _Pragma("omp simd reduction(+ : sum)") for (int64_t j = 0; j < cols; ++j) {
+            srow[j] = tile_exp(srow[j] - mx);
+            sum += srow[j];
+          }
           l[size_t(i)] = l[size_t(i)] * alpha + sum;
           m[size_t(i)] = mx;
           F* a = acc.data() + i * dv;
           for (int64_t c = 0; c < dv; ++c) a[c] *= alpha;
-          for (int64_t j = 0; j < cols; ++j) {
-            const F pj = srow[j];
-            if (pj == 0) continue;
-            const F* vj = vn + (s0 + j) * dv;
-            for (int64_t c = 0; c < dv; ++c) a[c] += pj * vj[c];
-          }
         }
+        // acc += P_tile @ V_tile
+        cpu::gemm<F>(false, false, rows, dv, cols, F(1), sc.data(), tile, vn + s0 * dv, dv, F(1),
+                     acc.data(), dv);
       }
       for (int64_t i = 0; i < rows; ++i) {
         const F li = l[size_t(i)];
@@ -147,61 +147,52 @@ void backward_kernel(const Problem& p, const F* q, const F* k, const F* v, const
   const int64_t T = p.T, S = p.S, d = p.d, dv = p.dv, tile = p.tile;
   const F inf = std::numeric_limits<F>::infinity();
   parallel_for(0, p.N, 1, [&](int64_t begin, int64_t end) {
-    std::vector<F> kt(static_cast<size_t>(d * tile)), vt(static_cast<size_t>(dv * tile)),
-        sc(static_cast<size_t>(tile * tile));
-    std::vector<F> dp(static_cast<size_t>(tile * tile)), D(static_cast<size_t>(tile));
+    std::vector<F> sc(static_cast<size_t>(tile * tile)), dp(static_cast<size_t>(tile * tile)),
+        D(static_cast<size_t>(tile));
     for (int64_t n = begin; n < end; ++n) {
       const F* qn = q + n * T * d;
       const F* kn = k + n * S * d;
       const F* vn = v + n * S * dv;
       for (int64_t t0 = 0; t0 < T; t0 += tile) {
         const int64_t rows = std::min(tile, T - t0);
+        const F* go = gout + (n * T + t0) * dv;  // dO of this query tile, [rows, dv]
         for (int64_t i = 0; i < rows; ++i) {
-          const F* go = gout + (n * T + t0 + i) * dv;
           const F* o = out + (n * T + t0 + i) * dv;
           F s = 0;
-          for (int64_t c = 0; c < dv; ++c) s += go[c] * o[c];
-          D[size_t(i)] = s;
+          for (int64_t c = 0; c < dv; ++c) s += go[i * dv + c] * o[c];
+          D[size_t(i)] = s;  // rowsum(dO * O) = sum_j P_ij dP_ij
         }
         for (int64_t s0 = 0; s0 < S; s0 += tile) {
           const int64_t cols = std::min(tile, S - s0);
           if (!p.pattern.tile_visible(t0, t0 + rows, s0, s0 + cols)) continue;
-          tile_scores(p, qn, kn, n, t0, rows, s0, cols, kt.data(), sc.data());
-          for (int64_t j = 0; j < cols; ++j)
-            for (int64_t c = 0; c < dv; ++c) vt[size_t(c * tile + j)] = vn[(s0 + j) * dv + c];
-          for (int64_t i = 0; i < rows; ++i) {
+          tile_scores(p, qn, kn, n, t0, rows, s0, cols, sc.data());
+          for (int64_t i = 0; i < rows; ++i) {  // scores -> probabilities in place
             const F L = lse[n * T + t0 + i];
-            F* prow = sc.data() + i * tile;  // scores -> probabilities in place
-            for (int64_t j = 0; j < cols; ++j)
-              prow[j] = (L == -inf || prow[j] == -inf) ? F(0) : std::exp(prow[j] - L);
-            const F* go = gout + (n * T + t0 + i) * dv;
-            // dV_j += P_ij dO_i
-            for (int64_t j = 0; j < cols; ++j) {
-              if (prow[j] == 0) continue;
-              F* g = gv + (n * S + s0 + j) * dv;
-              for (int64_t c = 0; c < dv; ++c) g[c] += prow[j] * go[c];
+            F* prow = sc.data() + i * tile;
+            if (L == -inf) {
+              std::fill(prow, prow + cols, F(0));
+              continue;
             }
-            // dP_ij = dO_i . V_j, then dS_ij = P_ij (dP_ij - D_i), times scale for q and k.
-            F* drow = dp.data() + i * tile;
-            std::fill(drow, drow + cols, F(0));
-            for (int64_t c = 0; c < dv; ++c) {
-              const F a = go[c];
-              const F* vc = vt.data() + c * tile;
-              for (int64_t j = 0; j < cols; ++j) drow[j] += a * vc[j];
-            }
-            const F* qi = qn + (t0 + i) * d;
-            F* gqi = gq + (n * T + t0 + i) * d;
-            for (int64_t j = 0; j < cols; ++j) {
-              const F ds = prow[j] * (drow[j] - D[size_t(i)]) * F(p.scale);
-              if (ds == 0) continue;
-              const F* kj = kn + (s0 + j) * d;
-              F* gkj = gk + (n * S + s0 + j) * d;
-              for (int64_t c = 0; c < d; ++c) {
-                gqi[c] += ds * kj[c];
-                gkj[c] += ds * qi[c];
-              }
-            }
+            _Pragma("omp simd") for (int64_t j = 0; j < cols; ++j) prow[j] = tile_exp(prow[j] - L);
           }
+          // dV_tile += P^T @ dO ;  dP = dO @ V_tile^T
+          cpu::gemm<F>(true, false, cols, dv, rows, F(1), sc.data(), tile, go, dv, F(1),
+                       gv + (n * S + s0) * dv, dv);
+          cpu::gemm<F>(false, true, rows, cols, dv, F(1), go, dv, vn + s0 * dv, dv, F(0), dp.data(),
+                       tile);
+          // dS = P * (dP - D) * scale, written over dP
+          for (int64_t i = 0; i < rows; ++i) {
+            const F* prow = sc.data() + i * tile;
+            F* drow = dp.data() + i * tile;
+            const F Di = D[size_t(i)];
+            _Pragma("omp simd") for (int64_t j = 0; j < cols; ++j) drow[j] =
+                prow[j] * (drow[j] - Di) * F(p.scale);
+          }
+          // dQ_tile += dS @ K_tile ;  dK_tile += dS^T @ Q_tile
+          cpu::gemm<F>(false, false, rows, d, cols, F(1), dp.data(), tile, kn + s0 * d, d, F(1),
+                       gq + (n * T + t0) * d, d);
+          cpu::gemm<F>(true, false, cols, d, rows, F(1), dp.data(), tile, qn + t0 * d, d, F(1),
+                       gk + (n * S + s0) * d, d);
         }
       }
     }
