@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 
@@ -20,71 +19,12 @@
 #include "train/progress.h"
 #include "train/run_dir.h"
 #include "train/trainer/attention_pictures.h"
+#include "train/trainer/training_common.h"
 #include "train/trainer/translator.h"
 
 namespace qkv::train {
 
 namespace {
-
-volatile std::sig_atomic_t g_interrupted = 0;
-void on_interrupt(int) { g_interrupted = 1; }
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-nn::LrSchedule make_schedule(const Config& c) {
-  nn::LrSchedule s;
-  s.kind = c.schedule == "linear"   ? "warmup_linear"
-           : c.schedule == "cosine" ? "warmup_cosine"
-                                    : c.schedule;  // constant, noam
-  s.lr = c.lr;
-  s.warmup_steps = std::min(c.warmup, c.steps / 2);  // a short run still gets its decay
-  s.total_steps = c.steps;
-  s.min_lr = c.schedule == "constant" ? c.lr : c.lr * 0.01;
-  s.d_model = c.d_model;
-  return s;
-}
-
-std::unique_ptr<nn::Optimizer> make_optimizer(const Config& c, std::vector<Tensor> params) {
-  if (c.optimizer == "sgd")
-    return std::make_unique<nn::SGD>(
-        std::move(params), c.lr, nn::SGDOptions{.momentum = 0.9, .weight_decay = c.weight_decay});
-  return std::make_unique<nn::AdamW>(
-      std::move(params), c.lr,
-      nn::AdamOptions{
-          .beta1 = c.beta1, .beta2 = c.beta2, .eps = 1e-8, .weight_decay = c.weight_decay});
-}
-
-// Everything besides the weights that a resumed run needs, written last so that a checkpoint is
-// only "there" once its tensors are.
-struct TrainerState {
-  int64_t step = 0;
-  uint64_t generator_offset = 0;
-  double best_metric = -1;
-};
-
-void save_checkpoint(const RunDir& run, const models::Seq2SeqTransformer& model,
-                     const nn::Optimizer& opt, const TrainerState& state) {
-  nn::save_safetensors(run.file(kModelFile), model.state_dict(), {{"format", "pt"}});
-  nn::save_safetensors(run.file("optimizer.safetensors"), opt.state_dict());
-  nlohmann::json j = {{"step", state.step},
-                      {"generator_offset", state.generator_offset},
-                      {"best_metric", state.best_metric}};
-  run.write("trainer_state.json", j.dump(2) + "\n");
-}
-
-TrainerState load_checkpoint(const RunDir& run, models::Seq2SeqTransformer& model,
-                             nn::Optimizer& opt) {
-  std::string state_path = run.file("trainer_state.json");
-  QKV_CHECK(std::filesystem::exists(state_path), "--resume", run.path(),
-            " has no checkpoint (trainer_state.json) to resume from");
-  model.load_state_dict(nn::load_safetensors(run.file(kModelFile)).tensors);
-  opt.load_state_dict(nn::load_safetensors(run.file("optimizer.safetensors")).tensors);
-  auto j = nlohmann::json::parse(read_file(state_path, "--resume"));
-  return {j.at("step").get<int64_t>(), j.at("generator_offset").get<uint64_t>(),
-          j.value("best_metric", -1.0)};
-}
 
 struct Scores {
   double exact_match = 0, token_accuracy = 0;
@@ -117,8 +57,6 @@ Scores evaluate(const Translator& t, const std::vector<Pair>& pairs, size_t limi
 }
 
 }  // namespace
-
-void install_interrupt_handler() { std::signal(SIGINT, on_interrupt); }
 
 TrainResult train_translation(const Config& config, bool resume) {
   validate_config(config);
@@ -219,7 +157,8 @@ TrainResult train_translation(const Config& config, bool resume) {
       }
 
       const bool last = state.step == config.steps;
-      const bool evaluate_now = state.step % config.eval_every == 0 || last || g_interrupted;
+      const bool evaluate_now =
+          state.step % config.eval_every == 0 || last || interrupt_requested();
       if (!evaluate_now && config.checkpoint_every > 0 &&
           state.step % config.checkpoint_every == 0) {
         state.generator_offset = default_generator().offset();
@@ -248,7 +187,7 @@ TrainResult train_translation(const Config& config, bool resume) {
           bar.message("target exact match reached: stopping early");
           stop = true;
         }
-        if (g_interrupted) {
+        if (interrupt_requested()) {
           bar.message("interrupted: checkpoint written to " + run.path());
           result.interrupted = stop = true;
         }

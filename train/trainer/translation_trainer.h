@@ -13,7 +13,8 @@ namespace qkv::train {
 
 struct TrainResult {
   int64_t steps = 0;
-  double test_exact_match = 0, test_token_accuracy = 0;
+  double test_exact_match = 0, test_token_accuracy = 0;  // translation
+  double test_accuracy = 0;                              // classification
   double seconds = 0;
   bool interrupted = false;
 };
@@ -22,7 +23,8 @@ struct TrainResult {
 // random stream, so the loss curve continues as if never stopped).
 TrainResult train_translation(const Config& config, bool resume = false);
 
-// Ctrl-C asks the loop to write a checkpoint and return (the handler only sets a flag).
+// Ctrl-C asks the loop to write a checkpoint and return (the handler only sets a flag); defined
+// in training_common.cpp, shared with the classification trainer.
 void install_interrupt_handler();
 
 }  // namespace qkv::train

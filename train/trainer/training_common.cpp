@@ -1,0 +1,70 @@
+#include "train/trainer/training_common.h"
+
+#include <algorithm>
+#include <csignal>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "engine/error.h"
+#include "nn/safetensors.h"
+#include "train/atomic_file.h"
+
+namespace qkv::train {
+
+namespace {
+volatile std::sig_atomic_t g_interrupted = 0;
+void on_interrupt(int) { g_interrupted = 1; }
+}  // namespace
+
+void install_interrupt_handler() { std::signal(SIGINT, on_interrupt); }
+bool interrupt_requested() { return g_interrupted != 0; }
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+nn::LrSchedule make_schedule(const Config& c) {
+  nn::LrSchedule s;
+  s.kind = c.schedule == "linear"   ? "warmup_linear"
+           : c.schedule == "cosine" ? "warmup_cosine"
+                                    : c.schedule;  // constant, noam
+  s.lr = c.lr;
+  s.warmup_steps = std::min(c.warmup, c.steps / 2);  // a short run still gets its decay
+  s.total_steps = c.steps;
+  s.min_lr = c.schedule == "constant" ? c.lr : c.lr * 0.01;
+  s.d_model = c.d_model;
+  return s;
+}
+
+std::unique_ptr<nn::Optimizer> make_optimizer(const Config& c, std::vector<Tensor> params) {
+  if (c.optimizer == "sgd")
+    return std::make_unique<nn::SGD>(
+        std::move(params), c.lr, nn::SGDOptions{.momentum = 0.9, .weight_decay = c.weight_decay});
+  return std::make_unique<nn::AdamW>(
+      std::move(params), c.lr,
+      nn::AdamOptions{
+          .beta1 = c.beta1, .beta2 = c.beta2, .eps = 1e-8, .weight_decay = c.weight_decay});
+}
+
+void save_checkpoint(const RunDir& run, const nn::Module& model, const nn::Optimizer& opt,
+                     const TrainerState& state) {
+  nn::save_safetensors(run.file("model.safetensors"), model.state_dict(), {{"format", "pt"}});
+  nn::save_safetensors(run.file("optimizer.safetensors"), opt.state_dict());
+  nlohmann::json j = {{"step", state.step},
+                      {"generator_offset", state.generator_offset},
+                      {"best_metric", state.best_metric}};
+  run.write("trainer_state.json", j.dump(2) + "\n");
+}
+
+TrainerState load_checkpoint(const RunDir& run, nn::Module& model, nn::Optimizer& opt) {
+  std::string state_path = run.file("trainer_state.json");
+  QKV_CHECK(std::filesystem::exists(state_path), "--resume", run.path(),
+            " has no checkpoint (trainer_state.json) to resume from");
+  model.load_state_dict(nn::load_safetensors(run.file("model.safetensors")).tensors);
+  opt.load_state_dict(nn::load_safetensors(run.file("optimizer.safetensors")).tensors);
+  auto j = nlohmann::json::parse(read_file(state_path, "--resume"));
+  return {j.at("step").get<int64_t>(), j.at("generator_offset").get<uint64_t>(),
+          j.value("best_metric", -1.0)};
+}
+
+}  // namespace qkv::train
