@@ -14,7 +14,10 @@ const std::vector<ConfigField>& config_fields() {
   using C = Config;
   static const std::vector<ConfigField> fields = {
       {"task", &C::task, {}, "toy task or data kind"},
-      {"data", &C::data, {}, "path of the TSV file for pairs / classify"},
+      {"data",
+       &C::data,
+       {},
+       "path of the TSV file for pairs / classify, or the IDX folder for fashion-mnist"},
       {"tokenizer", &C::tokenizer, {"", "char", "whitespace"}, "how text becomes tokens"},
       {"min_frequency", &C::min_frequency, {}, "rarer tokens become <unk>"},
       {"train_size", &C::train_size, {}, "training examples"},
@@ -32,6 +35,11 @@ const std::vector<ConfigField>& config_fields() {
        &C::positional,
        {"sinusoidal", "learned", "relative", "rope", "alibi"},
        "positional encoding"},
+      {"model", &C::model, {"cnn", "vit"}, "image classifier"},
+      {"attention", &C::attention, {"none", "se", "cbam"}, "attention in the CNN's blocks"},
+      {"channels", &C::channels, {}, "CNN widths, one residual block each, e.g. 16,32"},
+      {"patch_size", &C::patch_size, {}, "ViT patch size (divides the image size)"},
+      {"pooling", &C::pooling, {"cls", "mean"}, "text classifier: [CLS] state or mean of states"},
       {"optimizer", &C::optimizer, {"adamw", "sgd"}, "optimizer"},
       {"batch_size", &C::batch_size, {}, "examples per step"},
       {"steps", &C::steps, {}, "optimizer steps"},
@@ -213,6 +221,10 @@ void validate_config(const Config& c, const std::string& source) {
   require(c.train_size > 0, "train_size", "must be positive");
   require(c.valid_size >= 0 && c.test_size >= 0, "valid_size",
           "and test_size must not be negative");
+  require(c.patch_size > 0, "patch_size", "must be positive");
+  require(!c.channels.empty() && c.channels.find_first_not_of("0123456789, ") == std::string::npos,
+          "channels",
+          "must be a comma-separated list of widths such as 16,32, got \"" + c.channels + "\"");
   require(c.threads >= 0, "threads", "must not be negative");
   require(c.device == "cpu" || c.device.rfind("cuda", 0) == 0, "device",
           "must be cpu, cuda or cuda:N, got \"" + c.device + "\"");

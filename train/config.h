@@ -19,7 +19,7 @@ struct Config {
   // ---- data
   std::string task =
       "dates";       // copy, reverse, sort, dates, numbers, order, pairs, classify, fashion-mnist
-  std::string data;  // path of pairs.tsv / labels.tsv for the tasks that read a file
+  std::string data;  // pairs.tsv / labels.tsv, or the IDX folder of fashion-mnist (empty: default)
   std::string tokenizer;      // "char" or "whitespace"; empty = the task's natural choice
   int64_t min_frequency = 1;  // rarer tokens become <unk>
   int64_t train_size = 20000, valid_size = 1000, test_size = 1000;
@@ -29,6 +29,12 @@ struct Config {
   int64_t d_model = 128, heads = 4, layers = 2, ff_dim = 512;
   double dropout = 0.1;
   std::string positional = "sinusoidal";  // sinusoidal, learned, relative, rope, alibi
+  // ---- classifiers (text tasks always use a TransformerClassifier)
+  std::string model = "cnn";       // image classifier: cnn, vit
+  std::string attention = "none";  // CNN blocks' attention: none, se, cbam
+  std::string channels = "16,32";  // CNN: one residual block per entry (width)
+  int64_t patch_size = 7;          // ViT: square patches, must divide 28
+  std::string pooling = "cls";     // text classifier: cls, mean
   // ---- optimization
   std::string optimizer = "adamw";  // adamw, sgd
   int64_t batch_size = 64, steps = 3000;
