@@ -1,0 +1,19 @@
+// What a trained classifier looks at, as PNG files in the run folder:
+//   CNN + SE:   se_block<i>.png, the mean channel weights of block i over a batch of test images
+//   CNN + CBAM: cbam_block<i>.png, block i's spatial attention over the first test image
+//   text, ViT:  attention/encoder.<i>.self.png, every head of layer i for the first test example
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "train/trainer/classifier.h"
+
+namespace qkv::train {
+
+// Returns the files written (none for a plain CNN).
+std::vector<std::string> write_classifier_pictures(const Classifier& k,
+                                                   const ClassificationSet& set,
+                                                   const std::string& run_dir);
+
+}  // namespace qkv::train

@@ -1,0 +1,170 @@
+#include "train/trainer/classification_trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "engine/error.h"
+#include "engine/ops.h"
+#include "engine/parallel.h"
+#include "train/batching.h"
+#include "train/dataset.h"
+#include "train/plots.h"
+#include "train/progress.h"
+#include "train/run_dir.h"
+#include "train/trainer/classification_pictures.h"
+#include "train/trainer/classifier.h"
+#include "train/trainer/training_common.h"
+
+namespace qkv::train {
+
+TrainResult train_classification(const Config& config, bool resume) {
+  validate_config(config);
+  QKV_CHECK(task_kind(config.task) != TaskKind::translation, "--task", "'", config.task,
+            "' is a translation task: use `qkv train translate`");
+  if (config.threads > 0) set_num_threads(int(config.threads));
+  RunDir run(config.out);
+  save_config(config, run.file("config.json"));
+  manual_seed(config.seed);
+
+  ClassificationSet data = prepare_classification_set(config);
+  Classifier k = make_classifier(config, data);
+  save_classifier_files(k, run.path());
+  nn::Module& model = k.module();
+
+  auto opt = make_optimizer(config, model.parameters());
+  nn::LrSchedule schedule = make_schedule(config);
+  TrainerState state;
+  if (resume) {
+    state = load_checkpoint(run, model, *opt);
+    default_generator().set_offset(state.generator_offset);
+  }
+  std::string summary = "model: " + k.architecture() + ", " +
+                        std::to_string(model.num_parameters()) + " parameters; " +
+                        std::to_string(data.train.size()) + " training examples, " +
+                        std::to_string(data.labels.size()) + " classes";
+  std::printf("%s\n", summary.c_str());
+  run.log(summary);
+
+  // Images all have the same size: bucketing by length would only cost a sort.
+  BatchingOptions batching{.batch_size = config.batch_size,
+                           .shuffle = true,
+                           .bucket_by_length = config.bucket_by_length && !data.images};
+  const char* items = data.images ? "img" : "ex";
+  ProgressBar bar;
+  TrainResult result;
+  const auto start = std::chrono::steady_clock::now();
+  auto last_log = start;
+  int64_t examples_since_log = 0;
+  std::optional<double> last_metric;
+  bool stop = false;
+  int64_t batches_to_skip = state.step;  // a resumed run replays the data order up to its step
+
+  model.train();
+  for (uint64_t epoch = 0; !stop && state.step < config.steps; ++epoch) {
+    for (const auto& indices : plan_batches(data.train, batching, config.seed, epoch)) {
+      if (batches_to_skip > 0) {
+        --batches_to_skip;
+        continue;
+      }
+      if (state.step >= config.steps || stop) break;
+      ++state.step;
+      ClassifierBatch b = make_classifier_batch(data, data.train, indices, config.max_len);
+      opt->set_lr(schedule.at(state.step));
+
+      Tensor logits = k.forward(b);
+      Tensor loss = cross_entropy(logits, b.labels.to(k.device), /*ignore_index=*/-100,
+                                  config.label_smoothing);
+      opt->zero_grad();
+      loss.backward();
+      double grad_norm =
+          nn::clip_grad_norm_(opt->params(), config.clip > 0 ? config.clip : INFINITY);
+      double loss_value = loss.item();
+      QKV_CHECK(std::isfinite(loss_value) && std::isfinite(grad_norm), "train", "the ",
+                std::isfinite(loss_value) ? "gradient norm" : "loss", " became non-finite at step ",
+                state.step, "; the last good checkpoint is kept in ", run.path(),
+                " (try a lower --lr or --clip 1)");
+      opt->step();
+      examples_since_log += int64_t(indices.size());
+
+      if (state.step % config.log_every == 0 || state.step == 1) {
+        double dt = seconds_since(last_log);
+        last_log = std::chrono::steady_clock::now();
+        double throughput = dt > 0 ? examples_since_log / dt : 0;
+        examples_since_log = 0;
+        run.append_metrics({{"step", state.step},
+                            {"loss", loss_value},
+                            {"lr", opt->lr()},
+                            {"grad_norm", grad_norm},
+                            {"examples_per_second", throughput}});
+        bar.update({.step = state.step,
+                    .total = config.steps,
+                    .loss = loss_value,
+                    .metric = last_metric,
+                    .metric_name = "acc",
+                    .items_per_second = throughput,
+                    .items_name = items});
+      }
+
+      const bool last = state.step == config.steps;
+      const bool evaluate_now =
+          state.step % config.eval_every == 0 || last || interrupt_requested();
+      if (!evaluate_now && config.checkpoint_every > 0 &&
+          state.step % config.checkpoint_every == 0) {
+        state.generator_offset = default_generator().offset();
+        save_checkpoint(run, model, *opt, state);
+      }
+      if (evaluate_now) {
+        double accuracy = k.accuracy(data, data.valid);
+        last_metric = accuracy;
+        state.best_metric = std::max(state.best_metric, accuracy);
+        run.append_metrics({{"step", state.step}, {"valid_accuracy", accuracy}});
+        char line[120];
+        std::snprintf(line, sizeof line, "step %lld: valid accuracy %.4f", (long long)state.step,
+                      accuracy);
+        bar.message(line);
+        run.log(line);
+        state.generator_offset = default_generator().offset();
+        save_checkpoint(run, model, *opt, state);
+        if (config.pictures)
+          loss_curve_png(
+              run.file("loss.png"),
+              read_metric_series(run.file("metrics.jsonl"), {"loss", "valid_accuracy"}),
+              {.title = "training loss and validation accuracy", .y_label = "", .log_y = true});
+        if (config.target_value > 0 && accuracy >= config.target_value) {
+          bar.message("target accuracy reached: stopping early");
+          stop = true;
+        }
+        if (interrupt_requested()) {
+          bar.message("interrupted: checkpoint written to " + run.path());
+          result.interrupted = stop = true;
+        }
+      }
+    }
+  }
+  bar.finish();
+  result.steps = state.step;
+  result.seconds = seconds_since(start);
+  if (result.interrupted) return result;
+
+  result.test_accuracy = k.accuracy(data, data.test);
+  run.append_metrics({{"step", state.step},
+                      {"test_accuracy", result.test_accuracy},
+                      {"train_seconds", result.seconds}});
+  char line[160];
+  std::snprintf(line, sizeof line, "test: accuracy %.4f (%zu examples) after %lld steps, %.0f s",
+                result.test_accuracy, data.test.size(), (long long)state.step, result.seconds);
+  std::printf("\n%s\n", line);
+  run.log(line);
+  if (config.pictures) {
+    auto pictures = write_classifier_pictures(k, data, run.path());
+    for (const auto& p : pictures) std::printf("picture:    %s\n", p.c_str());
+    std::printf("loss curve: %s\n", run.file("loss.png").c_str());
+  }
+  std::printf("run folder: %s\n", run.path().c_str());
+  return result;
+}
+
+}  // namespace qkv::train

@@ -1,0 +1,209 @@
+#include "train/trainer/classifier.h"
+
+#include <filesystem>
+#include <sstream>
+
+#include "engine/error.h"
+#include "engine/ops.h"
+#include "nn/safetensors.h"
+#include "train/atomic_file.h"
+#include "train/dataset.h"
+#include "train/trainer/translator.h"
+
+namespace qkv::train {
+
+namespace {
+
+const char* kVocabFile = "vocab.json";
+
+ClassificationSet prepare_images(const Config& c) {
+  const std::string dir = c.data.empty() ? kFashionMnistDir : c.data;
+  ImageDataset train = load_fashion_mnist("train", dir), test = load_fashion_mnist("test", dir);
+  QKV_CHECK(c.valid_size < train.count, "--valid-size", c.valid_size,
+            " leaves no training images (the training file has ", train.count, ")");
+  ClassificationSet s;
+  s.images = true;
+  s.labels = train.class_names;
+  s.pixels = train;  // the test file's images go after the training file's
+  s.pixels.pixels.insert(s.pixels.pixels.end(), test.pixels.begin(), test.pixels.end());
+  s.pixels.labels.insert(s.pixels.labels.end(), test.labels.begin(), test.labels.end());
+  s.pixels.count += test.count;
+  auto row = [&](int64_t r) { return Example{{r}, {}, s.pixels.labels[size_t(r)]}; };
+  const int64_t first_valid = train.count - c.valid_size;
+  for (int64_t r = 0; r < std::min(c.train_size, first_valid); ++r) s.train.push_back(row(r));
+  for (int64_t r = first_valid; r < train.count; ++r) s.valid.push_back(row(r));
+  for (int64_t r = 0; r < std::min(c.test_size, test.count); ++r)
+    s.test.push_back(row(train.count + r));
+  return s;
+}
+
+std::vector<int64_t> parse_channels(const std::string& text) {
+  std::vector<int64_t> widths;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ','))
+    if (part.find_first_not_of(' ') != std::string::npos) widths.push_back(std::stoll(part));
+  QKV_CHECK(!widths.empty(), "--channels", "expected widths such as 16,32, got '", text, "'");
+  for (int64_t w : widths) QKV_CHECK(w > 0, "--channels", "widths must be positive: '", text, "'");
+  return widths;
+}
+
+}  // namespace
+
+ClassificationSet prepare_classification_set(const Config& c) {
+  if (task_kind(c.task) == TaskKind::image_classification) return prepare_images(c);
+  ClassificationData d = prepare_classification_data(c);
+  ClassificationSet s;
+  s.labels = std::move(d.labels);
+  s.vocab = std::move(d.vocab);
+  s.train = std::move(d.train), s.valid = std::move(d.valid), s.test = std::move(d.test);
+  return s;
+}
+
+ClassifierBatch make_classifier_batch(const ClassificationSet& set,
+                                      const std::vector<Example>& split,
+                                      const std::vector<size_t>& indices, int64_t max_len) {
+  ClassifierBatch b;
+  if (set.images) {
+    std::vector<size_t> rows;
+    for (size_t i : indices) rows.push_back(size_t(split[i].src[0]));
+    b.inputs = images_tensor(set.pixels, rows);
+    b.labels = labels_tensor(set.pixels, rows);
+    return b;
+  }
+  Batch text = make_batch(split, indices, max_len);
+  b.inputs = text.src, b.pad_mask = text.src_pad_mask, b.labels = text.labels;
+  return b;
+}
+
+nn::Module& Classifier::module() const {
+  if (text) return *text;
+  if (cnn) return *cnn;
+  QKV_CHECK(vit != nullptr, "classifier", "no model");
+  return *vit;
+}
+
+std::string Classifier::architecture() const { return module().describe(); }
+
+Tensor Classifier::forward(const ClassifierBatch& b) const {
+  Tensor x = b.inputs.to(device);
+  if (text) return text->forward(x, b.pad_mask.to(device));
+  return cnn ? cnn->forward(x) : vit->forward(x);
+}
+
+double Classifier::accuracy(const ClassificationSet& set, const std::vector<Example>& split,
+                            size_t limit) const {
+  const size_t n = std::min(limit, split.size());
+  if (n == 0) return 0;
+  NoGrad no_grad;
+  module().eval();
+  size_t correct = 0;
+  for (size_t start = 0; start < n; start += 256) {
+    std::vector<size_t> indices;
+    for (size_t i = start; i < std::min(n, start + 256); ++i) indices.push_back(i);
+    ClassifierBatch b = make_classifier_batch(set, split, indices, config.max_len);
+    Tensor logits = forward(b).to(Device::cpu()).contiguous();
+    const int64_t classes = logits.size(1);
+    std::vector<float> values = logits.to_vector<float>();
+    std::vector<int64_t> labels = b.labels.to_vector<int64_t>();
+    for (size_t r = 0; r < indices.size(); ++r) {
+      auto row = values.begin() + int64_t(r) * classes;
+      correct += std::max_element(row, row + classes) - row == labels[r];
+    }
+  }
+  module().train();
+  return double(correct) / double(n);
+}
+
+Classifier make_classifier(const Config& c, const ClassificationSet& set) {
+  Classifier k;
+  k.config = c;
+  k.labels = set.labels;
+  k.vocab = set.vocab;
+  k.device = parse_device(c.device);
+  const int64_t classes = int64_t(set.labels.size());
+  if (!set.images) {
+    models::TransformerClassifierConfig m;
+    m.vocab = int64_t(set.vocab.size()), m.num_classes = classes;
+    m.d_model = c.d_model, m.num_heads = c.heads, m.num_layers = c.layers;
+    m.dim_feedforward = c.ff_dim, m.dropout = c.dropout;
+    m.max_len = c.max_len, m.positional = c.positional, m.pooling = c.pooling;
+    k.text = std::make_shared<models::TransformerClassifier>(m);
+  } else if (c.model == "vit") {
+    QKV_CHECK(set.pixels.height % c.patch_size == 0, "--patch-size", c.patch_size,
+              " does not divide the image size ", set.pixels.height);
+    models::VisionTransformerConfig m;
+    m.image_size = set.pixels.height, m.patch_size = c.patch_size, m.num_classes = classes;
+    m.d_model = c.d_model, m.num_heads = c.heads, m.num_layers = c.layers;
+    m.dim_feedforward = c.ff_dim, m.dropout = c.dropout;
+    k.vit = std::make_shared<models::VisionTransformer>(m);
+  } else {
+    models::CnnClassifierConfig m;
+    m.image_size = set.pixels.height, m.num_classes = classes;
+    m.channels = parse_channels(c.channels), m.attention = c.attention;
+    k.cnn = std::make_shared<models::CnnClassifier>(m);
+  }
+  if (!k.device.is_cpu()) k.module().to(k.device);
+  return k;
+}
+
+void save_classifier_files(const Classifier& k, const std::string& run_dir) {
+  nlohmann::json config;
+  if (k.text) config = k.text->config;
+  if (k.cnn) config = k.cnn->config;
+  if (k.vit) config = k.vit->config;
+  nlohmann::json j = {{"architecture", k.architecture()}, {"config", config}, {"labels", k.labels}};
+  namespace fs = std::filesystem;
+  write_file_atomic((fs::path(run_dir) / kModelJson).string(), j.dump(2) + "\n");
+  if (k.text) k.vocab.save((fs::path(run_dir) / kVocabFile).string());
+}
+
+std::string run_architecture(const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  QKV_CHECK(fs::is_directory(run_dir), "--run", "no run folder at '", run_dir, "'");
+  std::string path = (fs::path(run_dir) / kModelJson).string();
+  QKV_CHECK(fs::exists(path), "--run", run_dir, " has no ", kModelJson,
+            " (was it made by `qkv train`?)");
+  try {
+    return nlohmann::json::parse(read_file(path, "--run")).at("architecture").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + ": " + e.what());
+  }
+}
+
+Classifier load_classifier(const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  auto path = [&](const char* name) {
+    std::string p = (fs::path(run_dir) / name).string();
+    QKV_CHECK(fs::exists(p), "--run", run_dir, " has no ", name,
+              " (was it made by `qkv train classify`, and did it save a checkpoint?)");
+    return p;
+  };
+  const std::string architecture = run_architecture(run_dir);
+  Classifier k;
+  k.config = load_config(path("config.json"));
+  try {
+    auto j = nlohmann::json::parse(read_file(path(kModelJson), "--run"));
+    k.labels = j.at("labels").get<std::vector<std::string>>();
+    const auto& config = j.at("config");
+    if (architecture == "TransformerClassifier") {
+      k.vocab = Vocab::load(path(kVocabFile));
+      k.text = std::make_shared<models::TransformerClassifier>(
+          config.get<models::TransformerClassifierConfig>());
+    } else if (architecture == "CnnClassifier") {
+      k.cnn = std::make_shared<models::CnnClassifier>(config.get<models::CnnClassifierConfig>());
+    } else if (architecture == "VisionTransformer") {
+      k.vit = std::make_shared<models::VisionTransformer>(
+          config.get<models::VisionTransformerConfig>());
+    } else {
+      throw Error(path(kModelJson) + ": '" + architecture + "' is not a classifier");
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path(kModelJson) + ": " + e.what());
+  }
+  k.module().load_state_dict(nn::load_safetensors(path(kModelFile)).tensors);
+  k.module().eval();
+  return k;
+}
+
+}  // namespace qkv::train
