@@ -12,7 +12,59 @@
 #include "train/bench/gemm_bench.h"
 #include "train/commands/commands.h"
 #include "train/config.h"
+#include "train/trainer/classification_trainer.h"
 #include "train/trainer/translation_trainer.h"
+
+namespace {
+
+// The flags of one `qkv train` subcommand: a string per Config field (parsed by set_config_value,
+// so the config's own checks and messages apply), --config and --resume.
+struct TrainFlags {
+  std::map<std::string, std::string> values;
+  std::vector<std::pair<std::string, CLI::Option*>> options;
+  std::string config_path, resume_dir;
+};
+
+CLI::App* add_train_command(CLI::App& train, const std::string& name,
+                            const std::string& description, TrainFlags& flags) {
+  auto* cmd = train.add_subcommand(name, description);
+  for (const auto& field : qkv::train::config_fields()) {
+    if (field.key == "threads") continue;  // the global --threads
+    std::string dashed = field.key;
+    std::replace(dashed.begin(), dashed.end(), '_', '-');
+    std::string names = "--" + dashed + (dashed != field.key ? ",--" + field.key : "");
+    std::string help = field.help;
+    if (!field.choices.empty()) {
+      help += " (";
+      for (size_t i = 0; i < field.choices.size(); ++i) help += (i ? ", " : "") + field.choices[i];
+      help += ")";
+    }
+    flags.options.emplace_back(field.key, cmd->add_option(names, flags.values[field.key], help));
+  }
+  cmd->add_option("--config", flags.config_path, "JSON file of options (flags override it)");
+  cmd->add_option("--resume", flags.resume_dir, "continue the run in this folder");
+  return cmd;
+}
+
+// The run's config: the resumed run's config.json, else --config, else the defaults (with the
+// subcommand's own default task); then the flags given on the command line over it.
+qkv::train::Config config_from_flags(TrainFlags& flags, int threads,
+                                     const std::string& default_task) {
+  qkv::train::Config config;
+  config.task = default_task;
+  if (!flags.resume_dir.empty())
+    config = qkv::train::load_config(flags.resume_dir + "/config.json");
+  if (!flags.config_path.empty()) config = qkv::train::load_config(flags.config_path);
+  for (const auto& [key, option] : flags.options)
+    if (option->count() > 0)
+      qkv::train::set_config_value(config, key, flags.values[key], "--" + key);
+  if (!flags.resume_dir.empty()) config.out = flags.resume_dir;
+  if (threads > 0) config.threads = threads;
+  qkv::train::install_interrupt_handler();
+  return config;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace qkv::cli;
@@ -42,30 +94,17 @@ int main(int argc, char** argv) {
   auto* bo = bench->add_subcommand("ops", "softmax, layer_norm, GELU, Adam in GB/s beside a copy");
   bo->add_flag("--json", ops.json, "one JSON object per kernel per line");
 
-  // qkv train translate: one flag per Config field (--batch-size or --batch_size), a --config
-  // file underneath them, and --resume to continue a run folder.
+  // qkv train translate / classify: one flag per Config field (--batch-size or --batch_size), a
+  // --config file underneath them, and --resume to continue a run folder.
   auto* train_cmd = app.add_subcommand("train", "train a model");
   train_cmd->require_subcommand(1);
-  auto* translate_train =
-      train_cmd->add_subcommand("translate", "train a Seq2SeqTransformer on a translation task");
-  std::map<std::string, std::string> flag_values;
-  std::vector<std::pair<std::string, CLI::Option*>> flags;
-  for (const auto& field : qkv::train::config_fields()) {
-    if (field.key == "threads") continue;  // the global --threads
-    std::string dashed = field.key;
-    std::replace(dashed.begin(), dashed.end(), '_', '-');
-    std::string names = "--" + dashed + (dashed != field.key ? ",--" + field.key : "");
-    std::string help = field.help;
-    if (!field.choices.empty()) {
-      help += " (";
-      for (size_t i = 0; i < field.choices.size(); ++i) help += (i ? ", " : "") + field.choices[i];
-      help += ")";
-    }
-    flags.emplace_back(field.key, translate_train->add_option(names, flag_values[field.key], help));
-  }
-  std::string config_path, resume_dir;
-  translate_train->add_option("--config", config_path, "JSON file of options (flags override it)");
-  translate_train->add_option("--resume", resume_dir, "continue the run in this folder");
+  TrainFlags translate_flags, classify_flags;
+  auto* translate_train = add_train_command(
+      *train_cmd, "translate", "train a Seq2SeqTransformer on a translation task", translate_flags);
+  auto* classify_train = add_train_command(
+      *train_cmd, "classify",
+      "train a classifier: order/classify (transformer), fashion-mnist (CNN or ViT)",
+      classify_flags);
 
   TranslateOptions translate;
   auto* tr = app.add_subcommand("translate", "translate text with a trained run");
@@ -111,16 +150,13 @@ int main(int argc, char** argv) {
     if (bo->parsed()) return bench_ops_command(ops);
     if (dm->parsed()) return demo_command(demo);
     if (translate_train->parsed()) {
-      qkv::train::Config config;
-      if (!resume_dir.empty()) config = qkv::train::load_config(resume_dir + "/config.json");
-      if (!config_path.empty()) config = qkv::train::load_config(config_path);
-      for (const auto& [key, option] : flags)
-        if (option->count() > 0)
-          qkv::train::set_config_value(config, key, flag_values[key], "--" + key);
-      if (!resume_dir.empty()) config.out = resume_dir;
-      if (threads > 0) config.threads = threads;
-      qkv::train::install_interrupt_handler();
-      auto result = qkv::train::train_translation(config, !resume_dir.empty());
+      qkv::train::Config config = config_from_flags(translate_flags, threads, "dates");
+      auto result = qkv::train::train_translation(config, !translate_flags.resume_dir.empty());
+      return result.interrupted ? 130 : 0;
+    }
+    if (classify_train->parsed()) {
+      qkv::train::Config config = config_from_flags(classify_flags, threads, "order");
+      auto result = qkv::train::train_classification(config, !classify_flags.resume_dir.empty());
       return result.interrupted ? 130 : 0;
     }
     if (tr->parsed()) return translate_command(translate);

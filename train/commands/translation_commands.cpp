@@ -1,10 +1,11 @@
 // `qkv eval`, `qkv translate`, `qkv attention`: what a finished (or checkpointed) translation run
-// folder can do.
+// folder can do. `qkv eval` also scores classification runs (model.json says which kind a run is).
 #include <cstdio>
 
 #include "train/commands/commands.h"
 #include "train/dataset.h"
 #include "train/trainer/attention_pictures.h"
+#include "train/trainer/classifier.h"
 #include "train/trainer/translator.h"
 
 namespace qkv::cli {
@@ -18,7 +19,22 @@ int translate_command(const TranslateOptions& options) {
   return 0;
 }
 
+namespace {
+
+int eval_classifier(const EvalOptions& options) {
+  train::Classifier k = train::load_classifier(options.run);
+  // the test split is regenerated (or re-read) from the run's config
+  train::ClassificationSet data = train::prepare_classification_set(k.config);
+  double accuracy = k.accuracy(data, data.test);
+  std::printf("test accuracy %.4f (%zu examples), %s\n", accuracy, data.test.size(),
+              k.architecture().c_str());
+  return 0;
+}
+
+}  // namespace
+
 int eval_command(const EvalOptions& options) {
+  if (train::run_architecture(options.run) != "Seq2SeqTransformer") return eval_classifier(options);
   train::Translator t = train::load_translator(options.run);
   // the splits are regenerated from the run's config (same seed, same data)
   train::TranslationData data = train::prepare_translation_data(t.config);
