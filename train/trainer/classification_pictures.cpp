@@ -98,7 +98,9 @@ std::vector<std::string> write_classifier_pictures(const Classifier& k,
     k.forward(b);
     std::vector<std::string> tokens{"CLS"};
     const int64_t patches = k.vit->pos_embed.size(1) - 1;
-    for (int64_t p = 0; p < patches; ++p) tokens.push_back("p" + std::to_string(p));
+    // append, not "p" + std::string: GCC 12 -O3 gives a false -Wrestrict warning for that
+    for (int64_t p = 0; p < patches; ++p)
+      tokens.push_back(std::string("p").append(std::to_string(p)));
     written = attention_grids(k.vit->attention_maps(), tokens,
                               "test image 0 (" + set.labels[size_t(set.test[0].label)] + ")",
                               attention_dir);
