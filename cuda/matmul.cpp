@@ -56,10 +56,10 @@ int as_int(int64_t v, const char* what) {
 
 }  // namespace
 
-void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
+void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
   const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   if (batch == 0 || m == 0 || n == 0) return;
-  if (k == 0) return fill(out, 0.0);
+  if (k == 0) return accumulate ? void() : fill(out, 0.0);
   QKV_CHECK(out.strides()[2] == 1 && (m == 1 || out.strides()[1] >= n), "matmul",
             "the output must have unit column stride, got strides ", shape_str(out.strides()));
   const GemmOperand A = gemm_operand(a, *this), B = gemm_operand(b, *this);
@@ -67,8 +67,8 @@ void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
 
   cudaDataType_t type;
   cublasComputeType_t compute;
-  const float alpha32 = 1, beta32 = 0;
-  const double alpha64 = 1, beta64 = 0;
+  const float alpha32 = 1, beta32 = accumulate ? 1 : 0;
+  const double alpha64 = 1, beta64 = accumulate ? 1 : 0;
   const void *alpha = &alpha32, *beta = &beta32;
   switch (out.dtype()) {
     case DType::f32:

@@ -119,9 +119,11 @@ class Backend {
   virtual void reduce(ReduceOp op, const Tensor& x, const Tensor& out) = 0;
 
   // ---- matmul ---------------------------------------------------------------------------------
-  // out[b] = a[b] @ b[b]. a is [B, M, K], b is [B, K, N], each with unit stride in one of its two
-  // last dims (so a transposed operand is read in place); a batch stride of 0 broadcasts.
-  virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out) = 0;
+  // out[b] = a[b] @ b[b], or out[b] += a[b] @ b[b] when `accumulate` (how linear() adds its bias
+  // without a second pass). a is [B, M, K], b is [B, K, N], each with unit stride in one of its
+  // two last dims (so a transposed operand is read in place); a batch stride of 0 broadcasts.
+  virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out,
+                      bool accumulate = false) = 0;
 
   // ---- convolution ----------------------------------------------------------------------------
   // im2col: x [N, C, H, W] (contiguous) -> cols [N, C * kh * kw, Ho * Wo], where

@@ -123,6 +123,9 @@ ValuesIndices min(const Tensor& x, int dim, bool keepdim = false);
 // --------------------------------------------------------- torch.matmul: 1-D operands are
 // promoted, batch dimensions broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// torch.nn.functional.linear: x [..., in] @ weight [out, in]^T + bias [out] (bias may be
+// undefined). One GEMM that starts from the broadcast bias, so the bias costs no extra pass.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 // ---- neural-network primitives (engine/ops/nn_ops.cpp)
 // -----------------------------------------------

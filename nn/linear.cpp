@@ -23,8 +23,7 @@ Tensor Linear::forward(const Tensor& x) {
   QKV_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "Linear", "expected last dim ", in_features,
             ", got input ", shape_str(x.shape()));
   if (quantized && !grad_enabled()) return quantized->forward(x);
-  Tensor y = matmul(x, weight.transpose(0, 1));
-  return bias.defined() ? add(y, bias) : y;
+  return linear(x, weight, bias);
 }
 
 std::string Linear::describe() const {

@@ -38,7 +38,7 @@ CpuBackend& cpu_backend() {
   return *backend;
 }
 
-void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
+void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
   const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   // An operand with unit stride along its last dim is read as stored (N, leading dimension =
   // row stride); otherwise the caller made its second-to-last dim unit-stride and it is read
@@ -50,7 +50,7 @@ void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out) {
   const int64_t ldb = tb ? b.strides()[2] : b.strides()[1];
   QKV_DISPATCH_FLOAT(out.dtype(), "matmul", [&] {
     gemm_batched<T>(batch, ta, tb, m, n, k, T(1), a.data<T>(), lda, a.strides()[0], b.data<T>(),
-                    ldb, b.strides()[0], T(0), out.data<T>(), n, m * n);
+                    ldb, b.strides()[0], T(accumulate ? 1 : 0), out.data<T>(), n, m * n);
   });
 }
 

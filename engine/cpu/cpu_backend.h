@@ -24,7 +24,8 @@ class CpuBackend final : public Backend {
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override;
   void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override;
   void reduce(ReduceOp op, const Tensor& x, const Tensor& out) override;
-  void matmul(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void matmul(const Tensor& a, const Tensor& b, const Tensor& out,
+              bool accumulate = false) override;
   void im2col(const Tensor& x, const Window2d& window, const Tensor& cols,
               double pad_value) override;
   void col2im(const Tensor& cols, const Window2d& window, const Tensor& x) override;

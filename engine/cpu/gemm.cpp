@@ -6,6 +6,7 @@
 
 #include "engine/cpu/gemm_kernel.h"
 #include "engine/cpu/gemm_packed.h"
+#include "engine/cpu/gemm_small_m.h"
 #include "engine/parallel.h"
 
 namespace qkv::cpu {
@@ -30,8 +31,18 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
           int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0 || alpha == T(0)) return scale_c(m, n, beta, c, ldc);
-  const GemmMicrokernel<T>& kernel = *gemm_kernels<T>().front();
   const int threads = in_parallel_region() ? 1 : num_threads();
+  if (m <= kSmallM) {
+    // A few rows: read B once in place instead of packing it (gemm_small_m.h). Threads split the
+    // columns in blocks of 64, the width of one register block of the kernel.
+    if (threads == 1 || m * n * k < kMinParallelMacs)
+      return gemm_small_m(trans_a, trans_b, m, 0, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return parallel_for(0, (n + 63) / 64, 1, [&](int64_t t0, int64_t t1) {
+      gemm_small_m(trans_a, trans_b, m, t0 * 64, std::min(n, t1 * 64), k, alpha, a, lda, b, ldb,
+                   beta, c, ldc);
+    });
+  }
+  const GemmMicrokernel<T>& kernel = *gemm_kernels<T>().front();
   if (threads == 1 || m * n * k < kMinParallelMacs)
     return gemm_packed(kernel, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 

@@ -118,4 +118,59 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   });
 }
 
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  const char* op = "linear";
+  detail::check_defined(x_in, op);
+  detail::check_defined(weight_in, op);
+  detail::check_same_device(x_in, weight_in, op);
+  detail::check_same_dtype(x_in, weight_in, op);
+  detail::check_floating(x_in, op);
+  QKV_CHECK(weight_in.dim() == 2, op, "weight must be [out, in], got ",
+            shape_str(weight_in.shape()));
+  QKV_CHECK(x_in.dim() >= 1 && x_in.shape().back() == weight_in.size(1), op, "input ",
+            shape_str(x_in.shape()), " does not end in the weight's in_features (weight ",
+            shape_str(weight_in.shape()), ")");
+  const int64_t in = weight_in.size(1), out_features = weight_in.size(0);
+  if (bias_in.defined()) {
+    detail::check_same_device(x_in, bias_in, op);
+    detail::check_same_dtype(x_in, bias_in, op);
+    QKV_CHECK(bias_in.dim() == 1 && bias_in.size(0) == out_features, op, "bias must be [",
+              out_features, "], got ", shape_str(bias_in.shape()));
+  }
+  // Every leading dim of x folds into the rows of one [rows, in] @ [in, out] product.
+  const Tensor x = detail::contiguous_data(x_in.detach());
+  Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+  const int64_t rows = numel(out_shape);
+  out_shape.push_back(out_features);
+  Tensor y = Tensor::empty(out_shape, x.dtype(), x.device());
+  if (y.numel() > 0) {
+    Tensor y3 = make_view(y, {1, rows, out_features}, {0, out_features, 1}, 0);
+    if (bias_in.defined())  // y starts as the bias, repeated on every row; the GEMM adds to it
+      y.backend().copy(
+          make_view(bias_in.detach(), {1, rows, out_features}, {0, 0, 1}, bias_in.offset()), y3);
+    else
+      y.backend().fill(y, 0.0);
+    if (in > 0) {
+      const Tensor w = weight_in.detach();
+      // weight^T read in place: [in, out] with unit stride down its rows.
+      Tensor w_t =
+          make_view(w, {1, in, out_features}, {0, w.strides()[1], w.strides()[0]}, w.offset());
+      if (w.strides()[1] != 1 && w.strides()[0] != 1)
+        w_t = make_view(detail::contiguous_data(w), {1, in, out_features}, {0, 1, in}, 0);
+      y.backend().matmul(make_view(x, {1, rows, in}, {0, in, 1}, x.offset()), w_t, y3,
+                         /*accumulate=*/true);
+    }
+  }
+  return record(op, {x_in, weight_in, bias_in}, y,
+                [x = x_in, w = weight_in, b = bias_in, in, out_features](const Tensor& gy) {
+                  // With g = dL/dy as [rows, out]: dx = g @ W, dW = g^T @ x, db = column sums of g.
+                  Tensor g2 = reshape(gy, {-1, out_features});
+                  Tensor gx, gw, gb;
+                  if (x.requires_grad()) gx = reshape(matmul(g2, w), x.shape());
+                  if (w.requires_grad()) gw = matmul(transpose(g2, 0, 1), reshape(x, {-1, in}));
+                  if (b.defined() && b.requires_grad()) gb = sum(g2, {0});
+                  return grads{gx, gw, gb};
+                });
+}
+
 }  // namespace qkv

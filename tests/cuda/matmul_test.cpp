@@ -81,6 +81,16 @@ BOOST_AUTO_TEST_CASE(the_matmul_op_folds_and_broadcasts, *utf::precondition(gpu_
   check_close(qkv::matmul(on_gpu(x), on_gpu(y)), qkv::matmul(x, y), 1e-4, "batch broadcast");
 }
 
+BOOST_AUTO_TEST_CASE(linear_accumulates_onto_its_bias, *utf::precondition(gpu_present)) {
+  // linear() starts the output as the broadcast bias and asks the backend to accumulate the GEMM
+  Tensor x = random_tensor({2, 7, 16}, DType::f32, -1, 1, 80);
+  Tensor w = random_tensor({12, 16}, DType::f32, -1, 1, 81);
+  Tensor b = random_tensor({12}, DType::f32, -1, 1, 82);
+  check_close(qkv::linear(on_gpu(x), on_gpu(w), on_gpu(b)), qkv::linear(x, w, b), 1e-4,
+              "linear with bias");
+  check_close(qkv::linear(on_gpu(x), on_gpu(w)), qkv::linear(x, w), 1e-4, "linear without bias");
+}
+
 #ifdef QKV_WITH_CUDA
 BOOST_AUTO_TEST_CASE(tf32_is_an_option_with_looser_accuracy, *utf::precondition(gpu_present)) {
   cuda::set_allow_tf32(true);

@@ -161,6 +161,30 @@ BOOST_AUTO_TEST_CASE(gemm_matches_reference_on_random_shapes) {
   check_gemm<double>(cases);
 }
 
+// m <= 4 takes the unpacked matrix-vector path (gemm_small_m.h): every row count it has, column
+// counts around its 4-column and 64-column blocks, k around the vector width, padded leading
+// dimensions, beta, and products large enough to be split between threads.
+BOOST_AUTO_TEST_CASE(few_rows_take_the_direct_path_correctly) {
+  std::vector<Case> cases;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (int64_t m : {1, 2, 3, 4, 5})
+        for (int64_t n : {1, 3, 63, 64, 65, 130})
+          for (int64_t k : {1, 15, 16, 17, 70}) cases.push_back({ta, tb, m, n, k});
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      cases.push_back({ta, tb, 2, 37, 33, 0.5, -2, 3, 5, 7});
+      cases.push_back({ta, tb, 1, 2048, 512});  // over the threading threshold
+      cases.push_back({ta, tb, 3, 700, 1000, 1.5, 1});
+    }
+  ThreadCount restore;
+  for (int threads : {1, 2}) {
+    qkv::set_num_threads(threads);
+    check_gemm<float>(cases);
+    check_gemm<double>(cases);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(alpha_beta_and_padded_leading_dimensions) {
   std::vector<Case> cases;
   const double coefficients[][2] = {{2.5, 0}, {-1, 1}, {0.5, -2}, {0, 3}, {0, 0}};

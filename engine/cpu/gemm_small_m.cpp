@@ -1,0 +1,135 @@
+// Matrix-vector style GEMM for m <= kSmallM rows; see gemm_small_m.h for why it exists.
+//
+// Both loops keep their partial sums in fixed-size local arrays whose sizes are compile-time
+// constants (M rows x one 64-byte vector per lane group), so the compiler holds them in registers
+// and vectorizes the inner `omp simd` loops; B is streamed once, in the order it lies in memory.
+#include "engine/cpu/gemm_small_m.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "engine/error.h"
+
+namespace qkv::cpu {
+namespace {
+
+// Elements of T in one 512-bit vector: the lane width the inner loops are written for.
+template <typename T>
+constexpr int kLanes = int(64 / sizeof(T));
+
+// Stores alpha * sum + beta * c, reading c only when beta is non-zero (c may be uninitialized).
+template <typename T>
+inline void store(T* c, T sum, T alpha, T beta) {
+  *c = beta == T(0) ? alpha * sum : alpha * sum + beta * *c;
+}
+
+// op(B) = B^T with B stored [n, k]: every C[i][j] is a dot product of two contiguous rows. Four
+// columns at a time give four independent accumulator chains per row, which hides FMA latency,
+// and each row of B is loaded once for all M rows of A.
+template <typename T, int M>
+void dot_rows(int64_t j0, int64_t j1, int64_t k, T alpha, const T* a_rows, const T* b, int64_t ldb,
+              T beta, T* c, int64_t ldc) {
+  constexpr int W = kLanes<T>, J = 4;
+  for (int64_t j = j0; j < j1; j += J) {
+    const T* brow[J];
+    // Past the last column, repeat it: the extra sums are computed and thrown away, which keeps
+    // the inner loop free of branches.
+    for (int jj = 0; jj < J; ++jj) brow[jj] = b + std::min(j + jj, j1 - 1) * ldb;
+    T acc[M][J][W] = {};
+    int64_t kk = 0;
+    for (; kk + W <= k; kk += W)
+      for (int i = 0; i < M; ++i)
+        for (int jj = 0; jj < J; ++jj) {
+          const T* ai = a_rows + i * k + kk;
+          const T* bj = brow[jj] + kk;
+          _Pragma("omp simd") for (int w = 0; w < W; ++w) acc[i][jj][w] += ai[w] * bj[w];
+        }
+    for (int i = 0; i < M; ++i)
+      for (int jj = 0; jj < J && j + jj < j1; ++jj) {
+        // A reduction the compiler vectorizes (a tree of shuffles and adds), not a W-long chain.
+        T sum = 0;
+        _Pragma("omp simd reduction(+ : sum)") for (int w = 0; w < W; ++w) sum += acc[i][jj][w];
+        for (int64_t t = kk; t < k; ++t) sum += a_rows[i * k + t] * brow[jj][t];
+        store(c + i * ldc + j + jj, sum, alpha, beta);
+      }
+  }
+}
+
+// op(B) = B with B stored [k, n]: C's row i is a sum over k of A[i][k] times B's row k. A block
+// of kBlock columns of C stays in registers while the k rows of B stream past.
+template <typename T, int M>
+void axpy_rows(int64_t j0, int64_t j1, int64_t k, T alpha, const T* a_rows, const T* b, int64_t ldb,
+               T beta, T* c, int64_t ldc) {
+  constexpr int kBlock = 4 * kLanes<T>;
+  int64_t j = j0;
+  for (; j + kBlock <= j1; j += kBlock) {
+    T acc[M][kBlock] = {};
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const T* bk = b + kk * ldb + j;
+      for (int i = 0; i < M; ++i) {
+        const T aik = a_rows[i * k + kk];
+        _Pragma("omp simd") for (int w = 0; w < kBlock; ++w) acc[i][w] += aik * bk[w];
+      }
+    }
+    for (int i = 0; i < M; ++i)
+      for (int w = 0; w < kBlock; ++w) store(c + i * ldc + j + w, acc[i][w], alpha, beta);
+  }
+  if (j == j1) return;
+  // The last, narrower block: the same loop with a run-time width.
+  const int64_t width = j1 - j;
+  T acc[M][kBlock] = {};
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const T* bk = b + kk * ldb + j;
+    for (int i = 0; i < M; ++i) {
+      const T aik = a_rows[i * k + kk];
+      _Pragma("omp simd") for (int64_t w = 0; w < width; ++w) acc[i][w] += aik * bk[w];
+    }
+  }
+  for (int i = 0; i < M; ++i)
+    for (int64_t w = 0; w < width; ++w) store(c + i * ldc + j + w, acc[i][w], alpha, beta);
+}
+
+template <typename T, int M>
+void small_m(bool trans_b, int64_t j0, int64_t j1, int64_t k, T alpha, const T* a_rows, const T* b,
+             int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (trans_b)
+    dot_rows<T, M>(j0, j1, k, alpha, a_rows, b, ldb, beta, c, ldc);
+  else
+    axpy_rows<T, M>(j0, j1, k, alpha, a_rows, b, ldb, beta, c, ldc);
+}
+
+}  // namespace
+
+template <typename T>
+void gemm_small_m(bool trans_a, bool trans_b, int64_t m, int64_t j0, int64_t j1, int64_t k, T alpha,
+                  const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  QKV_CHECK(m >= 1 && m <= kSmallM && k > 0, "gemm_small_m", "needs 1 <= m <= ", kSmallM,
+            " and k > 0, got m = ", m, ", k = ", k);
+  // op(A)'s few rows, made contiguous: a transposed A would otherwise be read with stride lda in
+  // the innermost loop. m * k elements, small by construction.
+  thread_local std::vector<T> rows;
+  rows.resize(size_t(m * k));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t t = 0; t < k; ++t)
+      rows[size_t(i * k + t)] = trans_a ? a[t * lda + i] : a[i * lda + t];
+  static_assert(kSmallM == 4, "one case below per row count");
+  switch (m) {
+    case 1:
+      return small_m<T, 1>(trans_b, j0, j1, k, alpha, rows.data(), b, ldb, beta, c, ldc);
+    case 2:
+      return small_m<T, 2>(trans_b, j0, j1, k, alpha, rows.data(), b, ldb, beta, c, ldc);
+    case 3:
+      return small_m<T, 3>(trans_b, j0, j1, k, alpha, rows.data(), b, ldb, beta, c, ldc);
+    default:
+      return small_m<T, 4>(trans_b, j0, j1, k, alpha, rows.data(), b, ldb, beta, c, ldc);
+  }
+}
+
+template void gemm_small_m<float>(bool, bool, int64_t, int64_t, int64_t, int64_t, float,
+                                  const float*, int64_t, const float*, int64_t, float, float*,
+                                  int64_t);
+template void gemm_small_m<double>(bool, bool, int64_t, int64_t, int64_t, int64_t, double,
+                                   const double*, int64_t, const double*, int64_t, double, double*,
+                                   int64_t);
+
+}  // namespace qkv::cpu
