@@ -249,6 +249,8 @@ void dispatch_with_bf16(DType t, F&& f) {
       return f(uint8_t{});
     case DType::bf16:
       return f(bf16_t{});
+    case DType::i8:
+      return f(int8_t{});
   }
   throw Error("cuda: unknown dtype");
 }

@@ -57,6 +57,8 @@ __device__ inline To convert(From v) {
     return float_to_bf16_device(float(v));
   } else if constexpr (std::is_same_v<To, uint8_t>) {
     return v != From(0) ? 1 : 0;
+  } else if constexpr (std::is_same_v<To, int8_t> && std::is_floating_point_v<From>) {
+    return v != v ? 0 : v >= 127 ? 127 : v <= -128 ? -128 : int8_t(v);  // as on the CPU
   } else {
     return To(v);
   }

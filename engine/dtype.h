@@ -13,6 +13,7 @@ enum class DType : uint8_t {
   i64,   // token ids, labels, indices
   b8,    // boolean masks (one byte per element; true = 1)
   bf16,  // 16-bit brain float, for mixed precision on CUDA (storage and casts on the CPU)
+  i8,    // signed bytes: INT8-quantized weights (storage and casts only; nn/quantized.h)
 };
 
 inline size_t dtype_size(DType t) {
@@ -27,6 +28,8 @@ inline size_t dtype_size(DType t) {
       return 1;
     case DType::bf16:
       return 2;
+    case DType::i8:
+      return 1;
   }
   return 0;
 }
@@ -43,6 +46,8 @@ inline const char* dtype_name(DType t) {
       return "bool";
     case DType::bf16:
       return "bfloat16";
+    case DType::i8:
+      return "int8";
   }
   return "?";
 }

@@ -64,6 +64,7 @@ constexpr DType dtype_of() {
   if constexpr (std::is_same_v<T, int64_t>) return DType::i64;
   if constexpr (std::is_same_v<T, uint8_t> || std::is_same_v<T, bool>) return DType::b8;
   if constexpr (std::is_same_v<T, bf16_t>) return DType::bf16;
+  if constexpr (std::is_same_v<T, int8_t>) return DType::i8;
 }
 }  // namespace
 
@@ -78,6 +79,7 @@ template double* Tensor::data<double>() const;
 template int64_t* Tensor::data<int64_t>() const;
 template uint8_t* Tensor::data<uint8_t>() const;
 template bf16_t* Tensor::data<bf16_t>() const;
+template int8_t* Tensor::data<int8_t>() const;
 
 Tensor& Tensor::requires_grad_(bool on) {
   QKV_CHECK(!on || is_floating(dtype()), "requires_grad", "only floating tensors can require ",
@@ -102,7 +104,8 @@ template <typename T>
 std::vector<T> Tensor::to_vector() const {
   // Gather to a contiguous float64/int64 host copy, then convert.
   Tensor host = detach();
-  DType wide = dtype() == DType::i64 || dtype() == DType::b8 ? DType::i64 : DType::f64;
+  DType wide = dtype() == DType::i64 || dtype() == DType::b8 || dtype() == DType::i8 ? DType::i64
+                                                                                     : DType::f64;
   Tensor c = Tensor::empty(shape(), wide, device());
   backend().copy(host, c);
   std::vector<T> out(numel());

@@ -29,12 +29,14 @@ const char* dtype_tag(DType t) {
       return "BF16";
     case DType::b8:
       return "BOOL";
+    case DType::i8:
+      return "I8";
   }
   return "?";
 }
 
 bool parse_dtype_tag(const std::string& tag, DType& out) {
-  for (DType t : {DType::f32, DType::f64, DType::i64, DType::bf16, DType::b8})
+  for (DType t : {DType::f32, DType::f64, DType::i64, DType::bf16, DType::b8, DType::i8})
     if (tag == dtype_tag(t)) return out = t, true;
   return false;
 }

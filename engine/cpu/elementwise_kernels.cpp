@@ -20,6 +20,9 @@ inline To convert(From v) {
     return float_to_bf16(float(v));
   } else if constexpr (std::is_same_v<To, uint8_t>) {
     return v != From(0) ? 1 : 0;
+  } else if constexpr (std::is_same_v<To, int8_t> && std::is_floating_point_v<From>) {
+    // truncate like any float -> int cast, but saturate: out-of-range float -> int8 is UB in C++
+    return v != v ? 0 : v >= 127 ? 127 : v <= -128 ? -128 : int8_t(v);
   } else {
     return To(v);
   }
@@ -38,6 +41,8 @@ decltype(auto) dispatch_with_bf16(DType t, F&& f) {
       return f(uint8_t{});
     case DType::bf16:
       return f(bf16_t{});
+    case DType::i8:
+      return f(int8_t{});
   }
   throw Error("copy: unknown dtype");
 }

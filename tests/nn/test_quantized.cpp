@@ -2,9 +2,12 @@
 // quantize_linear_layers switching a whole model's inference to int8.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <cstdio>
 
+#include "engine/error.h"
 #include "nn/int8_gemm.h"
 #include "nn/quantized.h"
+#include "nn/safetensors.h"
 #include "nn/transformer.h"
 
 using namespace qkv;
@@ -73,6 +76,51 @@ BOOST_AUTO_TEST_CASE(quantizing_a_transformer_changes_inference_only) {
   double same = 0;
   for (size_t i = 0; i < a.size(); ++i) same = std::max(same, std::abs(a[i] - c[i]));
   BOOST_CHECK_LT(same, 1e-5);
+}
+
+// The int8 checkpoint: int8 weights and scales instead of float32 Linear weights; a fresh model
+// loaded from it computes exactly what the quantized original computed, and a checkpoint of a
+// different shape or a plain float32 one is refused with the key named.
+BOOST_AUTO_TEST_CASE(quantized_checkpoints_round_trip_exactly) {
+  manual_seed(5);
+  TransformerLayerOptions o;
+  o.d_model = 32, o.num_heads = 4, o.dim_feedforward = 96, o.dropout = 0;
+  TransformerEncoder enc(o, 2);
+  enc.eval();
+  Tensor x = randn({2, 7, 32});
+  NoGrad no_grad;
+  quantize_linear_layers(enc);
+  Tensor want = enc.forward(x);
+  StateDict state = quantized_state_dict(enc);
+  BOOST_CHECK(state.count("layers.0.self_attn.q_proj.weight_int8"));
+  BOOST_CHECK(!state.count("layers.0.self_attn.q_proj.weight"));
+  BOOST_CHECK(state.at("layers.1.feed_forward.linear1.weight_int8").dtype() == DType::i8);
+
+  const std::string path = "quantized_round_trip.safetensors";
+  save_safetensors(path, state);
+  manual_seed(6);  // different initial weights: everything must come from the file
+  TransformerEncoder fresh(o, 2);
+  fresh.eval();
+  load_quantized_state_dict(fresh, load_safetensors(path).tensors);
+  std::remove(path.c_str());
+  BOOST_CHECK(fresh.forward(x).to_vector<float>() == want.to_vector<float>());
+
+  // The float32 weights were set to the dequantized values: float32 inference stays close.
+  dequantize_linear_layers(fresh);
+  std::vector<double> a = fresh.forward(x).to_vector<double>(), b = want.to_vector<double>();
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  BOOST_CHECK_LT(worst, 0.1);
+
+  TransformerEncoder plain(o, 2);
+  BOOST_CHECK_EXCEPTION(load_quantized_state_dict(plain, plain.state_dict()), Error,
+                        [](const Error& e) {
+                          return std::string(e.what()).find("weight_int8") != std::string::npos;
+                        });
+  TransformerLayerOptions wider = o;
+  wider.dim_feedforward = 64;
+  TransformerEncoder other(wider, 2);
+  BOOST_CHECK_THROW(load_quantized_state_dict(other, state), Error);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
