@@ -9,23 +9,12 @@
 #include "engine/error.h"
 #include "engine/op_registry.h"
 #include "engine/ops.h"
+#include "tests/engine/helpers.h"
 
 using namespace qkv;
+using qkv::testing::message_has;
 
 namespace {
-
-// A predicate for BOOST_CHECK_EXCEPTION: the message contains every fragment.
-auto message_has(std::vector<std::string> fragments) {
-  return [fragments](const Error& e) {
-    std::string m = e.what();
-    for (const auto& f : fragments)
-      if (m.find(f) == std::string::npos) {
-        BOOST_TEST_MESSAGE("message '" << m << "' lacks '" << f << "'");
-        return false;
-      }
-    return true;
-  };
-}
 
 Tensor leaf(const Shape& shape, double low, double high) {
   Tensor x = uniform(shape, low, high);
