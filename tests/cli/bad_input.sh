@@ -30,7 +30,8 @@ tiny="--task copy --train-size 100 --valid-size 8 --test-size 8 --min-length 3 -
       --d-model 16 --heads 2 --layers 1 --ff-dim 32 --batch-size 16 --max-len 16 --pictures false"
 
 # ---- options and configs
-check "unknown flag exits 2" 2 "no-such-option" "$qkv" eval --no-such-option
+check "unknown flag exits 2" 2 "no-such-option" "$qkv" eval --run "$scratch" --no-such-option
+check "missing required option exits 2" 2 "--run is required" "$qkv" eval
 printf '{"d_model": 16, "stepz": 4}' >"$scratch/unknown.json"
 check "config: unknown key" 1 "unknown key 'stepz' \(did you mean 'steps'\?\)" \
   "$qkv" train translate --config "$scratch/unknown.json" --out "$scratch/x"
@@ -89,6 +90,8 @@ printf '{"tokenizer": "char", "tokens": ["<pad>", "<s>", "</s>", "<unk>", "x"]}'
   >"$scratch/vocab/source_vocab.json"
 check "eval: vocabulary does not match the checkpoint" 1 "vocabularies .* do not match the model" \
   "$qkv" eval --run "$scratch/vocab"
+check "resume: not a run folder" 1 "--resume: .*nowhere is not a run folder" \
+  "$qkv" train translate --resume "$scratch/nowhere"
 check "resume on other data" 1 "--resume: the data's vocabulary" \
   "$qkv" train translate --resume "$run" --task dates --steps 4
 
