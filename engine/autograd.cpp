@@ -1,5 +1,6 @@
 #include "engine/autograd.h"
 
+#include <cmath>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -13,9 +14,74 @@ namespace qkv {
 
 namespace {
 thread_local bool t_grad_enabled = true;
+thread_local bool t_anomaly = false;
+// Inside a backward closure the ops that compute a gradient are not checked one by one: the node
+// whose rule they implement is checked as a whole, so the error names 'sqrt', not its 'div'.
+thread_local int t_anomaly_paused = 0;
 std::mutex g_trace_mutex;
 std::set<std::string>* g_trace = nullptr;
+
+struct PauseAnomaly {
+  PauseAnomaly() { ++t_anomaly_paused; }
+  ~PauseAnomaly() { --t_anomaly_paused; }
+};
+
+enum class NonFinite { none, inf, nan };  // nan outranks inf
+
+const char* name_of(NonFinite k) { return k == NonFinite::nan ? "NaN" : "Inf"; }
+
+NonFinite scan(const Tensor& t) {
+  if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) return NonFinite::none;
+  NonFinite found = NonFinite::none;
+  for (double v : t.to_vector<double>()) {
+    if (std::isnan(v)) return NonFinite::nan;
+    if (std::isinf(v)) found = NonFinite::inf;
+  }
+  return found;
+}
+
+// Throws when `output` (produced by `op` from `inputs`) holds a NaN, or an Inf that none of the
+// inputs held: see AnomalyMode in autograd.h.
+void check_forward(const char* op, const std::vector<Tensor>& inputs, const Tensor& output) {
+  PauseAnomaly pause;
+  NonFinite out = scan(output);
+  if (out == NonFinite::none) return;
+  std::string culprit;  // the first input that already held a NaN or Inf, if any
+  NonFinite worst_input = NonFinite::none;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    NonFinite in = scan(inputs[i]);
+    if (in > worst_input) worst_input = in;
+    if (in != NonFinite::none && culprit.empty())
+      culprit = detail::concat("input ", i, " (shape ", shape_str(inputs[i].shape()),
+                               ") already held ", name_of(in));
+  }
+  if (out == NonFinite::inf && worst_input != NonFinite::none) return;  // passed along
+  throw Error(detail::concat("anomaly: op '", op, "' produced ", name_of(out),
+                             " in its forward output (shape ", shape_str(output.shape()), ") ",
+                             culprit.empty() ? "from finite inputs" : "because its " + culprit));
+}
+
+void check_backward(const Node& node, const Tensor& grad_output, const grads& input_grads) {
+  PauseAnomaly pause;
+  for (size_t i = 0; i < input_grads.size(); ++i) {
+    // A rule may compute a gradient for an input that wants none; it is dropped, so ignore it.
+    if (i >= node.inputs.size() || !node.inputs[i]) continue;
+    NonFinite g = scan(input_grads[i]);
+    if (g == NonFinite::none) continue;
+    NonFinite in = scan(grad_output);
+    throw Error(detail::concat("anomaly: op '", node.op, "' produced ", name_of(g),
+                               " in its backward gradient for input ", i, " (shape ",
+                               shape_str(input_grads[i].shape()), ") from ",
+                               in == NonFinite::none ? "a finite" : std::string("a ") + name_of(in),
+                               " output gradient (shape ", shape_str(grad_output.shape()), ")"));
+  }
+}
+
 }  // namespace
+
+bool anomaly_enabled() { return t_anomaly; }
+AnomalyMode::AnomalyMode() : previous_(t_anomaly) { t_anomaly = true; }
+AnomalyMode::~AnomalyMode() { t_anomaly = previous_; }
 
 RecordedOps::RecordedOps() {
   std::lock_guard lock(g_trace_mutex);
@@ -38,6 +104,8 @@ EnableGrad::EnableGrad() : previous_(t_grad_enabled) { t_grad_enabled = true; }
 EnableGrad::~EnableGrad() { t_grad_enabled = previous_; }
 
 Tensor record(const char* op, const std::vector<Tensor>& inputs, Tensor output, BackwardFn fn) {
+  // Every op passes here, recorded or not, so this is the one place anomaly mode needs.
+  if (t_anomaly && t_anomaly_paused == 0) check_forward(op, inputs, output);
   if (!t_grad_enabled) return output;
   bool any = false;
   for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
@@ -126,7 +194,16 @@ void sweep(const Tensor& root, const Tensor& gradient, bool retain_graph, bool c
     QKV_CHECK(!node->released, "backward",
               "trying to backward through the graph a second time (through op '", node->op,
               "'); its saved tensors were freed - pass retain_graph=true the first time");
-    grads input_grads = node->backward(g);
+    grads input_grads;
+    if (t_anomaly) {
+      {
+        PauseAnomaly pause;
+        input_grads = node->backward(g);
+      }
+      check_backward(*node, g, input_grads);
+    } else {
+      input_grads = node->backward(g);
+    }
     QKV_CHECK(input_grads.size() == node->inputs.size(), "backward", "op '", node->op,
               "' returned ", input_grads.size(), " gradients for ", node->inputs.size(), " inputs");
     if (!retain_graph) {

@@ -57,6 +57,26 @@ class RecordedOps {
   std::vector<std::string> names() const;
 };
 
+// Anomaly mode (PyTorch's detect_anomaly): while an AnomalyMode guard lives on this thread, every
+// op that passes record() has its floating output scanned, and in backward every node's input
+// gradients are scanned, and the first NaN/Inf throws qkv::Error naming the op:
+//   "anomaly: op 'log' produced NaN in its forward output (shape [4,8]) from finite inputs"
+// A forward output is flagged when it holds NaN, or holds +-Inf while none of its inputs did
+// (attention masks place -inf on purpose; an op that only passes one along is not the culprit).
+// Off (the default) it costs one thread-local load per op: scanning copies tensors to the host.
+bool anomaly_enabled();
+
+class AnomalyMode {
+ public:
+  AnomalyMode();
+  ~AnomalyMode();
+  AnomalyMode(const AnomalyMode&) = delete;
+  AnomalyMode& operator=(const AnomalyMode&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // Whether ops record a graph on this thread.
 bool grad_enabled();
 

@@ -82,12 +82,14 @@ struct Window2d {
   int64_t stride_h = 1, stride_w = 1;
   int64_t pad_h = 0, pad_w = 0;
   int64_t dilation_h = 1, dilation_w = 1;
-  // Output rows and columns for an input of height h / width w (at least 1 for a valid window).
-  int64_t out_h(int64_t h) const {
-    return (h + 2 * pad_h - dilation_h * (kernel_h - 1) - 1) / stride_h + 1;
-  }
-  int64_t out_w(int64_t w) const {
-    return (w + 2 * pad_w - dilation_w * (kernel_w - 1) - 1) / stride_w + 1;
+  // Output rows and columns for an input of height h / width w: 0 when the window is larger than
+  // the padded input (C++ division truncates toward zero, so -1 / 2 + 1 would say 1).
+  int64_t out_h(int64_t h) const { return out_size(h, pad_h, kernel_h, dilation_h, stride_h); }
+  int64_t out_w(int64_t w) const { return out_size(w, pad_w, kernel_w, dilation_w, stride_w); }
+  static int64_t out_size(int64_t n, int64_t pad, int64_t kernel, int64_t dilation,
+                          int64_t stride) {
+    const int64_t room = n + 2 * pad - dilation * (kernel - 1) - 1;
+    return room < 0 ? 0 : room / stride + 1;
   }
 };
 

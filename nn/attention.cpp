@@ -22,6 +22,25 @@ Tensor apply_mask(const Tensor& scores, const Tensor& mask, const char* op) {
   return add(scores, mask.dtype() == scores.dtype() ? mask : mask.to(scores.dtype()));
 }
 
+// Masks are PyTorch's: bool (true = blocked) or floating (added to the scores).
+void check_mask_dtype(const Tensor& mask, const char* op, const char* name) {
+  QKV_CHECK(mask.dtype() == DType::b8 || is_floating(mask.dtype()), op, name,
+            " must be bool (true = blocked) or floating (added to the scores), got ",
+            dtype_name(mask.dtype()));
+}
+
+// A mask must broadcast to the scores [..., T, S]; said in attention's terms, before any kernel
+// (masked_fill, the efficient kernel) gets to complain in its own.
+void check_mask_shape(const Tensor& mask, const Shape& scores, const char* op) {
+  bool ok = mask.shape().size() <= scores.size();
+  for (size_t i = 1; ok && i <= mask.shape().size(); ++i) {
+    int64_t m = mask.shape()[mask.shape().size() - i], s = scores[scores.size() - i];
+    ok = m == s || m == 1;
+  }
+  QKV_CHECK(ok, op, "attn_mask of shape ", shape_str(mask.shape()),
+            " does not broadcast to the attention scores [..., T, S] = ", shape_str(scores));
+}
+
 }  // namespace
 
 Tensor causal_mask(int64_t T, int64_t S, Device device) {
@@ -43,6 +62,12 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
             " vs ", shape_str(k.shape()));
   QKV_CHECK(k.size(-2) == v.size(-2), op, "k and v lengths differ: ", shape_str(k.shape()), " vs ",
             shape_str(v.shape()));
+  if (attn_mask.defined()) {
+    check_mask_dtype(attn_mask, op, "attn_mask");
+    Shape scores(q.shape().begin(), q.shape().end() - 1);
+    scores.push_back(k.size(-2));
+    check_mask_shape(attn_mask, scores, op);
+  }
   double s = scale.value_or(1.0 / std::sqrt(double(q.size(-1))));
   const bool bool_or_no_mask = !attn_mask.defined() || attn_mask.dtype() == DType::b8;
   if (!need_weights && dropout_p == 0 && bool_or_no_mask &&
@@ -114,6 +139,7 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
     (m.dtype() == DType::b8 ? bool_masks : float_terms).push_back(m);
   };
   if (key_padding_mask.defined()) {
+    check_mask_dtype(key_padding_mask, op, "key_padding_mask");
     QKV_CHECK(key_padding_mask.dim() == 2 && key_padding_mask.size(0) == B &&
                   key_padding_mask.size(1) == S,
               op, "key_padding_mask must be [B, S] = [", B, ",", S, "], got ",
@@ -121,6 +147,7 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
     add_term(key_padding_mask.reshape({B, 1, 1, S}));
   }
   if (attn_mask.defined()) {
+    check_mask_dtype(attn_mask, op, "attn_mask");
     Tensor m = attn_mask;
     if (m.dim() == 3) {
       QKV_CHECK(m.size(0) == B * H, op, "3-D attn_mask must be [B*H, T, S], got ",

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -46,8 +47,8 @@ static_assert(std::endian::native == std::endian::little, "safetensors I/O assum
 
 }  // namespace
 
-void save_safetensors(const std::string& path, const TensorMap& tensors,
-                      const std::map<std::string, std::string>& metadata) {
+std::string safetensors_bytes(const TensorMap& tensors,
+                              const std::map<std::string, std::string>& metadata) {
   json header = json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::vector<Tensor> host;
@@ -66,21 +67,39 @@ void save_safetensors(const std::string& path, const TensorMap& tensors,
   // Pad the header with spaces so the data starts 8-byte aligned (allowed by the format).
   while ((8 + text.size()) % 8 != 0) text += ' ';
 
-  std::string tmp = path + ".tmp";
+  std::string out;
+  out.reserve(8 + text.size() + offset);
+  uint64_t n = text.size();
+  out.append(reinterpret_cast<const char*>(&n), 8);
+  out += text;
+  for (const Tensor& c : host)
+    out.append(static_cast<const char*>(c.raw_data()), uint64_t(c.numel()) * dtype_size(c.dtype()));
+  return out;
+}
+
+void save_safetensors(const std::string& path, const TensorMap& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  const std::string bytes = safetensors_bytes(tensors, metadata);
+  const std::string tmp = path + ".tmp";
+  bool written = false;
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    QKV_CHECK(out.good(), "save_safetensors", "cannot open '", tmp, "' for writing");
-    uint64_t n = text.size();
-    out.write(reinterpret_cast<const char*>(&n), 8);
-    out.write(text.data(), std::streamsize(text.size()));
-    for (const Tensor& c : host)
-      out.write(static_cast<const char*>(c.raw_data()),
-                std::streamsize(uint64_t(c.numel()) * dtype_size(c.dtype())));
+    QKV_CHECK(out.good(), "save_safetensors", "cannot open '", tmp,
+              "' for writing: ", std::strerror(errno));
+    out.write(bytes.data(), std::streamsize(bytes.size()));
     out.flush();
-    QKV_CHECK(out.good(), "save_safetensors", "write to '", tmp, "' failed");
+    written = out.good();
   }
-  QKV_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "save_safetensors", "cannot rename '", tmp,
-            "' to '", path, "'");
+  if (!written) {
+    std::remove(tmp.c_str());  // a half-written temporary would only confuse whoever looks
+    throw Error("save_safetensors: writing '" + path + "' failed (disk full?)");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    std::remove(tmp.c_str());
+    throw Error("save_safetensors: cannot rename '" + tmp + "' to '" + path +
+                "': " + std::strerror(err));
+  }
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
@@ -93,7 +112,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
   uint64_t header_len = 0;
   in.read(reinterpret_cast<char*>(&header_len), 8);
   QKV_CHECK(header_len <= file_size - 8, op, "header length ", header_len,
-            " exceeds the file's remaining ", file_size - 8, " bytes");
+            " exceeds the file's remaining ", file_size - 8,
+            " bytes: the file is truncated or corrupt");
   std::string text(header_len, '\0');
   in.read(text.data(), std::streamsize(header_len));
   const uint64_t data_size = file_size - 8 - header_len;
@@ -148,7 +168,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
         op, "tensor '", name, "' data_offsets is not [begin, end]");
     uint64_t begin = jo[0].get<uint64_t>(), end = jo[1].get<uint64_t>();
     QKV_CHECK(begin <= end && end <= data_size, op, "tensor '", name, "' data_offsets [", begin,
-              ", ", end, "] out of range (data section is ", data_size, " bytes)");
+              ", ", end, "] out of range (data section is ", data_size,
+              " bytes): the file is truncated or corrupt");
     QKV_CHECK(end - begin == count * dtype_size(dtype), op, "tensor '", name, "' shape ",
               shape_str(shape), " x ", dtype_tag(dtype), " needs ", count * dtype_size(dtype),
               " bytes but data_offsets span ", end - begin);

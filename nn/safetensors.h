@@ -15,6 +15,10 @@ namespace qkv::nn {
 
 using TensorMap = std::map<std::string, Tensor>;
 
+// The whole file as bytes (tensors are copied to the host), for a caller that writes it itself.
+std::string safetensors_bytes(const TensorMap& tensors,
+                              const std::map<std::string, std::string>& metadata = {});
+
 // Writes atomically: a temporary file in the same folder, then rename, so a crash mid-write never
 // leaves a half checkpoint under the real name.
 void save_safetensors(const std::string& path, const TensorMap& tensors,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <map>
 
 #include "engine/error.h"
@@ -52,8 +53,13 @@ qkv::train::Config config_from_flags(TrainFlags& flags, int threads,
                                      const std::string& default_task) {
   qkv::train::Config config;
   config.task = default_task;
-  if (!flags.resume_dir.empty())
-    config = qkv::train::load_config(flags.resume_dir + "/config.json");
+  if (!flags.resume_dir.empty()) {
+    // load_config's own message would blame --config, which the user did not give.
+    const std::string path = flags.resume_dir + "/config.json";
+    QKV_CHECK(std::filesystem::exists(path), "--resume", flags.resume_dir,
+              " is not a run folder (it has no config.json)");
+    config = qkv::train::load_config(path);
+  }
   if (!flags.config_path.empty()) config = qkv::train::load_config(flags.config_path);
   for (const auto& [key, option] : flags.options)
     if (option->count() > 0)

@@ -73,6 +73,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   QKV_CHECK(weight.dim() == 2, "embedding", "weight must be 2-D [num_embeddings, dim], got ",
             shape_str(weight.shape()));
   detail::check_same_device(weight, indices, "embedding");
+  // Checked here too (index_select would) so the message names the op the caller used.
+  detail::check_index_range(indices, weight.size(0), "embedding", "an embedding table");
   return reshape(index_select(weight, 0, reshape(indices, {-1})), [&] {
     Shape s = indices.shape();
     s.push_back(weight.shape()[1]);
@@ -135,10 +137,13 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_in
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
                      double label_smoothing, Reduction reduction) {
   detail::check_defined(logits, "cross_entropy");
+  detail::check_floating(logits, "cross_entropy");
   QKV_CHECK(label_smoothing >= 0 && label_smoothing <= 1, "cross_entropy", "label_smoothing ",
             label_smoothing, " is outside [0, 1]");
   QKV_CHECK(logits.dim() >= 1, "cross_entropy", "logits need a class dim");
   const int class_dim = logits.dim() == 1 ? 0 : 1;
+  QKV_CHECK(logits.size(class_dim) > 0, "cross_entropy", "logits ", shape_str(logits.shape()),
+            " have no classes (dim ", class_dim, " is empty)");
   Tensor logp = log_softmax(logits, class_dim);
   Tensor nll = nll_loss(logp, target, ignore_index, Reduction::none);
   if (label_smoothing == 0) {

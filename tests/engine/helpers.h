@@ -37,4 +37,18 @@ void check_error(F&& f, const std::vector<std::string>& fragments) {
   }
 }
 
+// A predicate for BOOST_CHECK_EXCEPTION: the qkv::Error's message contains every fragment (the
+// message is printed when it does not, so a failing case shows what was said instead).
+inline auto message_has(std::vector<std::string> fragments) {
+  return [fragments = std::move(fragments)](const qkv::Error& e) {
+    std::string msg = e.what();
+    for (const auto& frag : fragments)
+      if (msg.find(frag) == std::string::npos) {
+        BOOST_TEST_MESSAGE("message '" << msg << "' lacks '" << frag << "'");
+        return false;
+      }
+    return true;
+  };
+}
+
 }  // namespace qkv::testing

@@ -160,7 +160,7 @@ BOOST_AUTO_TEST_CASE(embedding_gather_index_select) {
   check_values(e, {20, 21, 0, 1, 20, 21, 10, 11});
   check_values(index_select(w, 1, tensor_i64({1})), {1, 11, 21});
   check_values(gather(w, 1, tensor_i64({1, 0, 0}, {3, 1})), {1, 10, 20});
-  check_error([&] { embedding(w, tensor_i64({3})); }, {"index_select", "index 3", "size 3"});
+  check_error([&] { embedding(w, tensor_i64({3})); }, {"embedding", "index 3", "size 3"});
   check_error([&] { embedding(w, tensor_i64({-1})); }, {"index -1"});
   check_error([&] { embedding(w, tensor({1.0})); }, {"embedding", "int64", "float32"});
   check_error([&] { gather(w, 1, tensor_i64({5}, {1, 1})); }, {"gather", "index shape"});

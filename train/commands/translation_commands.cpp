@@ -12,6 +12,7 @@ namespace qkv::cli {
 
 int translate_command(const TranslateOptions& options) {
   train::Translator t = train::load_translator(options.run);
+  t.check_inputs(options.texts, "translate");
   auto outputs = t.translate(options.texts, options.beam);
   for (size_t i = 0; i < outputs.size(); ++i)
     std::printf(options.texts.size() > 1 ? "%s\t%s\n" : "%.0s%s\n", options.texts[i].c_str(),
@@ -59,6 +60,7 @@ int eval_command(const EvalOptions& options) {
 
 int attention_command(const AttentionOptions& options) {
   train::Translator t = train::load_translator(options.run);
+  t.check_inputs({options.text}, "attention");
   auto paths = train::write_attention_maps(t, options.text, options.out);
   for (const auto& p : paths) std::printf("%s\n", p.c_str());
   return 0;

@@ -26,21 +26,24 @@ TrainResult train_classification(const Config& config, bool resume) {
             "' is a translation task: use `qkv train translate`");
   if (config.threads > 0) set_num_threads(int(config.threads));
   RunDir run(config.out);
-  save_config(config, run.file("config.json"));
   manual_seed(config.seed);
 
   ClassificationSet data = prepare_classification_set(config);
   Classifier k = make_classifier(config, data);
-  save_classifier_files(k, run.path());
   nn::Module& model = k.module();
 
   auto opt = make_optimizer(config, model.parameters());
   nn::LrSchedule schedule = make_schedule(config);
   TrainerState state;
+  // A resume that cannot go on (other data, a damaged checkpoint) fails before the run's files
+  // are touched: the folder stays resumable with the right options.
   if (resume) {
+    if (k.text) check_resumed_vocab(run, "vocab.json", k.vocab);
     state = load_checkpoint(run, model, *opt);
     default_generator().set_offset(state.generator_offset);
   }
+  save_config(config, run.file("config.json"));
+  save_classifier_files(k, run.path());
   std::string summary = "model: " + k.architecture() + ", " +
                         std::to_string(model.num_parameters()) + " parameters; " +
                         std::to_string(data.train.size()) + " training examples, " +
@@ -74,18 +77,23 @@ TrainResult train_classification(const Config& config, bool resume) {
       ClassifierBatch b = make_classifier_batch(data, data.train, indices, config.max_len);
       opt->set_lr(schedule.at(state.step));
 
-      Tensor logits = k.forward(b);
-      Tensor loss = cross_entropy(logits, b.labels.to(k.device), /*ignore_index=*/-100,
-                                  config.label_smoothing);
-      opt->zero_grad();
-      loss.backward();
+      const uint64_t step_generator_offset = default_generator().offset();
+      auto forward_backward = [&] {
+        Tensor logits = k.forward(b);
+        Tensor loss = cross_entropy(logits, b.labels.to(k.device), /*ignore_index=*/-100,
+                                    config.label_smoothing);
+        opt->zero_grad();
+        loss.backward();
+        return loss;
+      };
+      Tensor loss = forward_backward();
       double grad_norm =
           nn::clip_grad_norm_(opt->params(), config.clip > 0 ? config.clip : INFINITY);
       double loss_value = loss.item();
-      QKV_CHECK(std::isfinite(loss_value) && std::isfinite(grad_norm), "train", "the ",
-                std::isfinite(loss_value) ? "gradient norm" : "loss", " became non-finite at step ",
-                state.step, "; the last good checkpoint is kept in ", run.path(),
-                " (try a lower --lr or --clip 1)");
+      if (!std::isfinite(loss_value) || !std::isfinite(grad_norm))
+        throw Error(non_finite_step_message(
+            std::isfinite(loss_value) ? "gradient norm" : "loss", state.step, run,
+            name_the_non_finite_op(step_generator_offset, [&] { forward_backward(); })));
       opt->step();
       examples_since_log += int64_t(indices.size());
 

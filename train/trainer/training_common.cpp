@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "engine/autograd.h"
 #include "engine/error.h"
+#include "engine/random.h"
 #include "nn/safetensors.h"
 #include "train/atomic_file.h"
 
@@ -21,6 +23,38 @@ bool interrupt_requested() { return g_interrupted != 0; }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string name_the_non_finite_op(uint64_t generator_offset, const std::function<void()>& redo) {
+  const std::string prefix = "anomaly: ";
+  default_generator().set_offset(generator_offset);
+  try {
+    AnomalyMode anomaly;
+    redo();
+  } catch (const Error& e) {
+    std::string m = e.what();
+    if (m.rfind(prefix, 0) == 0) return m.substr(prefix.size());
+    return "re-running the step under anomaly mode failed: " + m;
+  }
+  // Forward and backward came out finite the second time: the first run was not reproduced.
+  return "re-running the step under anomaly mode found no NaN or Inf";
+}
+
+void check_resumed_vocab(const RunDir& run, const std::string& file, const Vocab& from_data) {
+  const std::string path = run.file(file);
+  if (!std::filesystem::exists(path)) return;
+  Vocab saved = Vocab::load(path);
+  QKV_CHECK(saved.to_json() == from_data.to_json(), "--resume", "the data's vocabulary (",
+            from_data.size(), " tokens) is not the one in ", path, " (", saved.size(),
+            " tokens) that the checkpoint was trained with; resume with the run's own --task "
+            "and --data");
+}
+
+std::string non_finite_step_message(const std::string& what, int64_t step, const RunDir& run,
+                                    const std::string& cause) {
+  return "train: the " + what + " became non-finite at step " + std::to_string(step) + " (" +
+         cause + "); the last good checkpoint is kept in " + run.path() +
+         " (try a lower --lr or --clip 1)";
 }
 
 nn::LrSchedule make_schedule(const Config& c) {
@@ -48,12 +82,18 @@ std::unique_ptr<nn::Optimizer> make_optimizer(const Config& c, std::vector<Tenso
 
 void save_checkpoint(const RunDir& run, const nn::Module& model, const nn::Optimizer& opt,
                      const TrainerState& state) {
-  nn::save_safetensors(run.file("model.safetensors"), model.state_dict(), {{"format", "pt"}});
-  nn::save_safetensors(run.file("optimizer.safetensors"), opt.state_dict());
   nlohmann::json j = {{"step", state.step},
                       {"generator_offset", state.generator_offset},
                       {"best_metric", state.best_metric}};
-  run.write("trainer_state.json", j.dump(2) + "\n");
+  // All three files are on disk before any is renamed into place: a write that fails (a full
+  // disk) leaves the previous checkpoint whole, never new weights beside an old optimizer state.
+  StagedFile weights(run.file("model.safetensors"),
+                     nn::safetensors_bytes(model.state_dict(), {{"format", "pt"}}));
+  StagedFile moments(run.file("optimizer.safetensors"), nn::safetensors_bytes(opt.state_dict()));
+  StagedFile trainer_state(run.file("trainer_state.json"), j.dump(2) + "\n");
+  weights.commit();
+  moments.commit();
+  trainer_state.commit();
 }
 
 TrainerState load_checkpoint(const RunDir& run, nn::Module& model, nn::Optimizer& opt) {

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "nn/module.h"
@@ -11,6 +13,7 @@
 #include "nn/schedule.h"
 #include "train/config.h"
 #include "train/run_dir.h"
+#include "train/tokenizer.h"
 
 namespace qkv::train {
 
@@ -25,11 +28,29 @@ struct TrainerState {
   double best_metric = -1;
 };
 
-// model.safetensors, optimizer.safetensors, then trainer_state.json.
+// model.safetensors, optimizer.safetensors and trainer_state.json, all written before any replaces
+// its previous version: a failed write throws and leaves the previous checkpoint as it was.
 void save_checkpoint(const RunDir& run, const nn::Module& model, const nn::Optimizer& opt,
                      const TrainerState& state);
 // Throws qkv::Error naming the folder when it has no checkpoint.
 TrainerState load_checkpoint(const RunDir& run, nn::Module& model, nn::Optimizer& opt);
+
+// On --resume the vocabulary built from the data must be the run's `file` (token ids are rows of
+// the checkpoint's embeddings); throws qkv::Error naming both sizes otherwise. A run folder without
+// the file (an older layout) is not checked.
+void check_resumed_vocab(const RunDir& run, const std::string& file, const Vocab& from_data);
+
+// Why a training step went non-finite, as one line: re-runs the step (`redo`: the same batch's
+// forward and backward) under anomaly mode, with the default generator rewound to
+// `generator_offset` (where the step began, so dropout draws the same masks), and returns the
+// anomaly's description of the first op that produced a NaN or Inf. The caller then throws, so
+// nothing after the failed step - no optimizer update, no checkpoint - is ever written.
+std::string name_the_non_finite_op(uint64_t generator_offset, const std::function<void()>& redo);
+
+// "train: the loss became non-finite at step 7 (op 'log' produced NaN ...); the last good
+// checkpoint is kept in runs/x (try a lower --lr or --clip 1)".
+std::string non_finite_step_message(const std::string& what, int64_t step, const RunDir& run,
+                                    const std::string& cause);
 
 // Ctrl-C asks the loop to write a checkpoint and return (the handler only sets a flag).
 void install_interrupt_handler();

@@ -62,12 +62,9 @@ TrainResult train_translation(const Config& config, bool resume) {
   validate_config(config);
   if (config.threads > 0) set_num_threads(int(config.threads));
   RunDir run(config.out);
-  save_config(config, run.file("config.json"));
   manual_seed(config.seed);
 
   TranslationData data = prepare_translation_data(config);
-  data.source_vocab.save(run.file(kSourceVocab));
-  data.target_vocab.save(run.file(kTargetVocab));
   size_t longest_target = 0;
   for (const auto& e : data.train) longest_target = std::max(longest_target, e.tgt.size());
 
@@ -80,15 +77,22 @@ TrainResult train_translation(const Config& config, bool resume) {
   t.device = parse_device(config.device);
   t.model = std::make_shared<models::Seq2SeqTransformer>(t.model_config);
   if (!t.device.is_cpu()) t.model->to(t.device);
-  save_model_json(run.file(kModelJson), t.model_config, t.decode_max_len);
 
   auto opt = make_optimizer(config, t.model->parameters());
   nn::LrSchedule schedule = make_schedule(config);
   TrainerState state;
+  // A resume that cannot go on (other data, a damaged checkpoint) fails before the run's files
+  // are touched: the folder stays resumable with the right options.
   if (resume) {
+    check_resumed_vocab(run, kSourceVocab, data.source_vocab);
+    check_resumed_vocab(run, kTargetVocab, data.target_vocab);
     state = load_checkpoint(run, *t.model, *opt);
     default_generator().set_offset(state.generator_offset);
   }
+  save_config(config, run.file("config.json"));
+  data.source_vocab.save(run.file(kSourceVocab));
+  data.target_vocab.save(run.file(kTargetVocab));
+  save_model_json(run.file(kModelJson), t.model_config, t.decode_max_len);
   std::string summary = "model: " + std::to_string(t.model->num_parameters()) + " parameters; " +
                         std::to_string(data.train.size()) + " training pairs; vocab " +
                         std::to_string(data.source_vocab.size()) + " -> " +
@@ -120,20 +124,26 @@ TrainResult train_translation(const Config& config, bool resume) {
       Batch b = make_batch(data.train, indices, config.max_len);
       opt->set_lr(schedule.at(state.step));
 
-      Tensor logits = t.model->forward(b.src.to(t.device), b.tgt_in.to(t.device),
-                                       b.src_pad_mask.to(t.device), b.tgt_pad_mask.to(t.device));
-      const int64_t vocab = logits.size(-1);
-      Tensor loss = cross_entropy(logits.reshape({-1, vocab}), b.tgt_out.to(t.device).reshape({-1}),
-                                  Vocab::PAD, config.label_smoothing);
-      opt->zero_grad();
-      loss.backward();
+      const uint64_t step_generator_offset = default_generator().offset();
+      auto forward_backward = [&] {
+        Tensor logits = t.model->forward(b.src.to(t.device), b.tgt_in.to(t.device),
+                                         b.src_pad_mask.to(t.device), b.tgt_pad_mask.to(t.device));
+        const int64_t vocab = logits.size(-1);
+        Tensor loss =
+            cross_entropy(logits.reshape({-1, vocab}), b.tgt_out.to(t.device).reshape({-1}),
+                          Vocab::PAD, config.label_smoothing);
+        opt->zero_grad();
+        loss.backward();
+        return loss;
+      };
+      Tensor loss = forward_backward();
       double grad_norm =
           nn::clip_grad_norm_(opt->params(), config.clip > 0 ? config.clip : INFINITY);
       double loss_value = loss.item();
-      QKV_CHECK(std::isfinite(loss_value) && std::isfinite(grad_norm), "train", "the ",
-                std::isfinite(loss_value) ? "gradient norm" : "loss", " became non-finite at step ",
-                state.step, "; the last good checkpoint is kept in ", run.path(),
-                " (try a lower --lr or --clip 1)");
+      if (!std::isfinite(loss_value) || !std::isfinite(grad_norm))
+        throw Error(non_finite_step_message(
+            std::isfinite(loss_value) ? "gradient norm" : "loss", state.step, run,
+            name_the_non_finite_op(step_generator_offset, [&] { forward_backward(); })));
       opt->step();
       tokens_since_log += b.target_tokens;
 

@@ -74,6 +74,16 @@ Translator load_translator(const std::string& run_dir) {
   return t;
 }
 
+void Translator::check_inputs(const std::vector<std::string>& texts, const char* op) const {
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const size_t tokens = source_vocab.encode(texts[i]).size();
+    QKV_CHECK(tokens > 0, op, "text ", i + 1, " is empty: nothing to translate");
+    QKV_CHECK(int64_t(tokens) <= config.max_len, op, "text ", i + 1, " has ", tokens,
+              " tokens, more than the model's max_len of ", config.max_len,
+              " (config.json of the run)");
+  }
+}
+
 std::vector<std::string> Translator::translate(const std::vector<std::string>& texts, int64_t beam,
                                                std::vector<std::vector<int64_t>>* ids) const {
   std::vector<Example> examples;

@@ -20,8 +20,13 @@ struct Translator {
   std::shared_ptr<models::Seq2SeqTransformer> model;
   Device device = Device::cpu();
 
+  // Throws qkv::Error("<op>: text 2 is empty ...") for an empty text, or one longer than the
+  // config's max_len tokens: translate() would cut it to max_len as training batches are, which
+  // evaluation wants but a person typing a sentence would not expect.
+  void check_inputs(const std::vector<std::string>& texts, const char* op) const;
+
   // Greedy (beam = 1) or beam-search translations of `texts`, decoded to strings; `ids` (if given)
-  // receives each output's token ids, BOS first.
+  // receives each output's token ids, BOS first. Texts longer than max_len tokens are truncated.
   std::vector<std::string> translate(const std::vector<std::string>& texts, int64_t beam = 1,
                                      std::vector<std::vector<int64_t>>* ids = nullptr) const;
 };

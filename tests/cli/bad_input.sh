@@ -1,0 +1,102 @@
+#!/bin/sh
+# The command line's bad-input catalogue: each case must exit with the stated code and print
+# exactly one line on stderr ("qkv: error: ..." naming what was wrong), never a stack dump.
+# Usage: tests/cli/bad_input.sh QKV_BINARY SCRATCH_DIR. Prints one line per case; exits 1 if any
+# case failed. Run by ctest as cli_bad_input.
+set -u
+qkv=$1
+scratch=$2
+rm -rf "$scratch" && mkdir -p "$scratch" || exit 1
+failures=0
+
+# check NAME EXPECTED_CODE PATTERN COMMAND...: PATTERN is a grep -E expression for the stderr line.
+check() {
+  name=$1 expected=$2 pattern=$3
+  shift 3
+  "$@" >"$scratch/stdout" 2>"$scratch/stderr" </dev/null
+  code=$?
+  lines=$(wc -l <"$scratch/stderr")
+  if [ "$code" -eq "$expected" ] && [ "$lines" -eq 1 ] &&
+    grep -Eq "^qkv: (error: )?.*$pattern" "$scratch/stderr"; then
+    echo "ok   $name"
+  else
+    echo "FAIL $name: exit $code (want $expected), $lines stderr lines (want 1), want /$pattern/:"
+    sed 's/^/     | /' "$scratch/stderr" | head -5
+    failures=$((failures + 1))
+  fi
+}
+
+tiny="--task copy --train-size 100 --valid-size 8 --test-size 8 --min-length 3 --max-length 5
+      --d-model 16 --heads 2 --layers 1 --ff-dim 32 --batch-size 16 --max-len 16 --pictures false"
+
+# ---- options and configs
+check "unknown flag exits 2" 2 "no-such-option" "$qkv" eval --run "$scratch" --no-such-option
+check "missing required option exits 2" 2 "--run is required" "$qkv" eval
+printf '{"d_model": 16, "stepz": 4}' >"$scratch/unknown.json"
+check "config: unknown key" 1 "unknown key 'stepz' \(did you mean 'steps'\?\)" \
+  "$qkv" train translate --config "$scratch/unknown.json" --out "$scratch/x"
+printf '{"d_model": "16"}' >"$scratch/mistyped.json"
+check "config: mistyped value" 1 "'d_model' must be an integer" \
+  "$qkv" train translate --config "$scratch/mistyped.json" --out "$scratch/x"
+printf '{"d_model": 16,' >"$scratch/broken.json"
+check "config: not JSON" 1 "broken.json: not valid JSON" \
+  "$qkv" train translate --config "$scratch/broken.json" --out "$scratch/x"
+check "config: missing file" 1 "--config: cannot read .*nothere.json" \
+  "$qkv" train translate --config "$scratch/nothere.json" --out "$scratch/x"
+check "flag: bad number" 1 "--steps: .*must be an integer" \
+  "$qkv" train translate --steps abc --out "$scratch/x"
+
+# ---- files the run needs or writes
+check "data: missing TSV" 1 "nothere.tsv: cannot open" \
+  "$qkv" train translate --task pairs --data "$scratch/nothere.tsv" --out "$scratch/x"
+check "data: missing Fashion-MNIST" 1 "train-images-idx3-ubyte.gz not found" \
+  "$qkv" train classify --task fashion-mnist --data "$scratch/nothere" --out "$scratch/x"
+: >"$scratch/a_file"
+# (a folder inside a plain file: unwritable even for root, unlike chmod)
+check "output folder cannot be created" 1 "--out: cannot create run folder" \
+  "$qkv" train translate $tiny --steps 1 --out "$scratch/a_file/run"
+if ! "$qkv" info 2>/dev/null | grep -q "^cuda: .*compute capability"; then
+  check "device: no CUDA backend" 1 "cuda:0 is not available" \
+    "$qkv" train translate $tiny --steps 1 --device cuda --out "$scratch/x"
+fi
+
+# ---- a non-finite loss names the op and keeps the checkpoint
+check "non-finite loss names the op" 1 \
+  "non-finite at step [0-9]+ \(op '[a-z_0-9]+' produced (NaN|Inf) in its (forward|backward)" \
+  "$qkv" --threads 1 train translate $tiny --steps 5 --lr 1e30 --warmup 0 --checkpoint-every 1 \
+  --out "$scratch/nan"
+
+# ---- a trained run, then damaged copies of it
+run=$scratch/run
+if ! "$qkv" --threads 1 train translate $tiny --steps 2 --out "$run" >/dev/null 2>&1; then
+  echo "FAIL could not train the run the remaining cases need"
+  exit 1
+fi
+check "translate: empty text" 1 "translate: text 1 is empty" "$qkv" translate --run "$run" ""
+check "translate: text over max_len" 1 "text 1 has 17 tokens, more than the model's max_len of 16" \
+  "$qkv" translate --run "$run" "aaaaaaaaaaaaaaaaa"
+check "attention: empty text" 1 "attention: text 1 is empty" \
+  "$qkv" attention --run "$run" "" --out "$scratch/attn"
+check "eval: no run folder" 1 "no run folder" "$qkv" eval --run "$scratch/nowhere"
+
+cp -r "$run" "$scratch/truncated"
+head -c 3000 "$run/model.safetensors" >"$scratch/truncated/model.safetensors"
+check "eval: truncated checkpoint" 1 "model.safetensors.*truncated" \
+  "$qkv" eval --run "$scratch/truncated"
+cp -r "$run" "$scratch/nomodel" && rm "$scratch/nomodel/model.safetensors"
+check "eval: checkpoint missing" 1 "has no model.safetensors" "$qkv" eval --run "$scratch/nomodel"
+cp -r "$run" "$scratch/vocab"
+printf '{"tokenizer": "char", "tokens": ["<pad>", "<s>", "</s>", "<unk>", "x"]}' \
+  >"$scratch/vocab/source_vocab.json"
+check "eval: vocabulary does not match the checkpoint" 1 "vocabularies .* do not match the model" \
+  "$qkv" eval --run "$scratch/vocab"
+check "resume: not a run folder" 1 "--resume: .*nowhere is not a run folder" \
+  "$qkv" train translate --resume "$scratch/nowhere"
+check "resume on other data" 1 "--resume: the data's vocabulary" \
+  "$qkv" train translate --resume "$run" --task dates --steps 4
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures case(s) failed"
+  exit 1
+fi
+echo "all cases passed"
