@@ -121,6 +121,13 @@ int main(int argc, char** argv) {
   auto* ev = app.add_subcommand("eval", "test metrics of a trained run");
   ev->add_option("--run", eval.run, "run folder")->required();
   ev->add_option("--beam", eval.beam, "beam width (1 = greedy)")->check(CLI::Range(1, 64));
+  ev->add_flag("--int8", eval.int8, "evaluate the run's int8 model (made by qkv quantize)");
+  QuantizeOptions quantize;
+  auto* qz = app.add_subcommand(
+      "quantize", "int8-quantize a run's Linear layers; accuracy and speed before and after");
+  qz->add_option("--run", quantize.run, "run folder")->required();
+  qz->add_option("--latency-examples", quantize.latency_examples, "examples timed one at a time")
+      ->check(CLI::Range(1, 100000));
   AttentionOptions attention;
   auto* at =
       app.add_subcommand("attention", "attention heatmaps (PNG) of a trained run for one input");
@@ -167,6 +174,7 @@ int main(int argc, char** argv) {
     }
     if (tr->parsed()) return translate_command(translate);
     if (ev->parsed()) return eval_command(eval);
+    if (qz->parsed()) return quantize_command(quantize);
     if (at->parsed()) return attention_command(attention);
   } catch (const qkv::Error& e) {
     std::fprintf(stderr, "qkv: error: %s\n", e.what());

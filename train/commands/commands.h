@@ -37,6 +37,7 @@ int translate_command(const TranslateOptions& options);
 struct EvalOptions {
   std::string run;
   int64_t beam = 1;
+  bool int8 = false;  // use the run's model.int8.safetensors (made by qkv quantize)
 };
 int eval_command(const EvalOptions& options);
 
@@ -44,6 +45,12 @@ struct AttentionOptions {
   std::string run, text, out = "attention";
 };
 int attention_command(const AttentionOptions& options);
+
+struct QuantizeOptions {
+  std::string run;
+  size_t latency_examples = 200;  // single examples timed for the latency column
+};
+int quantize_command(const QuantizeOptions& options);
 
 // Registers the backends and gradcheck cases of every layer linked into this binary.
 void initialize_layers();

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "train/commands/commands.h"
+#include "train/commands/run_scoring.h"
 #include "train/dataset.h"
 #include "train/trainer/attention_pictures.h"
 #include "train/trainer/classifier.h"
@@ -24,11 +25,12 @@ namespace {
 
 int eval_classifier(const EvalOptions& options) {
   train::Classifier k = train::load_classifier(options.run);
+  if (options.int8) load_int8_model(k.module(), options.run);
   // the test split is regenerated (or re-read) from the run's config
   train::ClassificationSet data = train::prepare_classification_set(k.config);
   double accuracy = k.accuracy(data, data.test);
-  std::printf("test accuracy %.4f (%zu examples), %s\n", accuracy, data.test.size(),
-              k.architecture().c_str());
+  std::printf("test accuracy %.4f (%zu examples), %s%s\n", accuracy, data.test.size(),
+              k.architecture().c_str(), options.int8 ? ", int8" : "");
   return 0;
 }
 
@@ -37,24 +39,14 @@ int eval_classifier(const EvalOptions& options) {
 int eval_command(const EvalOptions& options) {
   if (train::run_architecture(options.run) != "Seq2SeqTransformer") return eval_classifier(options);
   train::Translator t = train::load_translator(options.run);
+  if (options.int8) load_int8_model(*t.model, options.run);
   // the splits are regenerated from the run's config (same seed, same data)
   train::TranslationData data = train::prepare_translation_data(t.config);
-  std::vector<std::string> sources, references;
-  for (const auto& p : data.pairs.test) sources.push_back(p.source);
-  std::vector<std::string> predictions;
-  for (size_t start = 0; start < sources.size(); start += 256) {
-    std::vector<std::string> chunk(sources.begin() + start,
-                                   sources.begin() + std::min(sources.size(), start + 256));
-    for (auto& out : t.translate(chunk, options.beam)) predictions.push_back(out);
-  }
-  size_t correct = 0;
-  for (size_t i = 0; i < predictions.size(); ++i)
-    correct +=
-        predictions[i] == t.target_vocab.decode(t.target_vocab.encode(data.pairs.test[i].target));
-  std::printf("test exact match %.4f (%zu of %zu), %s decoding\n",
-              predictions.empty() ? 0.0 : double(correct) / predictions.size(), correct,
-              predictions.size(),
-              options.beam > 1 ? ("beam " + std::to_string(options.beam)).c_str() : "greedy");
+  ExactMatch m = translation_exact_match(t, data, options.beam);
+  std::printf("test exact match %.4f (%zu of %zu), %s decoding%s\n", m.fraction(), m.correct,
+              m.total,
+              options.beam > 1 ? ("beam " + std::to_string(options.beam)).c_str() : "greedy",
+              options.int8 ? ", int8" : "");
   return 0;
 }
 
