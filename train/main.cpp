@@ -10,6 +10,7 @@
 
 #include "engine/error.h"
 #include "engine/parallel.h"
+#include "train/bench/attention_bench.h"
 #include "train/bench/gemm_bench.h"
 #include "train/commands/commands.h"
 #include "train/config.h"
@@ -96,6 +97,16 @@ int main(int argc, char** argv) {
   auto* bg = bench->add_subcommand("gemm", "GEMM GFLOP/s beside OpenBLAS");
   bg->add_flag("--json", gemm.json, "one JSON object per measurement per line");
   bg->add_flag("--quick", gemm.quick, "fewer shapes, shorter timing");
+  qkv::bench::AttentionBenchOptions attention_bench;
+  auto* ba = bench->add_subcommand(
+      "attention", "attention variants (naive, chunked, local, sparse): time and peak memory by T");
+  ba->add_flag("--json", attention_bench.json, "one JSON object per variant and length");
+  ba->add_option("--max-t", attention_bench.max_t, "longest sequence (64, 128, ... up to it)")
+      ->check(CLI::Range(64, 65536));
+  ba->add_option("--plot", attention_bench.plot, "PNG of time and memory against T (\"\" = none)");
+  qkv::bench::DecodeBenchOptions decode_bench;
+  auto* bd = bench->add_subcommand("decode", "KV-cache decoding and int8 Linear at batch 1");
+  bd->add_flag("--json", decode_bench.json, "one JSON object per measurement");
   OpsBenchOptions ops;
   auto* bo = bench->add_subcommand("ops", "softmax, layer_norm, GELU, Adam in GB/s beside a copy");
   bo->add_flag("--json", ops.json, "one JSON object per kernel per line");
@@ -161,6 +172,8 @@ int main(int argc, char** argv) {
       return qkv::bench::run_gemm_bench(gemm);
     }
     if (bo->parsed()) return bench_ops_command(ops);
+    if (ba->parsed()) return qkv::bench::run_attention_bench(attention_bench);
+    if (bd->parsed()) return qkv::bench::run_decode_bench(decode_bench);
     if (dm->parsed()) return demo_command(demo);
     if (translate_train->parsed()) {
       qkv::train::Config config = config_from_flags(translate_flags, threads, "dates");

@@ -175,7 +175,7 @@ void draw_axes(Image& img, const Axes& a, const std::vector<double>& xticks,
     if (x < a.x0 || x > a.x1) continue;
     fill_rect(img, x, a.y0, 1, a.y1 - a.y0, kLightGray);
     fill_rect(img, x, a.y1, 1, 4, kBlack);
-    std::string label = tick_label(t);
+    std::string label = tick_label(o.log_x ? std::exp2(t) : t);
     draw_text(img, x - text_width(label) / 2, a.y1 + 7, label, kBlack);
   }
   for (double t : yticks) {
@@ -187,7 +187,8 @@ void draw_axes(Image& img, const Axes& a, const std::vector<double>& xticks,
     draw_text(img, a.x0 - 7 - text_width(label), y - 3, label, kBlack);
   }
   draw_rect(img, a.x0, a.y0, a.x1 - a.x0 + 1, a.y1 - a.y0 + 1, kBlack);
-  draw_text(img, (a.x0 + a.x1 - text_width(o.x_label)) / 2, a.y1 + 22, o.x_label, kBlack);
+  std::string x_label = o.x_label + (o.log_x ? " (log scale)" : "");
+  draw_text(img, (a.x0 + a.x1 - text_width(x_label)) / 2, a.y1 + 22, x_label, kBlack);
   std::string y_label = o.y_label + (o.log_y ? " (log scale)" : "");
   draw_text_up(img, kPad, (a.y0 + a.y1 - text_width(y_label)) / 2, y_label, kBlack);
   draw_text(img, (img.width - text_width(o.title, 2)) / 2, kPad, o.title, kBlack, 2);
@@ -211,21 +212,28 @@ Image line_plot(const std::vector<Series>& series, const PlotOptions& o) {
   QKV_CHECK(o.width >= 200 && o.height >= 150, "line_plot", "image of ", o.width, "x", o.height,
             " is too small");
   auto usable = [&](double x, double y) {
-    return std::isfinite(x) && std::isfinite(y) && (!o.log_y || y > 0);
+    return std::isfinite(x) && std::isfinite(y) && (!o.log_y || y > 0) && (!o.log_x || x > 0);
   };
   auto ty = [&](double y) { return o.log_y ? std::log10(y) : y; };
+  auto tx = [&](double x) { return o.log_x ? std::log2(x) : x; };
   double xmin = INFINITY, xmax = -INFINITY, ymin = INFINITY, ymax = -INFINITY;
   for (const auto& s : series) {
     QKV_CHECK(s.x.size() == s.y.size(), "line_plot", "series '", s.name, "' has ", s.x.size(),
               " x values and ", s.y.size(), " y values");
     for (size_t i = 0; i < s.x.size(); ++i)
       if (usable(s.x[i], s.y[i])) {
-        xmin = std::min(xmin, s.x[i]), xmax = std::max(xmax, s.x[i]);
+        xmin = std::min(xmin, tx(s.x[i])), xmax = std::max(xmax, tx(s.x[i]));
         ymin = std::min(ymin, ty(s.y[i])), ymax = std::max(ymax, ty(s.y[i]));
       }
   }
   if (!(xmin <= xmax)) xmin = 0, xmax = 1, ymin = 0, ymax = 1;  // nothing to draw: empty axes
-  std::vector<double> xticks = nice_ticks(xmin, xmax), yticks;
+  std::vector<double> xticks, yticks;
+  if (o.log_x) {  // every power of two, or every other one when there are many
+    const double step = std::ceil(xmax) - std::floor(xmin) > 10 ? 2 : 1;
+    for (double k = std::floor(xmin); k <= std::ceil(xmax); k += step) xticks.push_back(k);
+  } else {
+    xticks = nice_ticks(xmin, xmax);
+  }
   if (o.log_y && std::floor(ymax) - std::ceil(ymin) >= 1) {
     for (double k = std::floor(ymin); k <= std::ceil(ymax); ++k) yticks.push_back(k);
   } else if (o.log_y) {
@@ -250,7 +258,7 @@ Image line_plot(const std::vector<Series>& series, const PlotOptions& o) {
         have_last = false;  // a gap, not a line through a NaN
         continue;
       }
-      int x = a.px(s.x[i]), y = a.py(ty(s.y[i]));
+      int x = a.px(tx(s.x[i])), y = a.py(ty(s.y[i]));
       if (have_last)
         draw_line(img, lx, ly, x, y, c, 2);
       else

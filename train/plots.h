@@ -40,6 +40,7 @@ struct Series {
 struct PlotOptions {
   std::string title, x_label = "step", y_label;
   bool log_y = false;  // for losses spanning decades; non-positive values are skipped
+  bool log_x = false;  // base 2, ticks at powers of two (sequence lengths, sizes); x <= 0 skipped
   int width = 720, height = 440;
 };
 

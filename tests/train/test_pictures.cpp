@@ -129,6 +129,22 @@ BOOST_AUTO_TEST_CASE(curves_and_bars_draw_and_write) {
   BOOST_TEST(read_file(dir.file("se.png")).substr(1, 3) == "PNG");
 }
 
+// On a base-2 log x axis 512 lies halfway between 64 and 4096 (linearly it would sit near the
+// left edge). The plot area runs from x = 72 to width - 20 and the axis from 2^6 to 2^12.
+BOOST_AUTO_TEST_CASE(log_x_axes_place_powers_of_two_evenly) {
+  Series ends{"ends", {64, 4096}, {2, 2}}, mid{"mid", {0, 512}, {1, 1}};  // x = 0 is skipped
+  PlotOptions o;
+  o.log_x = true;
+  Image img = line_plot({ends, mid}, o);
+  double sum = 0;
+  int count = 0;
+  for (int y = img.height / 2; y < img.height; ++y)  // below the legend: only mid's marker
+    for (int x = 0; x < img.width; ++x)
+      if (img.at(x, y) == Color{230, 120, 20}) sum += x, ++count;
+  BOOST_TEST(count > 0);
+  BOOST_TEST(std::abs(sum / std::max(count, 1) - (72 + (o.width - 20 - 72) / 2.0)) <= 2.0);
+}
+
 BOOST_AUTO_TEST_CASE(overlay_blends_heat_over_the_image) {
   std::vector<float> gray(4 * 4, 0.0f);
   std::vector<float> heat = {0, 1, 0, 0};  // 2x2, hot top-right
