@@ -1,4 +1,6 @@
 // Joining and indexing: cat, stack, split/chunk, index_select, gather.
+#include <algorithm>
+
 #include "engine/ops.h"
 #include "engine/ops/op_helpers.h"
 
@@ -7,8 +9,17 @@ namespace qkv {
 namespace detail {
 void check_index_range(const Tensor& index, int64_t size, const char* op, const char* what) {
   if (index.numel() == 0) return;
-  Tensor flat = reshape(index.detach(), {-1});
-  int64_t lo = int64_t(amin(flat).item()), hi = int64_t(amax(flat).item());
+  int64_t lo = 0, hi = 0;
+  if (index.device().is_cpu() && index.dtype() == DType::i64 && index.is_contiguous()) {
+    // Read in place: two reductions and two item() calls cost more than the gather itself when
+    // a decoding step embeds one token.
+    const int64_t* p = index.data<int64_t>();
+    lo = hi = p[0];
+    for (int64_t i = 1; i < index.numel(); ++i) lo = std::min(lo, p[i]), hi = std::max(hi, p[i]);
+  } else {
+    Tensor flat = reshape(index.detach(), {-1});
+    lo = int64_t(amin(flat).item()), hi = int64_t(amax(flat).item());
+  }
   QKV_CHECK(lo >= 0, op, "index ", lo, " is out of range for ", what, " of size ", size);
   QKV_CHECK(hi < size, op, "index ", hi, " is out of range for ", what, " of size ", size);
 }
