@@ -13,20 +13,25 @@ void set_record_attention(nn::TransformerDecoder& decoder, bool on) {
   }
 }
 
+namespace {
+AttentionMap map_of(const std::string& name, const nn::MultiheadAttention& a) {
+  return {name, a.last_weights, a.last_q, a.last_k, a.last_v};
+}
+}  // namespace
+
 void append_attention_maps(const nn::TransformerEncoder& encoder, const std::string& prefix,
                            std::vector<AttentionMap>& out) {
   for (size_t i = 0; i < encoder.layers.size(); ++i)
     out.push_back(
-        {prefix + "." + std::to_string(i) + ".self", encoder.layers[i]->self_attn->last_weights});
+        map_of(prefix + "." + std::to_string(i) + ".self", *encoder.layers[i]->self_attn));
 }
 
 void append_attention_maps(const nn::TransformerDecoder& decoder, const std::string& prefix,
                            std::vector<AttentionMap>& out) {
   for (size_t i = 0; i < decoder.layers.size(); ++i) {
-    out.push_back(
-        {prefix + "." + std::to_string(i) + ".self", decoder.layers[i]->self_attn->last_weights});
-    out.push_back(
-        {prefix + "." + std::to_string(i) + ".cross", decoder.layers[i]->cross_attn->last_weights});
+    const std::string layer = prefix + "." + std::to_string(i);
+    out.push_back(map_of(layer + ".self", *decoder.layers[i]->self_attn));
+    out.push_back(map_of(layer + ".cross", *decoder.layers[i]->cross_attn));
   }
 }
 

@@ -14,6 +14,7 @@ namespace qkv::models {
 struct AttentionMap {
   std::string name;  // "encoder.0.self", "decoder.1.self", "decoder.1.cross"
   Tensor weights;    // [B, H, T, S], detached
+  Tensor q, k, v;    // the per-head projections the weights came from, [B, H, L, head_dim]
 };
 
 void set_record_attention(nn::TransformerEncoder& encoder, bool on);

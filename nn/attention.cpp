@@ -196,7 +196,10 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
       scaled_dot_product_attention(q, k, v, mask, is_causal || pattern.causal, p_drop);
   Tensor merged = a.output.transpose(1, 2).reshape({B, T, embed_dim});
   AttentionOutput out{out_proj->forward(merged), Tensor()};
-  if (record_weights) last_weights = a.weights.detach();
+  if (record_weights) {
+    last_weights = a.weights.detach();
+    last_q = q.detach(), last_k = k.detach(), last_v = v.detach();
+  }
   if (need_weights) out.weights = average_attn_weights ? mean(a.weights, {1}) : a.weights;
   return out;
 }

@@ -72,9 +72,10 @@ class MultiheadAttention : public Module {
   std::shared_ptr<AttentionPosition> position;
 
   // When record_weights is set, every forward keeps its per-head weights [B, H, T, S] (detached)
-  // in last_weights, for attention heatmaps.
+  // in last_weights, for attention heatmaps and statistics, and the projected per-head queries,
+  // keys and values [B, H, L, head_dim] it computed them from (for `qkv train --trace`).
   bool record_weights = false;
-  Tensor last_weights;
+  Tensor last_weights, last_q, last_k, last_v;
 
   // Sparse / local attention: a sliding window or a block-sparse layout (nn/attention_pattern.h)
   // applied on top of the masks. The memory-efficient kernel skips the tiles it leaves empty; when

@@ -46,10 +46,10 @@ struct Config {
   bool bucket_by_length = true;
   // ---- evaluation, early stop, checkpoints
   int64_t eval_every = 250, log_every = 50, checkpoint_every = 1000;
-  int64_t beam = 1;                           // 1 = greedy decoding
-  std::string target_metric = "exact_match";  // exact_match, token_accuracy, accuracy, loss
-  double target_value = 0.0;                  // stop once the metric reaches it; 0 = never
-  int64_t patience = 0;  // stop after this many evals without improvement; 0 = never
+  int64_t beam = 1;           // 1 = greedy decoding
+  std::string target_metric;  // "" = the task's main one: exact_match (translation), accuracy
+  double target_value = 0.0;  // stop once the metric reaches it; 0 = never
+  int64_t patience = 0;       // stop after this many evals without improvement; 0 = never
   // ---- machine
   uint64_t seed = 1;
   int64_t threads = 0;             // 0 = all cores

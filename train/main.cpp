@@ -38,7 +38,8 @@ CLI::App* add_train_command(CLI::App& train, const std::string& name,
     std::string help = field.help;
     if (!field.choices.empty()) {
       help += " (";
-      for (size_t i = 0; i < field.choices.size(); ++i) help += (i ? ", " : "") + field.choices[i];
+      for (size_t i = 0; i < field.choices.size(); ++i)
+        help += (i ? ", " : "") + (field.choices[i].empty() ? "\"\"" : field.choices[i]);
       help += ")";
     }
     flags.options.emplace_back(field.key, cmd->add_option(names, flags.values[field.key], help));

@@ -103,4 +103,29 @@ BOOST_AUTO_TEST_CASE(bad_options_give_clear_errors) {
   BOOST_CHECK_THROW(train_translation(r, /*resume=*/true), qkv::Error);
 }
 
+// patience: with a learning rate of 1e-12 the model does not change measurably, so after the first evaluation
+// (which sets the best) the next one is no better and patience 1 stops the run there. The
+// counter is checkpointed. A target_metric the trainer does not measure is refused up front.
+BOOST_AUTO_TEST_CASE(patience_stops_a_run_that_no_longer_improves) {
+  std::string run = temp_run("patience");
+  Config c = tiny_copy_config(run, 100);
+  c.lr = 1e-12, c.patience = 1, c.target_metric = "token_accuracy";
+  TrainResult r = train_translation(c);
+  BOOST_CHECK_EQUAL(r.steps, 2 * c.eval_every);
+  auto state = nlohmann::json::parse(std::ifstream(run + "/trainer_state.json"));
+  BOOST_CHECK_EQUAL(state["evals_since_best"].get<int64_t>(), 1);
+  c.patience = 0;  // without patience the same run goes to its last step
+  fs::remove_all(run);
+  BOOST_CHECK_EQUAL(train_translation(c).steps, 100);
+  fs::remove_all(run);
+
+  c.target_metric = "accuracy";  // a classification metric
+  BOOST_CHECK_EXCEPTION(train_translation(c), qkv::Error, [](const qkv::Error& e) {
+    std::string m = e.what();
+    return m.find("target_metric") != std::string::npos &&
+           m.find("exact_match, token_accuracy") != std::string::npos;
+  });
+  BOOST_CHECK(!fs::exists(run));  // refused before the run folder was made
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -16,6 +16,7 @@
 #include "train/run_dir.h"
 #include "train/trainer/classification_pictures.h"
 #include "train/trainer/classifier.h"
+#include "train/trainer/early_stopping.h"
 #include "train/trainer/training_common.h"
 
 namespace qkv::train {
@@ -24,6 +25,7 @@ TrainResult train_classification(const Config& config, bool resume) {
   validate_config(config);
   QKV_CHECK(task_kind(config.task) != TaskKind::translation, "--task", "'", config.task,
             "' is a translation task: use `qkv train translate`");
+  const EarlyStopping early_stopping(config, {"accuracy"});
   if (config.threads > 0) set_num_threads(int(config.threads));
   RunDir run(config.out);
   manual_seed(config.seed);
@@ -127,7 +129,7 @@ TrainResult train_classification(const Config& config, bool resume) {
       if (evaluate_now) {
         double accuracy = k.accuracy(data, data.valid);
         last_metric = accuracy;
-        state.best_metric = std::max(state.best_metric, accuracy);
+        const std::string stop_reason = early_stopping.update({{"accuracy", accuracy}}, state);
         run.append_metrics({{"step", state.step}, {"valid_accuracy", accuracy}});
         char line[120];
         std::snprintf(line, sizeof line, "step %lld: valid accuracy %.4f", (long long)state.step,
@@ -141,8 +143,9 @@ TrainResult train_classification(const Config& config, bool resume) {
               run.file("loss.png"),
               read_metric_series(run.file("metrics.jsonl"), {"loss", "valid_accuracy"}),
               {.title = "training loss and validation accuracy", .y_label = "", .log_y = true});
-        if (config.target_value > 0 && accuracy >= config.target_value) {
-          bar.message("target accuracy reached: stopping early");
+        if (!stop_reason.empty()) {
+          bar.message(stop_reason);
+          run.log(stop_reason);
           stop = true;
         }
         if (interrupt_requested()) {

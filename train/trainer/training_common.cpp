@@ -84,7 +84,8 @@ void save_checkpoint(const RunDir& run, const nn::Module& model, const nn::Optim
                      const TrainerState& state) {
   nlohmann::json j = {{"step", state.step},
                       {"generator_offset", state.generator_offset},
-                      {"best_metric", state.best_metric}};
+                      {"best_metric", state.best_metric},
+                      {"evals_since_best", state.evals_since_best}};
   // All three files are on disk before any is renamed into place: a write that fails (a full
   // disk) leaves the previous checkpoint whole, never new weights beside an old optimizer state.
   StagedFile weights(run.file("model.safetensors"),
@@ -104,7 +105,7 @@ TrainerState load_checkpoint(const RunDir& run, nn::Module& model, nn::Optimizer
   opt.load_state_dict(nn::load_safetensors(run.file("optimizer.safetensors")).tensors);
   auto j = nlohmann::json::parse(read_file(state_path, "--resume"));
   return {j.at("step").get<int64_t>(), j.at("generator_offset").get<uint64_t>(),
-          j.value("best_metric", -1.0)};
+          j.value("best_metric", -1.0), j.value("evals_since_best", int64_t(0))};
 }
 
 }  // namespace qkv::train

@@ -26,6 +26,7 @@ struct TrainerState {
   int64_t step = 0;
   uint64_t generator_offset = 0;
   double best_metric = -1;
+  int64_t evals_since_best = 0;  // evaluations since best_metric last improved (for patience)
 };
 
 // model.safetensors, optimizer.safetensors and trainer_state.json, all written before any replaces

@@ -19,6 +19,7 @@
 #include "train/progress.h"
 #include "train/run_dir.h"
 #include "train/trainer/attention_pictures.h"
+#include "train/trainer/early_stopping.h"
 #include "train/trainer/training_common.h"
 #include "train/trainer/translator.h"
 
@@ -60,6 +61,7 @@ Scores evaluate(const Translator& t, const std::vector<Pair>& pairs, size_t limi
 
 TrainResult train_translation(const Config& config, bool resume) {
   validate_config(config);
+  const EarlyStopping early_stopping(config, {"exact_match", "token_accuracy"});
   if (config.threads > 0) set_num_threads(int(config.threads));
   RunDir run(config.out);
   manual_seed(config.seed);
@@ -177,7 +179,8 @@ TrainResult train_translation(const Config& config, bool resume) {
       if (evaluate_now) {
         Scores s = evaluate(t, data.pairs.valid, 500);
         last_metric = s.exact_match;
-        state.best_metric = std::max(state.best_metric, s.exact_match);
+        const std::string stop_reason = early_stopping.update(
+            {{"exact_match", s.exact_match}, {"token_accuracy", s.token_accuracy}}, state);
         run.append_metrics({{"step", state.step},
                             {"valid_exact_match", s.exact_match},
                             {"valid_token_accuracy", s.token_accuracy}});
@@ -193,8 +196,9 @@ TrainResult train_translation(const Config& config, bool resume) {
               run.file("loss.png"),
               read_metric_series(run.file("metrics.jsonl"), {"loss", "valid_exact_match"}),
               {.title = "training loss and validation exact match", .y_label = "", .log_y = true});
-        if (config.target_value > 0 && s.exact_match >= config.target_value) {
-          bar.message("target exact match reached: stopping early");
+        if (!stop_reason.empty()) {
+          bar.message(stop_reason);
+          run.log(stop_reason);
           stop = true;
         }
         if (interrupt_requested()) {
