@@ -71,6 +71,11 @@ const std::vector<ConfigField>& config_fields() {
       {"precision", &C::precision, {"fp32", "bf16"}, "compute precision"},
       {"out", &C::out, {}, "run folder"},
       {"pictures", &C::pictures, {}, "draw attention maps and curves"},
+      {"trace",
+       &C::trace,
+       {},
+       "print each attention layer's Q/K/V shapes, score ranges, row sums and entropy for the "
+       "first batch"},
       {"checkpoint_activations",
        &C::checkpoint_activations,
        {},

@@ -14,12 +14,41 @@
 #include "train/plots.h"
 #include "train/progress.h"
 #include "train/run_dir.h"
+#include "train/trainer/attention_stats.h"
 #include "train/trainer/classification_pictures.h"
 #include "train/trainer/classifier.h"
 #include "train/trainer/early_stopping.h"
 #include "train/trainer/training_common.h"
 
 namespace qkv::train {
+
+namespace {
+
+// Attention statistics of (up to 16 examples of) a batch, for the transformer classifiers (the
+// CNN has no attention layers: none). Eval mode, no graph, weights recorded.
+std::vector<AttentionLayerStats> batch_attention_stats(const Classifier& k,
+                                                       const ClassifierBatch& b) {
+  if (!k.text && !k.vit) return {};
+  NoGrad no_grad;
+  const int64_t n = std::min<int64_t>(16, b.inputs.size(0));
+  ClassifierBatch few{b.inputs.narrow(0, 0, n),
+                      b.pad_mask.defined() ? b.pad_mask.narrow(0, 0, n) : Tensor(),
+                      b.labels.narrow(0, 0, n)};
+  k.module().eval();
+  if (k.text) k.text->set_record_attention(true);
+  if (k.vit) k.vit->set_record_attention(true);
+  k.forward(few);
+  auto maps = k.text ? k.text->attention_maps() : k.vit->attention_maps();
+  if (k.text) k.text->set_record_attention(false);
+  if (k.vit) k.vit->set_record_attention(false);
+  k.module().train();
+  // Text pads queries and keys alike; image patches (and the class token) are never padding.
+  return attention_stats_of(maps, [&](const std::string&) {
+    return std::pair{few.pad_mask, few.pad_mask};
+  });
+}
+
+}  // namespace
 
 TrainResult train_classification(const Config& config, bool resume) {
   validate_config(config);
@@ -65,7 +94,8 @@ TrainResult train_classification(const Config& config, bool resume) {
   int64_t examples_since_log = 0;
   std::optional<double> last_metric;
   bool stop = false;
-  int64_t batches_to_skip = state.step;  // a resumed run replays the data order up to its step
+  int64_t batches_to_skip = state.step;       // a resumed run replays the data order up to its step
+  const int64_t first_step = state.step + 1;  // --trace prints the first batch this run trains on
 
   model.train();
   for (uint64_t epoch = 0; !stop && state.step < config.steps; ++epoch) {
@@ -79,6 +109,8 @@ TrainResult train_classification(const Config& config, bool resume) {
       ClassifierBatch b = make_classifier_batch(data, data.train, indices, config.max_len);
       opt->set_lr(schedule.at(state.step));
 
+      if (config.trace && state.step == first_step)
+        trace_attention(batch_attention_stats(k, b), state.step, run);
       const uint64_t step_generator_offset = default_generator().offset();
       auto forward_backward = [&] {
         Tensor logits = k.forward(b);
@@ -104,11 +136,14 @@ TrainResult train_classification(const Config& config, bool resume) {
         last_log = std::chrono::steady_clock::now();
         double throughput = dt > 0 ? examples_since_log / dt : 0;
         examples_since_log = 0;
-        run.append_metrics({{"step", state.step},
-                            {"loss", loss_value},
-                            {"lr", opt->lr()},
-                            {"grad_norm", grad_norm},
-                            {"examples_per_second", throughput}});
+        nlohmann::json record = {{"step", state.step},
+                                 {"loss", loss_value},
+                                 {"lr", opt->lr()},
+                                 {"grad_norm", grad_norm},
+                                 {"examples_per_second", throughput}};
+        auto attention = batch_attention_stats(k, b);
+        if (!attention.empty()) record["attention_entropy"] = entropy_record(attention);
+        run.append_metrics(record);
         bar.update({.step = state.step,
                     .total = config.steps,
                     .loss = loss_value,

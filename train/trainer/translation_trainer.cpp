@@ -19,6 +19,7 @@
 #include "train/progress.h"
 #include "train/run_dir.h"
 #include "train/trainer/attention_pictures.h"
+#include "train/trainer/attention_stats.h"
 #include "train/trainer/early_stopping.h"
 #include "train/trainer/training_common.h"
 #include "train/trainer/translator.h"
@@ -55,6 +56,30 @@ Scores evaluate(const Translator& t, const std::vector<Pair>& pairs, size_t limi
   }
   t.model->train();
   return {exact_match(predictions, references), token_accuracy(pred_ids, ref_ids)};
+}
+
+}  // namespace
+
+namespace {
+
+// Attention statistics of (up to 16 examples of) a batch: a forward in eval mode without a graph
+// and with the weights recorded, so training itself keeps its fast attention path.
+std::vector<AttentionLayerStats> batch_attention_stats(const Translator& t, const Batch& b) {
+  NoGrad no_grad;
+  const int64_t n = std::min<int64_t>(16, b.src.size(0));
+  Tensor src = b.src.narrow(0, 0, n).to(t.device), tgt = b.tgt_in.narrow(0, 0, n).to(t.device);
+  Tensor src_pad = b.src_pad_mask.narrow(0, 0, n), tgt_pad = b.tgt_pad_mask.narrow(0, 0, n);
+  t.model->eval();
+  t.model->set_record_attention(true);
+  t.model->forward(src, tgt, src_pad.to(t.device), tgt_pad.to(t.device));
+  auto maps = t.model->attention_maps();
+  t.model->set_record_attention(false);
+  t.model->train();
+  return attention_stats_of(maps, [&](const std::string& name) {
+    const bool encoder = name.rfind("encoder", 0) == 0;
+    const bool cross = name.size() > 6 && name.compare(name.size() - 6, 6, ".cross") == 0;
+    return std::pair{encoder ? src_pad : tgt_pad, encoder || cross ? src_pad : tgt_pad};
+  });
 }
 
 }  // namespace
@@ -112,7 +137,8 @@ TrainResult train_translation(const Config& config, bool resume) {
   int64_t tokens_since_log = 0;
   std::optional<double> last_metric;
   bool stop = false;
-  int64_t batches_to_skip = state.step;  // a resumed run replays the data order up to its step
+  int64_t batches_to_skip = state.step;       // a resumed run replays the data order up to its step
+  const int64_t first_step = state.step + 1;  // --trace prints the first batch this run trains on
 
   t.model->train();
   for (uint64_t epoch = 0; !stop && state.step < config.steps; ++epoch) {
@@ -126,6 +152,8 @@ TrainResult train_translation(const Config& config, bool resume) {
       Batch b = make_batch(data.train, indices, config.max_len);
       opt->set_lr(schedule.at(state.step));
 
+      if (config.trace && state.step == first_step)
+        trace_attention(batch_attention_stats(t, b), state.step, run);
       const uint64_t step_generator_offset = default_generator().offset();
       auto forward_backward = [&] {
         Tensor logits = t.model->forward(b.src.to(t.device), b.tgt_in.to(t.device),
@@ -154,11 +182,13 @@ TrainResult train_translation(const Config& config, bool resume) {
         last_log = std::chrono::steady_clock::now();
         double throughput = dt > 0 ? tokens_since_log / dt : 0;
         tokens_since_log = 0;
+        auto attention = batch_attention_stats(t, b);
         run.append_metrics({{"step", state.step},
                             {"loss", loss_value},
                             {"lr", opt->lr()},
                             {"grad_norm", grad_norm},
-                            {"tokens_per_second", throughput}});
+                            {"tokens_per_second", throughput},
+                            {"attention_entropy", entropy_record(attention)}});
         bar.update({.step = state.step,
                     .total = config.steps,
                     .loss = loss_value,
