@@ -142,7 +142,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 100000));
   AttentionOptions attention;
   auto* at =
-      app.add_subcommand("attention", "attention heatmaps (PNG) of a trained run for one input");
+      app.add_subcommand("attention", "attention pictures (PNG) of a trained run for one input: a text, or a test image index");
   at->add_option("--run", attention.run, "run folder")->required();
   at->add_option("text", attention.text, "input text")->required();
   at->add_option("--out", attention.out, "folder for the PNG files");

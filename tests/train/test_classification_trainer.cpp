@@ -11,6 +11,7 @@
 
 #include "engine/error.h"
 #include "tests/train/helpers.h"
+#include "train/trainer/classification_pictures.h"
 #include "train/trainer/classification_trainer.h"
 #include "train/trainer/classifier.h"
 
@@ -21,6 +22,11 @@ using qkv::train::test::ScratchDir;
 namespace fs = std::filesystem;
 
 namespace {
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
 
 Config tiny_order_config(const std::string& out, int64_t steps) {
   Config c;
@@ -141,6 +147,17 @@ BOOST_AUTO_TEST_CASE(images_train_a_cnn_with_cbam_and_a_vit) {
   BOOST_CHECK(fs::exists(dir.file("cnn/cbam_block0.png")));
   BOOST_CHECK(fs::exists(dir.file("cnn/cbam_block1.png")));
   BOOST_CHECK_EQUAL(load_classifier(dir.file("cnn")).architecture(), "CnnClassifier");
+  // `qkv attention` on an image run: the pictures of another test image differ from image 0's
+  {
+    Classifier k = load_classifier(dir.file("cnn"));
+    ClassificationSet set = prepare_classification_set(k.config);
+    auto paths = write_classifier_pictures(k, set, set.test, 5, "test image 5", dir.file("pick"));
+    BOOST_CHECK_EQUAL(paths.size(), 2u);
+    BOOST_CHECK(read_bytes(dir.file("pick/cbam_block0.png")) !=
+                read_bytes(dir.file("cnn/cbam_block0.png")));
+    BOOST_CHECK_EXCEPTION(write_classifier_pictures(k, set, set.test, 40, "", dir.file("pick")),
+                          qkv::Error, message_has("example 40 is out of range (40 examples)"));
+  }
 
   c.out = dir.file("se"), c.attention = "se";
   train_classification(c);

@@ -1,11 +1,10 @@
-// `qkv eval`, `qkv translate`, `qkv attention`: what a finished (or checkpointed) translation run
-// folder can do. `qkv eval` also scores classification runs (model.json says which kind a run is).
+// `qkv eval`, `qkv translate`: what a finished (or checkpointed) translation run folder can do.
+// `qkv eval` also scores classification runs (model.json says which kind a run is).
 #include <cstdio>
 
 #include "train/commands/commands.h"
 #include "train/commands/run_scoring.h"
 #include "train/dataset.h"
-#include "train/trainer/attention_pictures.h"
 #include "train/trainer/classifier.h"
 #include "train/trainer/translator.h"
 
@@ -47,14 +46,6 @@ int eval_command(const EvalOptions& options) {
               m.total,
               options.beam > 1 ? ("beam " + std::to_string(options.beam)).c_str() : "greedy",
               options.int8 ? ", int8" : "");
-  return 0;
-}
-
-int attention_command(const AttentionOptions& options) {
-  train::Translator t = train::load_translator(options.run);
-  t.check_inputs({options.text}, "attention");
-  auto paths = train::write_attention_maps(t, options.text, options.out);
-  for (const auto& p : paths) std::printf("%s\n", p.c_str());
   return 0;
 }
 

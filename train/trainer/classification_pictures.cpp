@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "engine/error.h"
 #include "engine/ops.h"
 #include "train/plots.h"
 #include "train/png.h"
@@ -11,12 +12,6 @@ namespace qkv::train {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::vector<size_t> first(size_t n, size_t available) {
-  std::vector<size_t> indices;
-  for (size_t i = 0; i < std::min(n, available); ++i) indices.push_back(i);
-  return indices;
-}
 
 std::vector<std::string> se_charts(const Classifier& k, const ClassifierBatch& b,
                                    const std::string& dir) {
@@ -81,19 +76,33 @@ std::vector<std::string> write_classifier_pictures(const Classifier& k,
                                                    const ClassificationSet& set,
                                                    const std::string& run_dir) {
   if (set.test.empty()) return {};
+  return write_classifier_pictures(k, set, set.test, 0,
+                                   "test example 0 (" + set.labels[size_t(set.test[0].label)] + ")",
+                                   run_dir);
+}
+
+std::vector<std::string> write_classifier_pictures(const Classifier& k,
+                                                   const ClassificationSet& set,
+                                                   const std::vector<Example>& examples,
+                                                   size_t index, const std::string& caption,
+                                                   const std::string& out_dir) {
+  QKV_CHECK(index < examples.size(), "classifier pictures", "example ", index, " is out of range (",
+            examples.size(), " examples)");
   NoGrad no_grad;
   k.module().eval();
+  fs::create_directories(out_dir);
   std::vector<std::string> written;
-  const std::string attention_dir = (fs::path(run_dir) / "attention").string();
+  const std::string attention_dir = (fs::path(out_dir) / "attention").string();
   if (k.cnn) {
-    ClassifierBatch b =
-        make_classifier_batch(set, set.test, first(256, set.test.size()), k.config.max_len);
+    std::vector<size_t> batch;  // the example first: the CBAM overlays show the batch's first
+    for (size_t i = index; i < std::min(examples.size(), index + 256); ++i) batch.push_back(i);
+    ClassifierBatch b = make_classifier_batch(set, examples, batch, k.config.max_len);
     k.forward(b);
-    auto se = se_charts(k, b, run_dir), cbam = cbam_overlays(k, b, run_dir);
+    auto se = se_charts(k, b, out_dir), cbam = cbam_overlays(k, b, out_dir);
     written.insert(written.end(), se.begin(), se.end());
     written.insert(written.end(), cbam.begin(), cbam.end());
   } else if (k.vit) {
-    ClassifierBatch b = make_classifier_batch(set, set.test, {0}, k.config.max_len);
+    ClassifierBatch b = make_classifier_batch(set, examples, {index}, k.config.max_len);
     k.vit->set_record_attention(true);
     k.forward(b);
     std::vector<std::string> tokens{"CLS"};
@@ -101,20 +110,16 @@ std::vector<std::string> write_classifier_pictures(const Classifier& k,
     // append, not "p" + std::string: GCC 12 -O3 gives a false -Wrestrict warning for that
     for (int64_t p = 0; p < patches; ++p)
       tokens.push_back(std::string("p").append(std::to_string(p)));
-    written = attention_grids(k.vit->attention_maps(), tokens,
-                              "test image 0 (" + set.labels[size_t(set.test[0].label)] + ")",
-                              attention_dir);
+    written = attention_grids(k.vit->attention_maps(), tokens, caption, attention_dir);
     k.vit->set_record_attention(false);
   } else {
-    ClassifierBatch b = make_classifier_batch(set, set.test, {0}, k.config.max_len);
+    ClassifierBatch b = make_classifier_batch(set, examples, {index}, k.config.max_len);
     k.text->set_record_attention(true);
     k.forward(b);
     std::vector<int64_t> ids = b.inputs.contiguous().to_vector<int64_t>();
     std::vector<std::string> tokens = k.vocab.tokens_of(ids);
     if (k.text->config.pooling == "cls") tokens.insert(tokens.begin(), "[CLS]");
-    written = attention_grids(k.text->attention_maps(), tokens,
-                              "test example 0 (" + set.labels[size_t(set.test[0].label)] + ")",
-                              attention_dir);
+    written = attention_grids(k.text->attention_maps(), tokens, caption, attention_dir);
     k.text->set_record_attention(false);
   }
   k.module().train();

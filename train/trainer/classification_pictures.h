@@ -11,9 +11,19 @@
 
 namespace qkv::train {
 
-// Returns the files written (none for a plain CNN).
+// The pictures of test example 0, in the run folder (as training ends). Returns the files
+// written (none for a plain CNN).
 std::vector<std::string> write_classifier_pictures(const Classifier& k,
                                                    const ClassificationSet& set,
                                                    const std::string& run_dir);
+
+// The pictures of `examples[index]` (an image's row in set.pixels, or token ids) in out_dir,
+// `caption` naming it in the titles. SE bars average over the batch of up to 256 examples
+// starting there. Used by `qkv attention` on classifier runs.
+std::vector<std::string> write_classifier_pictures(const Classifier& k,
+                                                   const ClassificationSet& set,
+                                                   const std::vector<Example>& examples,
+                                                   size_t index, const std::string& caption,
+                                                   const std::string& out_dir);
 
 }  // namespace qkv::train
