@@ -74,6 +74,7 @@ int attention_command(const AttentionOptions& options) {
   if (train::run_architecture(options.run) != "Seq2SeqTransformer")
     return classifier_attention(options);
   train::Translator t = train::load_translator(options.run);
+  t.check_inputs({options.text}, "attention");
   auto paths = train::write_attention_maps(t, options.text, options.out);
   for (const auto& p : paths) std::printf("%s\n", p.c_str());
   return 0;
