@@ -1,9 +1,10 @@
 // Random fills and the fused Adam step.
 //
-// Element i of a fill uses Philox counter offset + i (engine/random.h, compiled for the device),
-// and the value is computed in double then rounded to the element type exactly as on the CPU, so
-// a seeded uniform or Bernoulli fill gives the CPU's bits. (A normal fill goes through log and cos,
-// whose device versions may differ from glibc's in the last bit of a double.)
+// Element i of a uniform or normal fill uses Philox counter offset + i, of a Bernoulli fill word
+// i % 4 of counter offset + i / 4 (engine/random.h, compiled for the device), and the value is
+// computed in double then rounded to the element type exactly as on the CPU, so a seeded uniform or
+// Bernoulli fill gives the CPU's bits. (A normal fill goes through log and cos, whose device
+// versions may differ from glibc's in the last bit of a double.)
 #include <cmath>
 
 #include "cuda/cuda_backend_impl.h"
@@ -31,8 +32,9 @@ __global__ void random_kernel(int64_t n, T* out, Distribution dist, uint64_t see
       case Distribution::normal:
         v = __dadd_rn(a, __dmul_rn(b, philox::normal(seed, ctr)));
         break;
-      default:
-        v = philox::uniform(seed, ctr) < a ? 1.0 : 0.0;
+      default:  // four draws per Philox block, as on the CPU (engine/random.h)
+        v = philox::bernoulli(seed, offset, uint64_t(i), philox::bernoulli_threshold(a)) ? 1.0
+                                                                                         : 0.0;
         break;
     }
     out[i] = T(v);

@@ -52,6 +52,18 @@ QKV_HOST_DEVICE inline double uniform(uint64_t seed, uint64_t ctr) {
   return double(bits & ((uint64_t(1) << 53) - 1)) * (1.0 / 9007199254740992.0);
 }
 
+// Bernoulli(p) draws use all four words of a block: element i of a fill that starts at counter
+// `offset` is word i % 4 of block offset + i / 4, true when it is below p * 2^32 (`threshold`,
+// from bernoulli_threshold). A quarter of the Philox work of one block per element, which
+// matters because dropout masks are the largest random fills of a training step.
+QKV_HOST_DEVICE inline uint64_t bernoulli_threshold(double p) {
+  return p <= 0 ? 0 : p >= 1 ? (uint64_t(1) << 32) : uint64_t(p * 4294967296.0);
+}
+QKV_HOST_DEVICE inline bool bernoulli(uint64_t seed, uint64_t offset, uint64_t i,
+                                      uint64_t threshold) {
+  return generate(seed, offset + i / 4).v[i % 4] < threshold;
+}
+
 // Standard normal by Box-Muller from one counter's four words.
 QKV_HOST_DEVICE inline double normal(uint64_t seed, uint64_t ctr) {
   Block b = generate(seed, ctr);

@@ -3,6 +3,8 @@
 
 #include "engine/backend.h"
 #include "engine/ops.h"
+#include "engine/parallel.h"
+#include "engine/random.h"
 #include "tests/engine/helpers.h"
 
 using namespace qkv;
@@ -42,6 +44,34 @@ BOOST_AUTO_TEST_CASE(random_is_seeded_and_has_the_right_moments) {
   BOOST_CHECK_CLOSE(mean(u).item(), 0.5, 3.0);
   // counters advance: two draws differ
   BOOST_CHECK_NE(rand({1}).item(), rand({1}).item());
+}
+
+// The CPU fill draws four Bernoulli values per Philox block (threads may split a block); every
+// element must equal philox::bernoulli computed on its own, for any offset and thread count,
+// and the rate must be p.
+BOOST_AUTO_TEST_CASE(bernoulli_fills_match_the_elementwise_definition) {
+  const int saved = num_threads();
+  for (int threads : {1, 2})
+    for (uint64_t offset : {0, 1, 3, 6}) {
+      set_num_threads(threads);
+      const int64_t n = 50003;  // several parallel ranges, not a multiple of 4
+      Tensor t = Tensor::empty({n});
+      backend_for(Device::cpu()).random_bernoulli(t, 77, offset, 0.3);
+      std::vector<float> got = t.to_vector<float>();
+      int64_t ones = 0, wrong = 0;
+      const uint64_t threshold = philox::bernoulli_threshold(0.3);
+      for (int64_t i = 0; i < n; ++i) {
+        const float want = philox::bernoulli(77, offset, uint64_t(i), threshold) ? 1.f : 0.f;
+        wrong += got[size_t(i)] != want;
+        ones += got[size_t(i)] == 1.f;
+      }
+      BOOST_TEST(wrong == 0, threads << " threads, offset " << offset);
+      BOOST_TEST(double(ones) / double(n) == 0.3, boost::test_tools::tolerance(0.02));
+    }
+  set_num_threads(saved);
+  // p = 0 and p = 1 are exact
+  BOOST_TEST(sum(bernoulli({1000}, 0.0)).item() == 0.0);
+  BOOST_TEST(sum(bernoulli({1000}, 1.0)).item() == 1000.0);
 }
 
 BOOST_AUTO_TEST_CASE(views_share_storage) {
