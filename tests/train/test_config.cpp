@@ -82,4 +82,17 @@ BOOST_AUTO_TEST_CASE(validation_names_the_key) {
   BOOST_CHECK_NO_THROW(validate_config(Config{}));
 }
 
+// Found by fuzzing (tests/fuzz/corpus/config/regression_*): nlohmann reports 1e999 with
+// out_of_range, not parse_error, so it escaped load_config as a foreign exception; and
+// get<int64_t>() wrapped 2^63 to a negative number, accepted silently.
+BOOST_AUTO_TEST_CASE(overflowing_numbers_are_rejected) {
+  BOOST_CHECK_EXCEPTION(parse_config(R"({"lr": 1e999})", "run.json"), qkv::Error,
+                        message_has("run.json", "not valid JSON", "number overflow"));
+  BOOST_CHECK_EXCEPTION(parse_config(R"({"steps": 9223372036854775808})", "run.json"), qkv::Error,
+                        message_has("run.json", "'steps'", "out of range"));
+  BOOST_CHECK_EXCEPTION(parse_config(R"({"seed": -1})", "run.json"), qkv::Error,
+                        message_has("'seed'", "must not be negative"));
+  BOOST_TEST(parse_config(R"({"steps": 9223372036854775807})", "run.json").steps == INT64_MAX);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

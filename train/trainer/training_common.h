@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "nn/module.h"
@@ -24,6 +25,9 @@ struct TrainerState {
   uint64_t generator_offset = 0;
   double best_metric = -1;
 };
+
+// trainer_state.json's text; throws qkv::Error("<source>: ...") for a missing or mistyped field.
+TrainerState parse_trainer_state(std::string_view text, const std::string& source);
 
 // model.safetensors, optimizer.safetensors, then trainer_state.json.
 void save_checkpoint(const RunDir& run, const nn::Module& model, const nn::Optimizer& opt,
