@@ -131,8 +131,8 @@ BOOST_AUTO_TEST_CASE(damaged_files_give_clear_errors) {
   check_error([&] { load_safetensors(temp_path("does_not_exist")); }, {"cannot open"});
 }
 
-// Found by fuzzing (tests/fuzz/corpus/safetensors/regression_*): the element count of
-// [2^39, 2^39, 1] wraps a uint64 to 0, so the shape passed as an empty tensor before.
+// Found in review while hardening the loaders (regression input in tests/fuzz/corpus/safetensors/):
+// the element count of [2^39, 2^39, 1] wraps a uint64 to 0, so the shape passed as an empty tensor.
 BOOST_AUTO_TEST_CASE(a_shape_whose_size_overflows_is_rejected) {
   std::string bytes = make_file(
       R"({"x":{"dtype":"F32","shape":[549755813888,549755813888,1],"data_offsets":[0,0]}})", "");

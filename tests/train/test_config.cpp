@@ -82,9 +82,9 @@ BOOST_AUTO_TEST_CASE(validation_names_the_key) {
   BOOST_CHECK_NO_THROW(validate_config(Config{}));
 }
 
-// Found by fuzzing (tests/fuzz/corpus/config/regression_*): nlohmann reports 1e999 with
-// out_of_range, not parse_error, so it escaped load_config as a foreign exception; and
-// get<int64_t>() wrapped 2^63 to a negative number, accepted silently.
+// Found while hardening the loaders (regression inputs in tests/fuzz/corpus/config/): nlohmann
+// reports 1e999 with out_of_range, not parse_error, so it escaped load_config as a foreign
+// exception; and get<int64_t>() wrapped 2^63 to a negative number, accepted silently.
 BOOST_AUTO_TEST_CASE(overflowing_numbers_are_rejected) {
   BOOST_CHECK_EXCEPTION(parse_config(R"({"lr": 1e999})", "run.json"), qkv::Error,
                         message_has("run.json", "not valid JSON", "number overflow"));

@@ -1,5 +1,6 @@
 // model.json and trainer_state.json of a run folder: what a damaged or hand-edited file gets.
-// Several cases were found by fuzzing (tests/fuzz/corpus/run_dir/regression_*).
+// The cases come from a review while hardening the loaders; each has a regression input in
+// tests/fuzz/corpus/run_dir/ that the fuzz target replays.
 #include <boost/test/unit_test.hpp>
 #include <nlohmann/json.hpp>
 
