@@ -40,6 +40,10 @@ bool parse_dtype_tag(const std::string& tag, DType& out) {
   return false;
 }
 
+// A JSON value for an error message. Arrays and objects are named, not printed: dump() recurses
+// once per nesting level, and a header of [[[[...]]]] 100,000 deep would overflow the stack.
+std::string brief(const json& v) { return v.is_structured() ? v.type_name() : v.dump(); }
+
 // The format is little-endian; so is every machine qkv runs on (x86-64, and the GPUs' hosts).
 static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes little endian");
 
@@ -135,14 +139,14 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& wha
     DType dtype;
     QKV_CHECK(
         entry["dtype"].is_string() && parse_dtype_tag(entry["dtype"].get<std::string>(), dtype), op,
-        "tensor '", name, "' has unknown dtype ", entry["dtype"].dump());
+        "tensor '", name, "' has unknown dtype ", brief(entry["dtype"]));
     const json& js = entry["shape"];
     const json& jo = entry["data_offsets"];
     QKV_CHECK(js.is_array(), op, "tensor '", name, "' shape is not an array");
     Shape shape;
     for (const json& d : js) {
       QKV_CHECK(d.is_number_unsigned() && d.get<uint64_t>() < (uint64_t(1) << 40), op, "tensor '",
-                name, "' has a bad dimension ", d.dump());
+                name, "' has a bad dimension ", brief(d));
       shape.push_back(int64_t(d.get<uint64_t>()));
     }
     // The element count is bounded before it is multiplied out: [2^39, 2^39, 1] wraps a uint64 to

@@ -159,4 +159,14 @@ BOOST_AUTO_TEST_CASE(parse_from_memory_matches_the_file_loader) {
   check_error([&] { parse_safetensors("\x05\x00", "tiny.bin"); }, {"load_safetensors(tiny.bin)"});
 }
 
+// The same stack overflow as in the config loader: the error message used to dump() the value.
+BOOST_AUTO_TEST_CASE(deeply_nested_dtype_gives_an_error_not_a_stack_overflow) {
+  const size_t depth = 1'000'000;
+  std::string bytes = make_file(R"({"x":{"shape":[],"data_offsets":[0,0],"dtype":)" +
+                                    std::string(depth, '[') + std::string(depth, ']') + "}}",
+                                "");
+  check_error([&] { parse_safetensors(bytes, "deep.safetensors"); },
+              {"deep.safetensors", "unknown dtype array"});
+}
+
 BOOST_AUTO_TEST_SUITE_END()

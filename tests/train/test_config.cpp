@@ -95,4 +95,14 @@ BOOST_AUTO_TEST_CASE(overflowing_numbers_are_rejected) {
   BOOST_TEST(parse_config(R"({"steps": 9223372036854775807})", "run.json").steps == INT64_MAX);
 }
 
+// Found by replaying a large hand-made input through fuzz_config (the fuzzer's own inputs are too
+// small to reach it): the error message printed the value with dump(), which recurses once per
+// nesting level and overflowed the stack. Too big for the committed corpus, so it lives here.
+BOOST_AUTO_TEST_CASE(deeply_nested_value_gives_an_error_not_a_stack_overflow) {
+  const size_t depth = 1'000'000;
+  std::string text = "{\"steps\": " + std::string(depth, '[') + std::string(depth, ']') + "}";
+  BOOST_CHECK_EXCEPTION(parse_config(text, "deep.json"), qkv::Error,
+                        message_has("deep.json", "'steps' must be an integer, got an array"));
+}
+
 BOOST_AUTO_TEST_SUITE_END()

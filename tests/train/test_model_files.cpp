@@ -1,6 +1,6 @@
 // model.json and trainer_state.json of a run folder: what a damaged or hand-edited file gets.
-// The cases come from a review while hardening the loaders; each has a regression input in
-// tests/fuzz/corpus/run_dir/ that the fuzz target replays.
+// The cases come from a review while hardening the loaders and from fuzz_run_dir; each has a
+// regression input in tests/fuzz/corpus/run_dir/ that the fuzz target replays.
 #include <boost/test/unit_test.hpp>
 #include <nlohmann/json.hpp>
 
@@ -69,6 +69,10 @@ BOOST_AUTO_TEST_CASE(sizes_are_checked_before_a_model_is_built) {
   BOOST_CHECK_EXCEPTION(parse_translator_model_json(j.dump(), "model.json"), qkv::Error,
                         message_has("model.json", "parameters", "damaged"));
   j = translator_json();
+  j["config"]["positional"] = "rope";  // found by fuzz_run_dir: the model constructor threw
+  j["config"]["num_heads"] = 64;       // head size 1
+  BOOST_CHECK_EXCEPTION(parse_translator_model_json(j.dump(), "model.json"), qkv::Error,
+                        message_has("model.json", "rope needs an even head size"));
   j["config"]["positional"] = "spiral";
   BOOST_CHECK_EXCEPTION(parse_translator_model_json(j.dump(), "model.json"), qkv::Error,
                         message_has("\"positional\" must be one of"));

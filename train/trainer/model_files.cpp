@@ -107,9 +107,16 @@ void check_parameters(int64_t estimate, const std::string& source) {
 
 const char* kPositional[] = {"sinusoidal", "learned", "relative", "rope", "alibi"};
 
-void check_positional(const std::string& p, const std::string& source) {
+// `heads` already divides `d_model`.
+void check_positional(const std::string& p, int64_t d_model, int64_t heads,
+                      const std::string& source) {
   check_one_of(p, {kPositional[0], kPositional[1], kPositional[2], kPositional[3], kPositional[4]},
                "positional", source);
+  // RoPE rotates pairs of features in each head (found by fuzz_run_dir: the constructor threw).
+  if (p == "rope" && (d_model / heads) % 2 != 0)
+    throw Error(source + ": \"positional\" rope needs an even head size, but d_model " +
+                std::to_string(d_model) + " / num_heads " + std::to_string(heads) + " = " +
+                std::to_string(d_model / heads));
 }
 
 }  // namespace
@@ -122,7 +129,7 @@ void validate_model_config(const models::Seq2SeqConfig& c, const std::string& so
   in_range(c.num_decoder_layers, 1, 256, "num_decoder_layers", source);
   in_range(c.max_len, 1, 1 << 20, "max_len", source);
   in_range(c.pad_id, 0, std::min(c.src_vocab, c.tgt_vocab) - 1, "pad_id", source);
-  check_positional(c.positional, source);
+  check_positional(c.positional, c.d_model, c.num_heads, source);
   const int64_t d = c.d_model;
   check_parameters((c.src_vocab + 2 * c.tgt_vocab + c.max_len) * d +
                        (c.num_encoder_layers + 2 * c.num_decoder_layers) *
@@ -136,7 +143,7 @@ void validate_model_config(const models::TransformerClassifierConfig& c,
   in_range(c.num_classes, 1, 1 << 24, "num_classes", source);
   check_transformer(c.d_model, c.num_heads, c.dim_feedforward, c.num_layers, c.dropout, source);
   in_range(c.max_len, 1, 1 << 20, "max_len", source);
-  check_positional(c.positional, source);
+  check_positional(c.positional, c.d_model, c.num_heads, source);
   check_one_of(c.pooling, {"cls", "mean"}, "pooling", source);
   check_parameters((c.vocab + c.max_len + c.num_classes) * c.d_model +
                        c.num_layers * layer_parameters(c.d_model, c.dim_feedforward),
