@@ -14,7 +14,7 @@ ifeq ($(DATA),fashion-mnist)
 DEPS_PKGS += dataset-fashion-mnist
 endif
 
-.PHONY: all build test run deps deps-check clean format bench
+.PHONY: all build test run deps deps-check clean format bench fuzz sanitize valgrind
 
 all: build
 
@@ -45,6 +45,40 @@ run: build
 bench: build
 	$(QKV) bench gemm
 	$(QKV) bench ops
+
+# ---- testing tools (docs/TESTING_TOOLS.md) ------------------------------------------------------
+# make fuzz: every libFuzzer target of tests/fuzz for FUZZ_SECONDS each, one at a time (clang).
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_LOADERS ?= $(patsubst tests/fuzz/fuzz_%.cpp,%,$(wildcard tests/fuzz/fuzz_*.cpp))
+fuzz: deps-check
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DWITH_CUDA=OFF -DQKV_FUZZ=ON $(CMAKE_FLAGS)
+	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target $(addprefix fuzz_,$(FUZZ_LOADERS))
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_LOADERS)
+
+# make sanitize: the whole ctest suite built with ASan + UBSan at -O1 with assertions on (CUDA off:
+# the CUDA runtime and ASan's shadow memory do not mix). Boost.Test must not catch the sanitizers'
+# abort: a test that carried on after one hung in the thread pool. SANITIZE_CTEST passes ctest
+# arguments (e.g. SANITIZE_CTEST="-R nn").
+SANITIZE_BUILD ?= build-sanitize
+SANITIZE_CTEST ?=
+sanitize: deps-check
+	cmake -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DWITH_CUDA=OFF -DQKV_SANITIZE=ON $(CMAKE_FLAGS)
+	cmake --build $(SANITIZE_BUILD) -j$(JOBS)
+	cd $(SANITIZE_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 BOOST_TEST_CATCH_SYSTEM_ERRORS=no \
+	  ctest --output-on-failure --timeout 900 -j$(JOBS) $(SANITIZE_CTEST)
+
+# make valgrind: memcheck on a short training run. Its own build without -march=native: valgrind
+# does not know AVX-512, which -march=native emits on such CPUs (SIGILL at start-up).
+VALGRIND_BUILD ?= build-valgrind
+valgrind: deps-check
+	cmake -S . -B $(VALGRIND_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQKV_NATIVE=OFF \
+	  -DWITH_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build $(VALGRIND_BUILD) -j$(JOBS) --target qkv
+	tests/valgrind/run.sh $(VALGRIND_BUILD)/qkv
 
 format:
 	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')

@@ -111,10 +111,11 @@ void register_gradcheck_cases(OpRegistry& r) {
   sparse->pattern.block_size = 2;
   sparse->pattern.block_layout = band_block_layout(5, 5, 2, 0, 1);
   for (auto [tag, m] : {std::pair{"local", local}, std::pair{"block_sparse", sparse}})
-    add_case(std::string("MultiheadAttention.") + tag, {{{2, 5, 6}}, {{6, 6}}}, [m](X x) {
-      m->q_proj->weight = x[1];
+    // `mha = m`: clang before 16 cannot capture a structured binding by name.
+    add_case(std::string("MultiheadAttention.") + tag, {{{2, 5, 6}}, {{6, 6}}}, [mha = m](X x) {
+      mha->q_proj->weight = x[1];
       Tensor pad = tensor({0, 0, 0, 0, 1, 0, 0, 0, 0, 0}, {2, 5}).to(DType::b8);
-      return m->forward(x[0], x[0], x[0], pad, {}, false, true, true).output;
+      return mha->forward(x[0], x[0], x[0], pad, {}, false, true, true).output;
     });
   auto cross = in_f64(std::make_shared<MultiheadAttention>(4, 2, 0.0, true, 3, 5));
   add_case("MultiheadAttention.cross_kdim_vdim", {{{2, 3, 4}}, {{2, 5, 3}}, {{2, 5, 5}}},

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -41,6 +42,10 @@ bool parse_dtype_tag(const std::string& tag, DType& out) {
     if (tag == dtype_tag(t)) return out = t, true;
   return false;
 }
+
+// A JSON value for an error message. Arrays and objects are named, not printed: dump() recurses
+// once per nesting level, and a header of [[[[...]]]] 100,000 deep would overflow the stack.
+std::string brief(const json& v) { return v.is_structured() ? v.type_name() : v.dump(); }
 
 // The format is little-endian; so is every machine qkv runs on (x86-64, and the GPUs' hosts).
 static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes little endian");
@@ -103,20 +108,26 @@ void save_safetensors(const std::string& path, const TensorMap& tensors,
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
-  const std::string op = "load_safetensors(" + path + ")";
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  QKV_CHECK(in.good(), op, "cannot open the file");
-  const uint64_t file_size = uint64_t(in.tellg());
-  in.seekg(0);
+  // The whole file is read at once: checkpoints here are megabytes, and parsing from memory is what
+  // the fuzz target exercises, so the two paths cannot drift apart.
+  std::ifstream in(path, std::ios::binary);
+  QKV_CHECK(in.good(), "load_safetensors(" + path + ")", "cannot open the file");
+  std::string bytes(std::istreambuf_iterator<char>(in), {});
+  QKV_CHECK(!in.bad(), "load_safetensors(" + path + ")", "read error");
+  return parse_safetensors(bytes, path);
+}
+
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& what) {
+  const std::string op = "load_safetensors(" + what + ")";
+  const uint64_t file_size = bytes.size();
   QKV_CHECK(file_size >= 8, op, "file of ", file_size, " bytes is too short for a header length");
   uint64_t header_len = 0;
-  in.read(reinterpret_cast<char*>(&header_len), 8);
+  std::memcpy(&header_len, bytes.data(), 8);
   QKV_CHECK(header_len <= file_size - 8, op, "header length ", header_len,
             " exceeds the file's remaining ", file_size - 8,
             " bytes: the file is truncated or corrupt");
-  std::string text(header_len, '\0');
-  in.read(text.data(), std::streamsize(header_len));
-  const uint64_t data_size = file_size - 8 - header_len;
+  const std::string_view text = bytes.substr(8, header_len);
+  const std::string_view data = bytes.substr(8 + header_len);
 
   json header;
   try {
@@ -150,42 +161,51 @@ SafetensorsFile load_safetensors(const std::string& path) {
     DType dtype;
     QKV_CHECK(
         entry["dtype"].is_string() && parse_dtype_tag(entry["dtype"].get<std::string>(), dtype), op,
-        "tensor '", name, "' has unknown dtype ", entry["dtype"].dump());
+        "tensor '", name, "' has unknown dtype ", brief(entry["dtype"]));
     const json& js = entry["shape"];
     const json& jo = entry["data_offsets"];
     QKV_CHECK(js.is_array(), op, "tensor '", name, "' shape is not an array");
     Shape shape;
-    uint64_t count = 1;
     for (const json& d : js) {
       QKV_CHECK(d.is_number_unsigned() && d.get<uint64_t>() < (uint64_t(1) << 40), op, "tensor '",
-                name, "' has a bad dimension ", d.dump());
+                name, "' has a bad dimension ", brief(d));
       shape.push_back(int64_t(d.get<uint64_t>()));
-      count *= d.get<uint64_t>();
-      QKV_CHECK(count < (uint64_t(1) << 48), op, "tensor '", name, "' is implausibly large");
+    }
+    // The element count is bounded before it is multiplied out: [2^39, 2^39, 1] wraps a uint64 to
+    // 0 and would pass as an empty tensor whose shape overflows every later stride computation.
+    uint64_t count = 1;
+    const uint64_t max_count = uint64_t(1) << 48;
+    for (int64_t d : shape) {
+      QKV_CHECK(d == 0 || count <= max_count / uint64_t(d), op, "tensor '", name, "' shape ",
+                shape_str(shape), " is implausibly large");
+      count *= uint64_t(d);
     }
     QKV_CHECK(
         jo.is_array() && jo.size() == 2 && jo[0].is_number_unsigned() && jo[1].is_number_unsigned(),
         op, "tensor '", name, "' data_offsets is not [begin, end]");
     uint64_t begin = jo[0].get<uint64_t>(), end = jo[1].get<uint64_t>();
-    QKV_CHECK(begin <= end && end <= data_size, op, "tensor '", name, "' data_offsets [", begin,
-              ", ", end, "] out of range (data section is ", data_size,
+    QKV_CHECK(begin <= end && end <= data.size(), op, "tensor '", name, "' data_offsets [", begin,
+              ", ", end, "] out of range (data section is ", data.size(),
               " bytes): the file is truncated or corrupt");
     QKV_CHECK(end - begin == count * dtype_size(dtype), op, "tensor '", name, "' shape ",
               shape_str(shape), " x ", dtype_tag(dtype), " needs ", count * dtype_size(dtype),
               " bytes but data_offsets span ", end - begin);
     spans.push_back({begin, end, name});
     Tensor t = Tensor::empty(shape, dtype);
-    if (end > begin) {
-      in.seekg(std::streamoff(8 + header_len + begin));
-      in.read(static_cast<char*>(t.raw_data()), std::streamsize(end - begin));
-      QKV_CHECK(in.good(), op, "reading tensor '", name, "' failed");
-    }
+    if (end > begin) std::memcpy(t.raw_data(), data.data() + begin, end - begin);
     result.tensors[name] = t;
   }
+  // Empty tensors take no bytes and may sit anywhere; each other span must start at or after the
+  // end of the last non-empty one (comparing only neighbours let an empty span in between hide an
+  // overlap).
   std::sort(spans.begin(), spans.end(), [](auto& a, auto& b) { return a.begin < b.begin; });
-  for (size_t i = 1; i < spans.size(); ++i)
-    QKV_CHECK(spans[i].begin >= spans[i - 1].end || spans[i].begin == spans[i].end, op, "tensors '",
-              spans[i - 1].name, "' and '", spans[i].name, "' overlap");
+  const Span* previous = nullptr;
+  for (const Span& span : spans) {
+    if (span.begin == span.end) continue;
+    QKV_CHECK(!previous || span.begin >= previous->end, op, "tensors '", previous->name, "' and '",
+              span.name, "' overlap");
+    previous = &span;
+  }
   return result;
 }
 

@@ -8,6 +8,7 @@
 
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "engine/tensor.h"
 
@@ -32,5 +33,8 @@ struct SafetensorsFile {
 // Validates everything before trusting it (header length, JSON, dtypes, shapes against byte spans,
 // offsets in range and not overlapping) and throws qkv::Error naming the file and the fault.
 SafetensorsFile load_safetensors(const std::string& path);
+// The same checks on a file's bytes already in memory; `what` (the file name) starts every error.
+// load_safetensors reads the file and calls this; the fuzz target calls it directly.
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& what);
 
 }  // namespace qkv::nn

@@ -1,6 +1,7 @@
 #include "train/config.h"
 
 #include <algorithm>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
@@ -122,6 +123,9 @@ const ConfigField& find_field(const std::string& key, const std::string& source)
 std::string json_type(const json& v) {
   if (v.is_number_integer()) return "an integer " + v.dump();
   if (v.is_number()) return "a number " + v.dump();
+  // dump() recurses once per nesting level: a config holding [[[[...]]]] 100,000 deep overflowed
+  // the stack while its error message was being written.
+  if (v.is_structured()) return std::string("an ") + v.type_name();
   return std::string(v.type_name()) + " " + v.dump();
 }
 
@@ -150,8 +154,12 @@ void set_field(Config& c, const ConfigField& f, const json& v, const std::string
         } else {  // int64_t or uint64_t
           if (!v.is_number_integer())
             throw Error(where + " must be an integer, got " + json_type(v));
-          if (std::is_unsigned_v<T> && v.is_number_integer() && !v.is_number_unsigned())
+          if (std::is_unsigned_v<T> && !v.is_number_unsigned())
             throw Error(where + " must not be negative, got " + v.dump());
+          // get<int64_t>() would silently wrap 2^63 and above to a negative number.
+          if (std::is_signed_v<T> && v.is_number_unsigned() &&
+              v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+            throw Error(where + " is out of range, got " + v.dump());
           c.*member = v.get<T>();
         }
       },
@@ -177,15 +185,18 @@ void set_config_value(Config& config, const std::string& key, const std::string&
 }
 
 Config load_config(const std::string& path) {
-  std::string text = read_file(path, "--config");
+  return parse_config(read_file(path, "--config"), path);
+}
+
+Config parse_config(std::string_view text, const std::string& source) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw Error(path + ": not valid JSON: " + e.what());
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e999
+    throw Error(source + ": not valid JSON: " + e.what());
   }
   Config config;
-  apply_config_json(config, j, path);
+  apply_config_json(config, j, source);
   return config;
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -84,6 +85,8 @@ void set_config_value(Config& config, const std::string& key, const std::string&
 // Defaults overridden by the file's keys. Throws qkv::Error naming the file when it is missing, not
 // JSON, not an object, or has a bad key or value.
 Config load_config(const std::string& path);
+// The same on the file's text; `source` (the file name) starts every error.
+Config parse_config(std::string_view text, const std::string& source);
 nlohmann::json config_to_json(const Config& config);
 // Writes the effective config as pretty JSON, atomically.
 void save_config(const Config& config, const std::string& path);

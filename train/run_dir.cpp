@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "engine/error.h"
 #include "train/atomic_file.h"
@@ -74,6 +75,13 @@ std::vector<Series> read_metric_series(const std::string& metrics_path,
                                        const std::string& x_key) {
   std::ifstream in(metrics_path);
   if (!in) throw Error(metrics_path + ": cannot open: " + std::strerror(errno));
+  return parse_metric_series(read_file(metrics_path, "metrics"), metrics_path, keys, x_key);
+}
+
+std::vector<Series> parse_metric_series(std::string_view text, const std::string& source,
+                                        const std::vector<std::string>& keys,
+                                        const std::string& x_key) {
+  std::istringstream in{std::string(text)};
   std::vector<Series> series;
   for (const auto& k : keys) series.push_back({k, {}, {}});
   std::string line;
@@ -81,7 +89,7 @@ std::vector<Series> read_metric_series(const std::string& metrics_path,
     if (line.empty()) continue;
     nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!record.is_object())
-      throw Error(metrics_path + ":" + std::to_string(number) + ": not a JSON object");
+      throw Error(source + ":" + std::to_string(number) + ": not a JSON object");
     if (!record.contains(x_key) || !record[x_key].is_number()) continue;
     for (auto& s : series)
       if (record.contains(s.name) && record[s.name].is_number()) {

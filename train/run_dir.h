@@ -51,5 +51,9 @@ class RunDir {
 std::vector<Series> read_metric_series(const std::string& metrics_path,
                                        const std::vector<std::string>& keys,
                                        const std::string& x_key = "step");
+// The same on the file's text; `source` (the file name) starts every error.
+std::vector<Series> parse_metric_series(std::string_view text, const std::string& source,
+                                        const std::vector<std::string>& keys,
+                                        const std::string& x_key = "step");
 
 }  // namespace qkv::train

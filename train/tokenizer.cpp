@@ -114,7 +114,7 @@ Vocab Vocab::from_json(const std::string& text, const std::string& source) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e999
     throw Error(source + ": not valid JSON: " + e.what());
   }
   if (!j.is_object() || !j.contains("tokenizer") || !j.contains("tokens"))

@@ -131,4 +131,42 @@ BOOST_AUTO_TEST_CASE(damaged_files_give_clear_errors) {
   check_error([&] { load_safetensors(temp_path("does_not_exist")); }, {"cannot open"});
 }
 
+// Found in review while hardening the loaders (regression input in tests/fuzz/corpus/safetensors/):
+// the element count of [2^39, 2^39, 1] wraps a uint64 to 0, so the shape passed as an empty tensor.
+BOOST_AUTO_TEST_CASE(a_shape_whose_size_overflows_is_rejected) {
+  std::string bytes = make_file(
+      R"({"x":{"dtype":"F32","shape":[549755813888,549755813888,1],"data_offsets":[0,0]}})", "");
+  check_error([&] { parse_safetensors(bytes, "wrap.safetensors"); },
+              {"wrap.safetensors", "tensor 'x'", "implausibly large"});
+}
+
+// An empty tensor sorted between two overlapping ones used to hide the overlap.
+BOOST_AUTO_TEST_CASE(an_empty_tensor_does_not_hide_an_overlap) {
+  std::string bytes = make_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                                R"("b":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
+                                R"("c":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+                                std::string(16, 'a'));
+  check_error([&] { parse_safetensors(bytes, "hidden.safetensors"); },
+              {"hidden.safetensors", "'a' and 'c' overlap"});
+}
+
+BOOST_AUTO_TEST_CASE(parse_from_memory_matches_the_file_loader) {
+  std::string path = temp_path("memory.safetensors");
+  save_safetensors(path, {{"w", tensor({1, 2, 3}, {3})}}, {{"k", "v"}});
+  SafetensorsFile f = parse_safetensors(read_all(path), "memory");
+  BOOST_TEST(f.metadata.at("k") == "v");
+  BOOST_TEST((f.tensors.at("w").to_vector<float>() == std::vector<float>{1, 2, 3}));
+  check_error([&] { parse_safetensors("\x05\x00", "tiny.bin"); }, {"load_safetensors(tiny.bin)"});
+}
+
+// The same stack overflow as in the config loader: the error message used to dump() the value.
+BOOST_AUTO_TEST_CASE(deeply_nested_dtype_gives_an_error_not_a_stack_overflow) {
+  const size_t depth = 1'000'000;
+  std::string bytes = make_file(R"({"x":{"shape":[],"data_offsets":[0,0],"dtype":)" +
+                                    std::string(depth, '[') + std::string(depth, ']') + "}}",
+                                "");
+  check_error([&] { parse_safetensors(bytes, "deep.safetensors"); },
+              {"deep.safetensors", "unknown dtype array"});
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,3 +1,4 @@
+#include <sys/resource.h>
 #include <zlib.h>
 
 #include <boost/test/unit_test.hpp>
@@ -139,6 +140,37 @@ BOOST_AUTO_TEST_CASE(fashion_mnist_from_a_small_folder) {
                         message_has("3 images but 2 labels"));
   BOOST_CHECK_EXCEPTION(load_fashion_mnist("train", dir.path.string()), qkv::Error,
                         message_has("make deps DATA=fashion-mnist", "train-images"));
+}
+
+// Peak resident memory of this process so far, in MiB.
+static long peak_rss_mib() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024;
+}
+
+// Found in review while hardening the loaders (regression input in tests/fuzz/corpus/idx/): a
+// 15-byte file whose header promises 32768 x 65536 bytes made the reader allocate (and zero)
+// 2 GiB before finding the data missing.
+BOOST_AUTO_TEST_CASE(idx_header_promising_gigabytes_fails_without_allocating_them) {
+  std::string header = {0, 0, 8, 2, 0, 0, char(0x80), 0, 0, 1, 0, 0};  // [32768, 65536]
+  const long before = peak_rss_mib();
+  BOOST_CHECK_EXCEPTION(parse_idx_gz(header + "abc", "huge.gz"), qkv::Error,
+                        message_has("huge.gz", "truncated", "2147483648 bytes"));
+  BOOST_TEST(peak_rss_mib() - before < 256);
+}
+
+BOOST_AUTO_TEST_CASE(idx_and_tsv_parse_from_memory) {
+  std::string plain = {0, 0, 8, 1, 0, 0, 0, 3, 7, 8, 9};
+  IdxArray a = parse_idx_gz(plain, "labels");
+  BOOST_TEST((a.dims == std::vector<int64_t>{3}));
+  BOOST_TEST((a.data == std::vector<uint8_t>{7, 8, 9}));
+  BOOST_CHECK_EXCEPTION(parse_idx_gz(plain + "x", "labels.gz"), qkv::Error,
+                        message_has("labels.gz", "more data"));
+  auto pairs = parse_pairs_tsv("a\tb\n", "mem.tsv");
+  BOOST_TEST(pairs.size() == 1u);
+  BOOST_CHECK_EXCEPTION(parse_classification_tsv("x\tone\n", "mem.tsv"), qkv::Error,
+                        message_has("mem.tsv", "at least two labels"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,7 +1,12 @@
 #include "train/data/idx.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -38,14 +43,10 @@ uint32_t big_endian(const unsigned char* b) {
   return uint32_t(b[0]) << 24 | uint32_t(b[1]) << 16 | uint32_t(b[2]) << 8 | uint32_t(b[3]);
 }
 
-}  // namespace
-
-IdxArray read_idx_gz(const std::string& path) {
-  if (!std::filesystem::exists(path)) throw Error(path + ": no such file");
-  GzFile f(gzopen(path.c_str(), "rb"));
-  if (!f) throw Error(path + ": cannot open");
+// The one reader behind both entry points; `path` names the file in errors.
+IdxArray read_idx(gzFile f, const std::string& path) {
   unsigned char magic[4];
-  if (!read_exactly(f.get(), magic, 4, path)) throw Error(path + ": too short for an IDX header");
+  if (!read_exactly(f, magic, 4, path)) throw Error(path + ": too short for an IDX header");
   if (magic[0] != 0 || magic[1] != 0)
     throw Error(path + ": not an IDX file (magic number does not start with two zero bytes)");
   if (magic[2] != 0x08)
@@ -59,7 +60,7 @@ IdxArray read_idx_gz(const std::string& path) {
   size_t numel = 1;
   for (int d = 0; d < ndims; ++d) {
     unsigned char b[4];
-    if (!read_exactly(f.get(), b, 4, path)) throw Error(path + ": truncated IDX header");
+    if (!read_exactly(f, b, 4, path)) throw Error(path + ": truncated IDX header");
     uint32_t n = big_endian(b);
     // 2^31 bytes is far beyond any data set of this format; a larger size means a corrupt header.
     if (n == 0 || numel * n > (size_t(1) << 31))
@@ -68,14 +69,53 @@ IdxArray read_idx_gz(const std::string& path) {
     a.dims.push_back(n);
     numel *= n;
   }
-  a.data.resize(numel);
-  if (!read_exactly(f.get(), a.data.data(), numel, path))
-    throw Error(path + ": truncated: the header promises " + std::to_string(numel) +
-                " bytes of data and the file ends before that");
+  // The data grows chunk by chunk as it arrives: a 30-byte file whose header promises 2 GiB must
+  // fail on its missing data, not first allocate 2 GiB (compressed size says nothing about the
+  // decompressed size, so it cannot be checked up front).
+  constexpr size_t kChunk = size_t(1) << 20;
+  for (size_t have = 0; have < numel;) {
+    size_t want = std::min(kChunk, numel - have);
+    a.data.resize(have + want);
+    if (!read_exactly(f, a.data.data() + have, want, path))
+      throw Error(path + ": truncated: the header promises " + std::to_string(numel) +
+                  " bytes of data and the file ends before that");
+    have += want;
+  }
   unsigned char extra;
-  if (read_exactly(f.get(), &extra, 1, path))
+  if (read_exactly(f, &extra, 1, path))
     throw Error(path + ": more data than the header's dimensions say");
   return a;
+}
+
+}  // namespace
+
+IdxArray read_idx_gz(const std::string& path) {
+  if (!std::filesystem::exists(path)) throw Error(path + ": no such file");
+  GzFile f(gzopen(path.c_str(), "rb"));
+  if (!f) throw Error(path + ": cannot open");
+  return read_idx(f.get(), path);
+}
+
+IdxArray parse_idx_gz(std::string_view bytes, const std::string& what) {
+  // zlib's gz* reader (which also passes plain files through) needs a file descriptor; an
+  // anonymous in-memory file gives it one without touching the file system.
+  int fd = ::memfd_create("qkv-idx", MFD_CLOEXEC);
+  if (fd < 0) throw Error(what + ": memfd_create failed: " + std::strerror(errno));
+  for (size_t done = 0; done < bytes.size();) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n <= 0) {
+      ::close(fd);
+      throw Error(what + ": cannot buffer the bytes: " + std::strerror(errno));
+    }
+    done += size_t(n);
+  }
+  ::lseek(fd, 0, SEEK_SET);
+  GzFile f(gzdopen(fd, "rb"));  // owns fd from here: gzclose closes it
+  if (!f) {
+    ::close(fd);
+    throw Error(what + ": cannot open");
+  }
+  return read_idx(f.get(), what);
 }
 
 ImageDataset load_fashion_mnist(const std::string& split, const std::string& dir) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -23,6 +24,9 @@ struct IdxArray {
 // the file for a missing file, a wrong magic number, a type other than ubyte, or data shorter or
 // longer than the dimensions say.
 IdxArray read_idx_gz(const std::string& path);
+// The same on a file's bytes already in memory (gzipped or plain); `what` (a file name) starts
+// every error. For tests and the fuzz target: it goes through the same zlib reader as read_idx_gz.
+IdxArray parse_idx_gz(std::string_view bytes, const std::string& what);
 
 inline const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 

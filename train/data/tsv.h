@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "train/tasks/task.h"
@@ -18,6 +19,8 @@
 namespace qkv::train {
 
 std::vector<Pair> read_pairs_tsv(const std::string& path);
+// The same on the file's text; `source` (the file name) starts every error.
+std::vector<Pair> parse_pairs_tsv(std::string_view text, const std::string& source);
 
 struct TextExample {
   std::string text;
@@ -30,5 +33,6 @@ struct TextClassificationData {
 };
 
 TextClassificationData read_classification_tsv(const std::string& path);
+TextClassificationData parse_classification_tsv(std::string_view text, const std::string& source);
 
 }  // namespace qkv::train

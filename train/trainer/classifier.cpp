@@ -8,6 +8,7 @@
 #include "nn/safetensors.h"
 #include "train/atomic_file.h"
 #include "train/dataset.h"
+#include "train/trainer/model_files.h"
 #include "train/trainer/translator.h"
 
 namespace qkv::train {
@@ -164,11 +165,7 @@ std::string run_architecture(const std::string& run_dir) {
   std::string path = (fs::path(run_dir) / kModelJson).string();
   QKV_CHECK(fs::exists(path), "--run", run_dir, " has no ", kModelJson,
             " (was it made by `qkv train`?)");
-  try {
-    return nlohmann::json::parse(read_file(path, "--run")).at("architecture").get<std::string>();
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path + ": " + e.what());
-  }
+  return parse_model_architecture(read_file(path, "--run"), path);
 }
 
 Classifier load_classifier(const std::string& run_dir) {
@@ -179,28 +176,20 @@ Classifier load_classifier(const std::string& run_dir) {
               " (was it made by `qkv train classify`, and did it save a checkpoint?)");
     return p;
   };
-  const std::string architecture = run_architecture(run_dir);
+  run_architecture(run_dir);  // the folder and model.json exist
   Classifier k;
   k.config = load_config(path("config.json"));
-  try {
-    auto j = nlohmann::json::parse(read_file(path(kModelJson), "--run"));
-    k.labels = j.at("labels").get<std::vector<std::string>>();
-    const auto& config = j.at("config");
-    if (architecture == "TransformerClassifier") {
-      k.vocab = Vocab::load(path(kVocabFile));
-      k.text = std::make_shared<models::TransformerClassifier>(
-          config.get<models::TransformerClassifierConfig>());
-    } else if (architecture == "CnnClassifier") {
-      k.cnn = std::make_shared<models::CnnClassifier>(config.get<models::CnnClassifierConfig>());
-    } else if (architecture == "VisionTransformer") {
-      k.vit = std::make_shared<models::VisionTransformer>(
-          config.get<models::VisionTransformerConfig>());
-    } else {
-      throw Error(path(kModelJson) + ": '" + architecture + "' is not a classifier");
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path(kModelJson) + ": " + e.what());
+  ClassifierModelJson m =
+      parse_classifier_model_json(read_file(path(kModelJson), "--run"), path(kModelJson));
+  k.labels = m.labels;
+  if (m.text) {
+    k.vocab = Vocab::load(path(kVocabFile));
+    QKV_CHECK(int64_t(k.vocab.size()) == m.text->vocab, "--run", run_dir, ": the vocabulary (",
+              k.vocab.size(), " tokens) does not match the model (", m.text->vocab, ")");
+    k.text = std::make_shared<models::TransformerClassifier>(*m.text);
   }
+  if (m.cnn) k.cnn = std::make_shared<models::CnnClassifier>(*m.cnn);
+  if (m.vit) k.vit = std::make_shared<models::VisionTransformer>(*m.vit);
   k.module().load_state_dict(nn::load_safetensors(path(kModelFile)).tensors);
   k.module().eval();
   return k;

@@ -103,9 +103,31 @@ TrainerState load_checkpoint(const RunDir& run, nn::Module& model, nn::Optimizer
             " has no checkpoint (trainer_state.json) to resume from");
   model.load_state_dict(nn::load_safetensors(run.file("model.safetensors")).tensors);
   opt.load_state_dict(nn::load_safetensors(run.file("optimizer.safetensors")).tensors);
-  auto j = nlohmann::json::parse(read_file(state_path, "--resume"));
-  return {j.at("step").get<int64_t>(), j.at("generator_offset").get<uint64_t>(),
-          j.value("best_metric", -1.0), j.value("evals_since_best", int64_t(0))};
+  return parse_trainer_state(read_file(state_path, "--resume"), state_path);
+}
+
+TrainerState parse_trainer_state(std::string_view text, const std::string& source) {
+  // nlohmann's own exceptions (and its undefined float-to-integer casts) must not escape a
+  // damaged file: every field's kind is checked before it is read.
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) throw Error(source + ": not a JSON object (is the file damaged?)");
+  TrainerState s;
+  if (!j.contains("step") || !j["step"].is_number_integer() || j["step"].get<int64_t>() < 0)
+    throw Error(source + ": \"step\" must be a non-negative integer");
+  s.step = j["step"].get<int64_t>();
+  if (!j.contains("generator_offset") || !j["generator_offset"].is_number_unsigned())
+    throw Error(source + ": \"generator_offset\" must be a non-negative integer");
+  s.generator_offset = j["generator_offset"].get<uint64_t>();
+  if (j.contains("best_metric")) {
+    if (!j["best_metric"].is_number()) throw Error(source + ": \"best_metric\" must be a number");
+    s.best_metric = j["best_metric"].get<double>();
+  }
+  if (j.contains("evals_since_best")) {
+    if (!j["evals_since_best"].is_number_integer() || j["evals_since_best"].get<int64_t>() < 0)
+      throw Error(source + ": \"evals_since_best\" must be a non-negative integer");
+    s.evals_since_best = j["evals_since_best"].get<int64_t>();
+  }
+  return s;
 }
 
 }  // namespace qkv::train

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "nn/module.h"
@@ -28,6 +29,9 @@ struct TrainerState {
   double best_metric = -1;
   int64_t evals_since_best = 0;  // evaluations since best_metric last improved (for patience)
 };
+
+// trainer_state.json's text; throws qkv::Error("<source>: ...") for a missing or mistyped field.
+TrainerState parse_trainer_state(std::string_view text, const std::string& source);
 
 // model.safetensors, optimizer.safetensors and trainer_state.json, all written before any replaces
 // its previous version: a failed write throws and leaves the previous checkpoint as it was.

@@ -7,6 +7,7 @@
 #include "nn/safetensors.h"
 #include "train/atomic_file.h"
 #include "train/batching.h"
+#include "train/trainer/model_files.h"
 
 namespace qkv::train {
 
@@ -54,14 +55,10 @@ Translator load_translator(const std::string& run_dir) {
   t.config = load_config(path("config.json"));
   t.source_vocab = Vocab::load(path(kSourceVocab));
   t.target_vocab = Vocab::load(path(kTargetVocab));
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(path(kModelJson), "--run"));
-    t.model_config = j.at("config").get<models::Seq2SeqConfig>();
-    t.decode_max_len = j.value("decode_max_len", t.decode_max_len);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(path(kModelJson) + ": " + e.what());
-  }
+  TranslatorModelJson m =
+      parse_translator_model_json(read_file(path(kModelJson), "--run"), path(kModelJson));
+  t.model_config = m.config;
+  t.decode_max_len = m.decode_max_len;
   QKV_CHECK(t.model_config.src_vocab == int64_t(t.source_vocab.size()) &&
                 t.model_config.tgt_vocab == int64_t(t.target_vocab.size()),
             "--run", run_dir, ": the vocabularies (", t.source_vocab.size(), ", ",

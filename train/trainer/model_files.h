@@ -1,0 +1,49 @@
+// Reading what a run folder says about its model: model.json (architecture, config, labels) and
+// trainer_state.json. These files come from outside the program (a run folder may be copied,
+// edited or damaged), so every field is checked before a model is built from it: a negative width,
+// a head count that does not divide the width or a billion-token vocabulary is an error naming the
+// file and the key, not a crash or a many-gigabyte allocation inside a constructor.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/classifiers.h"
+#include "models/seq2seq.h"
+
+namespace qkv::train {
+
+// Any model described by model.json must have at most this many parameters (8 GiB of float32):
+// far beyond what qkv trains, so a larger count means a corrupt file, not a big model.
+inline constexpr int64_t kMaxModelParameters = int64_t(1) << 31;
+
+// The "architecture" field of a model.json ("Seq2SeqTransformer", "CnnClassifier", ...).
+std::string parse_model_architecture(std::string_view text, const std::string& source);
+
+// model.json of a translation run.
+struct TranslatorModelJson {
+  models::Seq2SeqConfig config;
+  int64_t decode_max_len = 64;
+};
+TranslatorModelJson parse_translator_model_json(std::string_view text, const std::string& source);
+
+// model.json of a classification run: exactly one config is set, as `architecture` says, and
+// `labels` has one name per class.
+struct ClassifierModelJson {
+  std::string architecture;
+  std::vector<std::string> labels;
+  std::optional<models::TransformerClassifierConfig> text;
+  std::optional<models::CnnClassifierConfig> cnn;
+  std::optional<models::VisionTransformerConfig> vit;
+};
+ClassifierModelJson parse_classifier_model_json(std::string_view text, const std::string& source);
+
+// The range checks parse_*_model_json apply; each throws qkv::Error("<source>: ...").
+void validate_model_config(const models::Seq2SeqConfig& c, const std::string& source);
+void validate_model_config(const models::TransformerClassifierConfig& c, const std::string& source);
+void validate_model_config(const models::CnnClassifierConfig& c, const std::string& source);
+void validate_model_config(const models::VisionTransformerConfig& c, const std::string& source);
+
+}  // namespace qkv::train
