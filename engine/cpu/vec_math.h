@@ -32,15 +32,30 @@ inline float fast_exp(float x) {
   return x < lo ? 0.0f : p * scale;
 }
 
-// erf by Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7), odd-extended.
+// erf(x) = x P(x^2) / Q(x^2) on |x| <= 3.92 (beyond, erf is +-1 in float), with P and Q of
+// degree 5: a rational fit made for qkv by weighted least squares (Sanathanan-Koerner
+// iterations, numpy, 40000 points on [0, 3.92]); 5.5e-8 absolute error in exact arithmetic,
+// about 3.5e-7 evaluated in float. Eleven FMAs and one division, no exp: about a third of the
+// work of the Abramowitz & Stegun 7.1.26 form it replaced (1 - t poly(t) exp(-x^2)), which
+// kept GELU under half of memory bandwidth.
 inline float fast_erf(float x) {
-  float a = x < 0 ? -x : x;
-  float t = 1.0f / (1.0f + 0.3275911f * a);
-  float poly =
-      t * (0.254829592f +
-           t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-  float y = 1.0f - poly * fast_exp(-a * a);
-  return x < 0 ? -y : y;
+  const float limit = 3.92f;
+  const float xc = x < -limit ? -limit : (x > limit ? limit : x);
+  const float u = xc * xc;
+  float p = 2.090992429e-06f;
+  p = p * u + 2.865264037e-04f;
+  p = p * u + 3.729245174e-03f;
+  p = p * u + 5.264087596e-02f;
+  p = p * u + 1.892325653e-01f;
+  p = p * u + 1.128379077f;
+  float q = 3.860212003e-05f;
+  q = q * u + 1.158385128e-03f;
+  q = q * u + 1.489290107e-02f;
+  q = q * u + 1.136676607e-01f;
+  q = q * u + 5.010352526e-01f;
+  q = q * u + 1.0f;
+  const float y = xc * p / q;
+  return y > 1.0f ? 1.0f : (y < -1.0f ? -1.0f : y);
 }
 
 }  // namespace qkv::cpu
