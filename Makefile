@@ -52,6 +52,8 @@ FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_LOADERS ?= $(patsubst tests/fuzz/fuzz_%.cpp,%,$(wildcard tests/fuzz/fuzz_*.cpp))
 fuzz: deps-check
+	@command -v clang++ >/dev/null && ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a \
+	  >/dev/null 2>&1 || $(MAKE) --no-print-directory deps DEPS_PKGS="clang libclang-rt-14-dev"
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DWITH_CUDA=OFF -DQKV_FUZZ=ON $(CMAKE_FLAGS)
 	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target $(addprefix fuzz_,$(FUZZ_LOADERS))
@@ -75,6 +77,7 @@ sanitize: deps-check
 # does not know AVX-512, which -march=native emits on such CPUs (SIGILL at start-up).
 VALGRIND_BUILD ?= build-valgrind
 valgrind: deps-check
+	@command -v valgrind >/dev/null || $(MAKE) --no-print-directory deps DEPS_PKGS=valgrind
 	cmake -S . -B $(VALGRIND_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQKV_NATIVE=OFF \
 	  -DWITH_CUDA=OFF $(CMAKE_FLAGS)
 	cmake --build $(VALGRIND_BUILD) -j$(JOBS) --target qkv
