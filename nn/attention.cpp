@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "engine/error.h"
+#include "nn/decode_attention.h"
 #include "nn/efficient_attention.h"
 #include "nn/init.h"
 
@@ -226,12 +227,17 @@ Tensor MultiheadAttention::forward_cached(const Tensor& query, const Tensor& key
   };
   Tensor q = heads(q_proj->forward(query));
   if (!static_kv || !cache.k.defined()) {
-    Tensor k = heads(k_proj->forward(key)).contiguous();
-    Tensor v = heads(v_proj->forward(value)).contiguous();
+    Tensor k = heads(k_proj->forward(key)), v = heads(v_proj->forward(value));
     const bool first = !cache.k.defined();
-    cache.k = first ? k : cat({cache.k, k}, 2);
-    cache.v = first ? v : cat({cache.v, v}, 2);
+    cache.k = first ? k.contiguous() : cat({cache.k, k}, 2);  // cat reads the view in place
+    cache.v = first ? v.contiguous() : cat({cache.v, v}, 2);
   }
+  // One new token per step and no graph: the direct single-query loop, not the tiled kernel.
+  if (T == 1 && !grad_enabled() && query.device().is_cpu() &&
+      (query.dtype() == DType::f32 || query.dtype() == DType::f64) &&
+      (!key_padding_mask.defined() || key_padding_mask.dtype() == DType::b8))
+    return out_proj->forward(
+        decode_attention(q, cache.k, cache.v, key_padding_mask).reshape({B, 1, embed_dim}));
   std::vector<Tensor> masks;
   if (key_padding_mask.defined())
     masks.push_back(key_padding_mask.reshape({B, 1, 1, cache.k.size(2)}));
