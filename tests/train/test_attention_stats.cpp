@@ -56,6 +56,22 @@ BOOST_AUTO_TEST_CASE(a_map_without_recorded_weights_is_an_error) {
                         test::message_has("decoder.1.cross", "recorded no attention"));
 }
 
+// A padding mask that does not cover the map's positions (a model that prepends [CLS] has one
+// more) is refused, never read past its end (found by make sanitize).
+BOOST_AUTO_TEST_CASE(masks_must_cover_the_positions) {
+  models::AttentionMap m;
+  m.name = "encoder.0.self";
+  m.q = m.k = m.v = zeros({1, 1, 3, 2});
+  m.weights = full({1, 1, 3, 3}, 1.0 / 3);
+  Tensor short_pad = zeros({1, 2}, {DType::b8});
+  BOOST_CHECK_EXCEPTION(attention_layer_stats(m, short_pad, Tensor()), Error,
+                        test::message_has("encoder.0.self", "query padding mask [1,2]"));
+  BOOST_CHECK_EXCEPTION(attention_layer_stats(m, Tensor(), short_pad), Error,
+                        test::message_has("key padding mask [1,2] is not [B, S] = [1,3]"));
+  BOOST_TEST(attention_layer_stats(m, Tensor(), Tensor()).entropy_mean == std::log(3.0),
+             boost::test_tools::tolerance(1e-6));  // float32 weights
+}
+
 // Every log line of a run carries each layer's mean entropy, between 0 and log(keys); --trace
 // writes the first batch's block into log.txt.
 BOOST_AUTO_TEST_CASE(training_logs_entropy_per_layer_and_traces_the_first_batch) {

@@ -46,6 +46,17 @@ AttentionLayerStats attention_layer_stats(const models::AttentionMap& map, const
     NoGrad no_grad;
     raw = matmul(map.q, map.k.transpose(-1, -2)).to_vector<double>();
   }
+  // The masks must cover the map's positions exactly (a [CLS] token the model prepends is the
+  // caller's to account for): anything else would read past them.
+  QKV_CHECK(!query_pad.defined() ||
+                (query_pad.dim() == 2 && query_pad.size(0) == B && query_pad.size(1) == T),
+            op, "layer '", map.name, "': query padding mask ",
+            query_pad.defined() ? shape_str(query_pad.shape()) : "", " is not [B, T] = [", B, ",",
+            T, "]");
+  QKV_CHECK(
+      !key_pad.defined() || (key_pad.dim() == 2 && key_pad.size(0) == B && key_pad.size(1) == S),
+      op, "layer '", map.name, "': key padding mask ",
+      key_pad.defined() ? shape_str(key_pad.shape()) : "", " is not [B, S] = [", B, ",", S, "]");
   const PadMask qpad(query_pad), kpad(key_pad);
   s.raw_min = s.row_sum_min = s.entropy_min = INFINITY;
   s.raw_max = s.row_sum_max = s.entropy_max = -INFINITY;

@@ -42,10 +42,12 @@ std::vector<AttentionLayerStats> batch_attention_stats(const Classifier& k,
   if (k.text) k.text->set_record_attention(false);
   if (k.vit) k.vit->set_record_attention(false);
   k.module().train();
-  // Text pads queries and keys alike; image patches (and the class token) are never padding.
-  return attention_stats_of(maps, [&](const std::string&) {
-    return std::pair{few.pad_mask, few.pad_mask};
-  });
+  // Text pads queries and keys alike; image patches (and the class token) are never padding. A
+  // [CLS] token the text model puts first is not padding either.
+  Tensor pad = few.pad_mask;
+  if (pad.defined() && !maps.empty() && maps.front().weights.size(2) == pad.size(1) + 1)
+    pad = cat({zeros({n, 1}, {DType::b8}), pad.to(Device::cpu())}, 1);
+  return attention_stats_of(maps, [&](const std::string&) { return std::pair{pad, pad}; });
 }
 
 }  // namespace
