@@ -8,7 +8,7 @@ namespace utf = boost::unit_test;
 
 namespace {
 
-const DType kAllTypes[] = {DType::f32, DType::f64, DType::i64, DType::b8, DType::bf16};
+const DType kAllTypes[] = {DType::f32, DType::f64, DType::i64, DType::b8, DType::bf16, DType::i8};
 
 // A [4, 3, 5] view of a [5, 3, 4] tensor (first and last dims swapped): strided, not contiguous.
 Tensor transposed_view(const Tensor& t) { return t.transpose(0, 2); }

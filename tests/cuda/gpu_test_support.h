@@ -50,7 +50,7 @@ inline Tensor random_tensor(const Shape& shape, DType dtype, double low, double 
     return tensor_i64(values, shape);
   }
   if (dtype == DType::b8) return gt(f, (low + high) / 2);  // about half true
-  return f.to(dtype);                                      // bf16: rounded
+  return f.to(dtype);  // bf16: rounded; int8: truncated toward zero
 }
 
 // An empty tensor shaped like `t` on the given device.

@@ -171,24 +171,9 @@ TrainResult train_classification(const Config& config, bool resume) {
         char line[120];
         std::snprintf(line, sizeof line, "step %lld: valid accuracy %.4f", (long long)state.step,
                       accuracy);
-        bar.message(line);
-        run.log(line);
-        state.generator_offset = default_generator().offset();
-        save_checkpoint(run, model, *opt, state);
-        if (config.pictures)
-          loss_curve_png(
-              run.file("loss.png"),
-              read_metric_series(run.file("metrics.jsonl"), {"loss", "valid_accuracy"}),
-              {.title = "training loss and validation accuracy", .y_label = "", .log_y = true});
-        if (!stop_reason.empty()) {
-          bar.message(stop_reason);
-          run.log(stop_reason);
-          stop = true;
-        }
-        if (interrupt_requested()) {
-          bar.message("interrupted: checkpoint written to " + run.path());
-          result.interrupted = stop = true;
-        }
+        stop = finish_evaluation(config, run, bar, model, *opt, state, line, "valid_accuracy",
+                                 "training loss and validation accuracy", stop_reason,
+                                 result.interrupted);
       }
     }
   }

@@ -10,6 +10,7 @@
 #include "engine/random.h"
 #include "nn/safetensors.h"
 #include "train/atomic_file.h"
+#include "train/plots.h"
 
 namespace qkv::train {
 
@@ -128,6 +129,31 @@ TrainerState parse_trainer_state(std::string_view text, const std::string& sourc
     s.evals_since_best = j["evals_since_best"].get<int64_t>();
   }
   return s;
+}
+
+bool finish_evaluation(const Config& config, RunDir& run, ProgressBar& bar, const nn::Module& model,
+                       const nn::Optimizer& opt, TrainerState& state, const std::string& line,
+                       const std::string& valid_key, const std::string& curve_title,
+                       const std::string& stop_reason, bool& interrupted) {
+  bar.message(line);
+  run.log(line);
+  state.generator_offset = default_generator().offset();
+  save_checkpoint(run, model, opt, state);
+  if (config.pictures)
+    loss_curve_png(run.file("loss.png"),
+                   read_metric_series(run.file("metrics.jsonl"), {"loss", valid_key}),
+                   {.title = curve_title, .y_label = "", .log_y = true});
+  bool stop = false;
+  if (!stop_reason.empty()) {
+    bar.message(stop_reason);
+    run.log(stop_reason);
+    stop = true;
+  }
+  if (interrupt_requested()) {
+    bar.message("interrupted: checkpoint written to " + run.path());
+    interrupted = stop = true;
+  }
+  return stop;
 }
 
 }  // namespace qkv::train

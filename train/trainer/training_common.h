@@ -13,6 +13,7 @@
 #include "nn/optim.h"
 #include "nn/schedule.h"
 #include "train/config.h"
+#include "train/progress.h"
 #include "train/run_dir.h"
 #include "train/tokenizer.h"
 
@@ -56,6 +57,15 @@ std::string name_the_non_finite_op(uint64_t generator_offset, const std::functio
 // checkpoint is kept in runs/x (try a lower --lr or --clip 1)".
 std::string non_finite_step_message(const std::string& what, int64_t step, const RunDir& run,
                                     const std::string& cause);
+
+// The end of an evaluation, the same in both trainers: the result `line` goes to the progress bar
+// and log.txt, a checkpoint is written, loss.png is redrawn (training loss and `valid_key` from
+// metrics.jsonl, when pictures are on), and then early stopping's `stop_reason` (may be empty) or
+// a Ctrl-C ends the run. Returns whether the run stops; sets `interrupted` for a Ctrl-C.
+bool finish_evaluation(const Config& config, RunDir& run, ProgressBar& bar, const nn::Module& model,
+                       const nn::Optimizer& opt, TrainerState& state, const std::string& line,
+                       const std::string& valid_key, const std::string& curve_title,
+                       const std::string& stop_reason, bool& interrupted);
 
 // Ctrl-C asks the loop to write a checkpoint and return (the handler only sets a flag).
 void install_interrupt_handler();

@@ -217,24 +217,9 @@ TrainResult train_translation(const Config& config, bool resume) {
         char line[160];
         std::snprintf(line, sizeof line, "step %lld: valid exact match %.4f, token accuracy %.4f",
                       (long long)state.step, s.exact_match, s.token_accuracy);
-        bar.message(line);
-        run.log(line);
-        state.generator_offset = default_generator().offset();
-        save_checkpoint(run, *t.model, *opt, state);
-        if (config.pictures)
-          loss_curve_png(
-              run.file("loss.png"),
-              read_metric_series(run.file("metrics.jsonl"), {"loss", "valid_exact_match"}),
-              {.title = "training loss and validation exact match", .y_label = "", .log_y = true});
-        if (!stop_reason.empty()) {
-          bar.message(stop_reason);
-          run.log(stop_reason);
-          stop = true;
-        }
-        if (interrupt_requested()) {
-          bar.message("interrupted: checkpoint written to " + run.path());
-          result.interrupted = stop = true;
-        }
+        stop = finish_evaluation(config, run, bar, *t.model, *opt, state, line, "valid_exact_match",
+                                 "training loss and validation exact match", stop_reason,
+                                 result.interrupted);
       }
     }
   }
