@@ -169,7 +169,7 @@ BOOST_AUTO_TEST_CASE(few_rows_take_the_direct_path_correctly) {
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (int64_t m : {1, 2, 3, 4, 5})
-        for (int64_t n : {1, 3, 63, 64, 65, 130})
+        for (int64_t n : {1, 3, 7, 8, 9, 63, 64, 65, 130})
           for (int64_t k : {1, 15, 16, 17, 70}) cases.push_back({ta, tb, m, n, k});
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
