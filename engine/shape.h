@@ -5,10 +5,16 @@
 #include <string>
 #include <vector>
 
+#include "engine/small_vector.h"
+
 namespace qkv {
 
-using Shape = std::vector<int64_t>;
-using Strides = std::vector<int64_t>;
+// Ranks up to this many are stored inside the Shape itself (no heap allocation): see
+// small_vector.h. Larger ranks work too, on the heap.
+constexpr size_t kInlineRank = 6;
+
+using Shape = SmallVector<int64_t, kInlineRank>;
+using Strides = SmallVector<int64_t, kInlineRank>;
 
 constexpr int kMaxRank = 8;
 
