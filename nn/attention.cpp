@@ -1,5 +1,6 @@
 #include "nn/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -214,6 +215,36 @@ std::string MultiheadAttention::describe() const {
 
 namespace qkv::nn {
 
+void MultiheadAttention::KVCache::append(const Tensor& k_new, const Tensor& v_new) {
+  const char* op = "MultiheadAttention::KVCache::append";
+  QKV_CHECK(k_new.dim() == 4 && v_new.dim() == 4 && k_new.size(2) == v_new.size(2), op,
+            "expects keys and values [B, H, t, d], got ", shape_str(k_new.shape()), " and ",
+            shape_str(v_new.shape()));
+  if (grad_enabled() && (k_new.requires_grad() || v_new.requires_grad())) {
+    k = k.defined() ? cat({k, k_new}, 2) : k_new;
+    v = v.defined() ? cat({v, v_new}, 2) : v_new;
+    k_buffer = v_buffer = Tensor();  // the next append without a gradient starts a buffer
+    return;
+  }
+  const int64_t used = k.defined() ? k.size(2) : 0, t = k_new.size(2);
+  if (!k_buffer.defined() || used + t > k_buffer.size(2)) {
+    const int64_t capacity = std::max<int64_t>(16, 2 * (used + t));
+    auto grow = [&](const Tensor& kept, const Tensor& like) {
+      Shape shape = like.shape();
+      shape[2] = capacity;
+      Tensor buffer = Tensor::empty(shape, like.dtype(), like.device());
+      if (used > 0) copy_(buffer.narrow(2, 0, used), kept);
+      return buffer;
+    };
+    k_buffer = grow(k, k_new);
+    v_buffer = grow(v, v_new);
+  }
+  copy_(k_buffer.narrow(2, used, t), k_new);
+  copy_(v_buffer.narrow(2, used, t), v_new);
+  k = k_buffer.narrow(2, 0, used + t);
+  v = v_buffer.narrow(2, 0, used + t);
+}
+
 Tensor MultiheadAttention::forward_cached(const Tensor& query, const Tensor& key,
                                           const Tensor& value, KVCache& cache, bool static_kv,
                                           const Tensor& key_padding_mask) {
@@ -228,9 +259,10 @@ Tensor MultiheadAttention::forward_cached(const Tensor& query, const Tensor& key
   Tensor q = heads(q_proj->forward(query));
   if (!static_kv || !cache.k.defined()) {
     Tensor k = heads(k_proj->forward(key)), v = heads(v_proj->forward(value));
-    const bool first = !cache.k.defined();
-    cache.k = first ? k.contiguous() : cat({cache.k, k}, 2);  // cat reads the view in place
-    cache.v = first ? v.contiguous() : cat({cache.v, v}, 2);
+    if (static_kv)
+      cache.k = k.contiguous(), cache.v = v.contiguous();
+    else
+      cache.append(k, v);
   }
   // One new token per step and no graph: the direct single-query loop, not the tiled kernel.
   if (T == 1 && !grad_enabled() && query.device().is_cpu() &&

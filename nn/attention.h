@@ -89,6 +89,13 @@ class MultiheadAttention : public Module {
   // [B, H, L, head_dim]. See forward_cached.
   struct KVCache {
     Tensor k, v;
+    // Self-attention's storage: like a std::vector, the buffers [B, H, capacity, head_dim] keep
+    // room for more positions and double when full, so a decoding step copies only its own new
+    // keys and values instead of the whole prefix (as cat would). k and v are views of them.
+    Tensor k_buffer, v_buffer;
+    // Appends keys/values [B, H, t, head_dim] along the position dim. Under autograd, when they
+    // require a gradient, it concatenates instead so the gradient reaches them.
+    void append(const Tensor& k_new, const Tensor& v_new);
   };
   // One decoding step attending to a cache. Self-attention (static_kv = false): the new tokens'
   // keys and values (from key/value [B, t, E]) are appended to the cache, and the query attends to

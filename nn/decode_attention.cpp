@@ -43,6 +43,8 @@ void one_row(const T* q, const T* k, const T* v, const uint8_t* pad, int64_t S, 
   }
 }
 
+// q and out are contiguous; k and v need only dense [S, d] blocks per (batch, head), found with
+// their own batch and head strides.
 template <typename T>
 void run(const Tensor& q, const Tensor& k, const Tensor& v, const uint8_t* pad, double scale,
          const Tensor& out) {
@@ -55,10 +57,15 @@ void run(const Tensor& q, const Tensor& k, const Tensor& v, const uint8_t* pad, 
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < H; ++h) {
       const int64_t n = b * H + h;
-      one_row(qp + n * d, kp + n * S * d, vp + n * S * dv, pad ? pad + b * S : nullptr, S, d, dv,
+      one_row(qp + n * d, kp + b * k.strides()[0] + h * k.strides()[1],
+              vp + b * v.strides()[0] + h * v.strides()[1], pad ? pad + b * S : nullptr, S, d, dv,
               T(scale), op + n * dv, p);
     }
 }
+
+// True when each (batch, head)'s [S, d] block of t is one dense run: a contiguous tensor, or a
+// view of the first S positions of a longer KV-cache buffer (MultiheadAttention::KVCache).
+bool dense_blocks(const Tensor& t) { return t.strides()[3] == 1 && t.strides()[2] == t.size(3); }
 
 }  // namespace
 
@@ -89,8 +96,9 @@ Tensor decode_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_
               shape_str(key_padding_mask.shape()));
     pad = key_padding_mask.contiguous();
   }
-  const Tensor q = q_in.detach().contiguous(), k = k_in.detach().contiguous(),
-               v = v_in.detach().contiguous();
+  const Tensor q = q_in.detach().contiguous();
+  const Tensor k = dense_blocks(k_in) ? k_in.detach() : k_in.detach().contiguous();
+  const Tensor v = dense_blocks(v_in) ? v_in.detach() : v_in.detach().contiguous();
   Tensor out = Tensor::empty({B, H, 1, v.size(3)}, q.dtype());
   const double s = scale > 0 ? scale : 1.0 / std::sqrt(double(q.size(3)));
   const uint8_t* pad_data = pad.defined() ? pad.data<uint8_t>() : nullptr;

@@ -3,6 +3,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 
+#include "engine/error.h"
 #include "models/seq2seq.h"
 
 using namespace qkv;
@@ -35,7 +36,7 @@ BOOST_AUTO_TEST_CASE(cached_decoding_equals_recomputation_token_for_token) {
     std::vector<nn::TransformerDecoderLayer::Cache> caches;
     std::vector<int64_t> prefix{1, 1};  // bos for both rows
     double worst = 0;
-    for (int64_t step = 0; step < 10; ++step) {
+    for (int64_t step = 0; step < 40; ++step) {  // past the cache's first two regrowths
       Tensor ids = tensor_i64({prefix[prefix.size() - 2], prefix[prefix.size() - 1]}, {2, 1});
       Tensor cached = select(model.decode_step(ids, step, memory, pad, caches), 1, 0);
       // The prefix is stored time-major (two rows interleaved); lay it out as [2, step + 1].
@@ -60,6 +61,35 @@ BOOST_AUTO_TEST_CASE(cached_decoding_equals_recomputation_token_for_token) {
     BOOST_CHECK_EQUAL_COLLECTIONS(with.begin(), with.end(), without.begin(), without.end());
     BOOST_CHECK_GT(with.size(), size_t(10));
   }
+}
+
+// The cache's buffers grow like a std::vector; what it holds must always equal concatenation, and
+// with autograd on it must let the gradient through.
+BOOST_AUTO_TEST_CASE(cache_append_equals_concatenation) {
+  manual_seed(5);
+  nn::MultiheadAttention::KVCache cache;
+  Tensor k_all, v_all;
+  {
+    NoGrad no_grad;
+    for (int64_t t : {1, 3, 1, 12, 1, 20, 2}) {
+      Tensor k = randn({2, 3, t, 4}), v = randn({2, 3, t, 5});
+      cache.append(k, v);
+      k_all = k_all.defined() ? cat({k_all, k}, 2) : k;
+      v_all = v_all.defined() ? cat({v_all, v}, 2) : v;
+      BOOST_REQUIRE(cache.k.shape() == k_all.shape() && cache.v.shape() == v_all.shape());
+      BOOST_CHECK(cache.k.to_vector<float>() == k_all.to_vector<float>());
+      BOOST_CHECK(cache.v.to_vector<float>() == v_all.to_vector<float>());
+    }
+  }
+  BOOST_CHECK_GT(cache.k_buffer.size(2), cache.k.size(2));  // room kept for more
+
+  Tensor k = randn({2, 3, 2, 4}).requires_grad_(), v = randn({2, 3, 2, 5}).requires_grad_();
+  cache.append(k, v);
+  (sum(cache.k) + 2.0 * sum(cache.v)).backward();
+  BOOST_CHECK(k.grad().to_vector<float>() == std::vector<float>(k.numel(), 1.0f));
+  BOOST_CHECK(v.grad().to_vector<float>() == std::vector<float>(v.numel(), 2.0f));
+  BOOST_CHECK_EQUAL(cache.k.size(2), k_all.size(2) + 2);
+  BOOST_CHECK_THROW(cache.append(randn({2, 3, 1, 4}), randn({2, 3, 2, 5})), Error);
 }
 
 BOOST_AUTO_TEST_CASE(in_attention_positions_fall_back_to_recomputation) {

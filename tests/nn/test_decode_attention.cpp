@@ -44,6 +44,19 @@ BOOST_AUTO_TEST_CASE(equals_the_tiled_kernel_with_and_without_padding) {
   }
 }
 
+// The KV cache hands over views of the first S positions of longer buffers: read in place, with
+// the batch and head strides of the buffer, they must give what contiguous copies give.
+BOOST_AUTO_TEST_CASE(reads_views_of_a_longer_cache_buffer) {
+  manual_seed(10);
+  NoGrad no_grad;
+  Tensor q = randn({2, 3, 1, 5}), k_buffer = randn({2, 3, 16, 5}), v_buffer = randn({2, 3, 16, 6});
+  Tensor k = k_buffer.narrow(2, 0, 9), v = v_buffer.narrow(2, 0, 9);
+  BOOST_REQUIRE(!k.is_contiguous());
+  BOOST_TEST(max_abs_diff(nn::decode_attention(q, k, v),
+                          nn::decode_attention(q, k.contiguous(), v.contiguous())) == 0.0);
+  BOOST_TEST(max_abs_diff(nn::decode_attention(q, k, v), nn::efficient_attention(q, k, v)) <= 1e-6);
+}
+
 BOOST_AUTO_TEST_CASE(refuses_gradients_and_wrong_shapes) {
   Tensor q = randn({1, 2, 1, 4}).requires_grad_(), k = randn({1, 2, 3, 4}), v = randn({1, 2, 3, 4});
   BOOST_CHECK_EXCEPTION(nn::decode_attention(q, k, v), Error, [](const Error& e) {
