@@ -93,29 +93,41 @@ void axpy_rows(int64_t j0, int64_t j1, int64_t k, T alpha, const T* a_rows, cons
 }
 
 #ifdef __AVX512F__
-// The float dot-product form for one or two rows of A, in AVX-512 intrinsics: the hot loop of a
-// decoding step, where the compiled template above reaches about 45 GB/s from L1 and this about
-// 75 (measured, docs/CPU_KERNELS.md). Eight columns at a time give eight independent FMA chains
-// per row (enough to cover FMA latency with two FMA units); their eight vector sums are then
-// reduced together by one transpose-and-add tree instead of eight separate horizontal sums.
+// The float dot-product form in AVX-512 intrinsics: the hot loop of a decoding step, where the
+// compiled template above reaches about 45 GB/s from L1 and this about 75 (measured,
+// docs/CPU_KERNELS.md). J columns at a time give J independent FMA chains per row of A - eight for
+// one or two rows (enough to cover FMA latency with two FMA units), four for three or four rows so
+// that the M x J accumulators still fit in the 32 vector registers. The J vector sums are then
+// reduced together by one transpose-and-add tree instead of J separate horizontal sums.
 
 // GCC 12's AVX-512 headers implement unpack and shuffle on a self-initialized "undefined" vector,
 // which -Wmaybe-uninitialized reports wherever they are inlined (GCC bug 105593); nothing here
 // reads an uninitialized value.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// Per 128-bit lane: x0+x1, y0+y1, x2+x3, y2+y3.
+inline __m512 add_pairs(__m512 x, __m512 y) {
+  return _mm512_add_ps(_mm512_unpacklo_ps(x, y), _mm512_unpackhi_ps(x, y));
+}
+// Of two add_pairs results: per 128-bit lane, one partial sum of each of the four vectors.
+inline __m512 add_quads(__m512 x, __m512 y) {
+  const __m512d xd = _mm512_castps_pd(x), yd = _mm512_castps_pd(y);
+  return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(xd, yd)),
+                       _mm512_castpd_ps(_mm512_unpackhi_pd(xd, yd)));
+}
+
+// Four vectors of partial sums -> one 128-bit vector holding the four totals, in order.
+inline __m128 sum_each(const __m512 (&v)[4]) {
+  const __m512 s = add_quads(add_pairs(v[0], v[1]), add_pairs(v[2], v[3]));
+  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
 // Eight vectors of partial sums -> one 256-bit vector holding the eight totals, in order.
 inline __m256 sum_each(const __m512 (&v)[8]) {
-  auto pairs = [](__m512 x, __m512 y) {  // per 128-bit lane: x0+x1, y0+y1, x2+x3, y2+y3
-    return _mm512_add_ps(_mm512_unpacklo_ps(x, y), _mm512_unpackhi_ps(x, y));
-  };
-  auto quads = [](__m512 x, __m512 y) {  // per 128-bit lane: one partial sum of each of 4 vectors
-    const __m512d xd = _mm512_castps_pd(x), yd = _mm512_castps_pd(y);
-    return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(xd, yd)),
-                         _mm512_castpd_ps(_mm512_unpackhi_pd(xd, yd)));
-  };
-  const __m512 lo = quads(pairs(v[0], v[1]), pairs(v[2], v[3]));  // sums 0-3, once per lane
-  const __m512 hi = quads(pairs(v[4], v[5]), pairs(v[6], v[7]));  // sums 4-7, once per lane
+  const __m512 lo = add_quads(add_pairs(v[0], v[1]), add_pairs(v[2], v[3]));  // sums 0-3 per lane
+  const __m512 hi = add_quads(add_pairs(v[4], v[5]), add_pairs(v[6], v[7]));  // sums 4-7 per lane
   // Add lanes 0+1 and 2+3 of each, then the two halves: [0-3 | 4-7].
   const __m512 even = _mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
   const __m512 odd = _mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
@@ -124,10 +136,24 @@ inline __m256 sum_each(const __m512 (&v)[8]) {
   return _mm256_add_ps(_mm512_castps512_ps256(x), _mm512_extractf32x8_ps(x, 1));
 }
 
+// c[0, J) = alpha * sums + beta * c for the `columns` that exist; c is read only when beta says so
+// (it may be uninitialized).
+inline void store_sums(__m128 sums, float* c, __mmask8 columns, float alpha, float beta) {
+  sums = _mm_mul_ps(_mm_set1_ps(alpha), sums);
+  if (beta != 0.0f) sums = _mm_fmadd_ps(_mm_set1_ps(beta), _mm_maskz_loadu_ps(columns, c), sums);
+  _mm_mask_storeu_ps(c, columns, sums);
+}
+inline void store_sums(__m256 sums, float* c, __mmask8 columns, float alpha, float beta) {
+  sums = _mm256_mul_ps(_mm256_set1_ps(alpha), sums);
+  if (beta != 0.0f)
+    sums = _mm256_fmadd_ps(_mm256_set1_ps(beta), _mm256_maskz_loadu_ps(columns, c), sums);
+  _mm256_mask_storeu_ps(c, columns, sums);
+}
+
 template <int M>
 void dot_rows_avx512(int64_t j0, int64_t j1, int64_t k, float alpha, const float* a_rows,
                      const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  constexpr int J = 8;
+  constexpr int J = M <= 2 ? 8 : 4;
   const __mmask16 tail = __mmask16((1u << (k % 16)) - 1);  // the last k % 16 elements
   const int64_t k_full = k - k % 16;
   for (int64_t j = j0; j < j1; j += J) {
@@ -149,13 +175,7 @@ void dot_rows_avx512(int64_t j0, int64_t j1, int64_t k, float alpha, const float
       step(kk, [](const float* p) { return _mm512_loadu_ps(p); });
     if (tail) step(k_full, [tail](const float* p) { return _mm512_maskz_loadu_ps(tail, p); });
     const __mmask8 columns = __mmask8((1u << std::min<int64_t>(J, j1 - j)) - 1);
-    for (int i = 0; i < M; ++i) {
-      __m256 sum = _mm256_mul_ps(_mm256_set1_ps(alpha), sum_each(acc[i]));
-      float* ci = c + i * ldc + j;
-      if (beta != 0.0f)  // c is read only when beta says so: it may be uninitialized
-        sum = _mm256_fmadd_ps(_mm256_set1_ps(beta), _mm256_maskz_loadu_ps(columns, ci), sum);
-      _mm256_mask_storeu_ps(ci, columns, sum);
-    }
+    for (int i = 0; i < M; ++i) store_sums(sum_each(acc[i]), c + i * ldc + j, columns, alpha, beta);
   }
 }
 #pragma GCC diagnostic pop
@@ -165,7 +185,7 @@ template <typename T, int M>
 void small_m(bool trans_b, int64_t j0, int64_t j1, int64_t k, T alpha, const T* a_rows, const T* b,
              int64_t ldb, T beta, T* c, int64_t ldc) {
 #ifdef __AVX512F__
-  if constexpr (std::is_same_v<T, float> && M <= 2)
+  if constexpr (std::is_same_v<T, float>)
     if (trans_b) return dot_rows_avx512<M>(j0, j1, k, alpha, a_rows, b, ldb, beta, c, ldc);
 #endif
   if (trans_b)
