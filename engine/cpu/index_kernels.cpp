@@ -26,7 +26,8 @@ void CpuBackend::index_select(const Tensor& x, int dim, const Tensor& index, con
   QKV_DISPATCH_ALL(x.dtype(), "index_select", [&] {
     const T* xp = x.data<T>();
     T* op = out.data<T>();
-    parallel_for(0, s.outer * n, std::max<int64_t>(1, 8192 / s.inner), [&](int64_t b, int64_t e) {
+    // A copy: worth a second thread only for about as many elements as strided_loop's grain.
+    parallel_for(0, s.outer * n, std::max<int64_t>(1, 32768 / s.inner), [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
         int64_t o = r / n, i = r % n;
         const T* src = xp + (o * s.mid + idx[i]) * s.inner;
