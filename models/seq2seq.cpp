@@ -134,7 +134,8 @@ Tensor Seq2SeqTransformer::beam_search(const Tensor& src_ids, const Tensor& src_
     std::vector<int64_t> ids;
     double logp;
     bool done;
-    int64_t length;  // tokens generated, eos included; the padding of a finished one is not
+    int64_t length;   // tokens generated, eos included; the padding of a finished one is not
+    int64_t row = 0;  // its row in the last decoded batch (it extends that row's hypothesis)
   };
   // Length-normalized, or beam search would prefer stopping early (every token lowers log p).
   auto score = [](const Hyp& h) { return h.logp / double(std::max<int64_t>(1, h.length)); };
@@ -144,6 +145,8 @@ Tensor Seq2SeqTransformer::beam_search(const Tensor& src_ids, const Tensor& src_
     Tensor pad = src_pad_mask.defined() ? src_pad_mask.narrow(0, b, 1) : Tensor();
     Tensor memory = encode(src, pad);
     std::vector<Hyp> hyps{{{bos}, 0.0, false, 0}};
+    const bool cached = can_use_kv_cache();
+    std::vector<nn::TransformerDecoderLayer::Cache> caches;  // one row per live hypothesis
     for (int64_t step = 0; step < max_len; ++step) {
       std::vector<Hyp> candidates;
       std::vector<size_t> live;
@@ -154,13 +157,22 @@ Tensor Seq2SeqTransformer::beam_search(const Tensor& src_ids, const Tensor& src_
           live.push_back(i);
       if (live.empty()) break;
       // All live hypotheses have the same length: decode them as one batch.
-      std::vector<int64_t> flat;
-      for (size_t i : live) flat.insert(flat.end(), hyps[i].ids.begin(), hyps[i].ids.end());
       const int64_t L = int64_t(live.size());
-      Tensor tgt = tensor_i64(flat, {L, step + 1}, src_ids.device());
       Tensor mem = expand(memory, {L, memory.size(1), memory.size(2)});
       Tensor p = pad.defined() ? expand(pad, {L, pad.size(1)}) : Tensor();
-      Tensor logp = log_softmax(select(decode(tgt, mem, p, Tensor()), 1, step), -1);
+      Tensor last;   // logits [L, V] of each live hypothesis's next token
+      if (cached) {  // only the newest tokens; the caches' rows are the live hypotheses, in order
+        std::vector<int64_t> newest;
+        for (size_t i : live) newest.push_back(hyps[i].ids.back());
+        Tensor ids = tensor_i64(newest, {L, 1}, src_ids.device());
+        last = select(decode_step(ids, step, mem, p, caches), 1, 0);
+      } else {
+        std::vector<int64_t> flat;
+        for (size_t i : live) flat.insert(flat.end(), hyps[i].ids.begin(), hyps[i].ids.end());
+        Tensor tgt = tensor_i64(flat, {L, step + 1}, src_ids.device());
+        last = select(decode(tgt, mem, p, Tensor()), 1, step);
+      }
+      Tensor logp = log_softmax(last, -1);
       std::vector<double> lp = logp.to_vector<double>();
       const int64_t V = logp.size(1);
       for (int64_t r = 0; r < L; ++r) {
@@ -177,6 +189,7 @@ Tensor Seq2SeqTransformer::beam_search(const Tensor& src_ids, const Tensor& src_
           h.logp += lp[size_t(r * V + v)];
           h.done = v == eos;
           h.length += 1;
+          h.row = r;
           candidates.push_back(std::move(h));
         }
       }
@@ -184,6 +197,15 @@ Tensor Seq2SeqTransformer::beam_search(const Tensor& src_ids, const Tensor& src_
                        [&](const Hyp& a, const Hyp& c) { return score(a) > score(c); });
       candidates.resize(std::min<size_t>(candidates.size(), size_t(beam)));
       hyps = std::move(candidates);
+      if (cached) {  // the next batch's rows: the hypotheses still live, from the rows they extend
+        std::vector<int64_t> rows;
+        for (const Hyp& h : hyps)
+          if (!h.done) rows.push_back(h.row);
+        if (!rows.empty()) {
+          Tensor index = tensor_i64(rows, {int64_t(rows.size())}, src_ids.device());
+          for (auto& cache : caches) cache.select_rows(index);
+        }
+      }
       // Hypotheses must share a length to be batched: finished ones are padded as they wait.
       for (Hyp& h : hyps)
         if (h.done && int64_t(h.ids.size()) < step + 2) h.ids.push_back(config.pad_id);

@@ -245,6 +245,17 @@ void MultiheadAttention::KVCache::append(const Tensor& k_new, const Tensor& v_ne
   v = v_buffer.narrow(2, 0, used + t);
 }
 
+void MultiheadAttention::KVCache::select_rows(const Tensor& rows) {
+  if (!k.defined()) return;
+  const Tensor k_rows = index_select(k, 0, rows), v_rows = index_select(v, 0, rows);
+  if (!k_buffer.defined()) {  // cross-attention's fixed keys and values
+    k = k_rows, v = v_rows;
+    return;
+  }
+  k = v = k_buffer = v_buffer = Tensor();  // a fresh buffer with room to grow
+  append(k_rows, v_rows);
+}
+
 Tensor MultiheadAttention::forward_cached(const Tensor& query, const Tensor& key,
                                           const Tensor& value, KVCache& cache, bool static_kv,
                                           const Tensor& key_padding_mask) {

@@ -96,6 +96,9 @@ class MultiheadAttention : public Module {
     // Appends keys/values [B, H, t, head_dim] along the position dim. Under autograd, when they
     // require a gradient, it concatenates instead so the gradient reaches them.
     void append(const Tensor& k_new, const Tensor& v_new);
+    // Keeps the batch rows `rows` (int64 [n], in that order, repeats allowed): beam search
+    // continues from the hypotheses it keeps, several of which may extend the same one.
+    void select_rows(const Tensor& rows);
   };
   // One decoding step attending to a cache. Self-attention (static_kv = false): the new tokens'
   // keys and values (from key/value [B, t, E]) are appended to the cache, and the query attends to

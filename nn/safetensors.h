@@ -1,9 +1,9 @@
 // Checkpoints in the safetensors format, so a qkv checkpoint opens in PyTorch (and back).
 //
 // The file is: 8 bytes little-endian header length N, N bytes of JSON mapping each tensor name to
-// {"dtype": "F32"|"F64"|"I64"|"BF16"|"BOOL"|"I8", "shape": [...], "data_offsets": [begin, end]} (byte
-// offsets into the data that follows, relative to its start), an optional "__metadata__" object of
-// string to string, then the raw little-endian tensor bytes.
+// {"dtype": "F32"|"F64"|"I64"|"BF16"|"BOOL"|"I8", "shape": [...], "data_offsets": [begin, end]}
+// (byte offsets into the data that follows, relative to its start), an optional "__metadata__"
+// object of string to string, then the raw little-endian tensor bytes.
 #pragma once
 
 #include <map>

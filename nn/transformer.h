@@ -60,6 +60,10 @@ class TransformerDecoderLayer : public Module {
   // Incremental decoding: the keys and values this layer has computed so far.
   struct Cache {
     MultiheadAttention::KVCache self, cross;
+    void select_rows(const Tensor& rows) {  // see KVCache::select_rows
+      self.select_rows(rows);
+      cross.select_rows(rows);
+    }
   };
   // One new position x [B, 1, D] of the target, attending to the cached earlier ones; equal to
   // the last row of forward() over the whole prefix.

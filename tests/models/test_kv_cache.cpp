@@ -63,6 +63,31 @@ BOOST_AUTO_TEST_CASE(cached_decoding_equals_recomputation_token_for_token) {
   }
 }
 
+// Beam search keeps one cache row per live hypothesis and reorders the rows as hypotheses are
+// kept, extended twice or finished: it must find exactly what recomputing every prefix finds.
+BOOST_AUTO_TEST_CASE(cached_beam_search_equals_recomputation) {
+  manual_seed(12);
+  Seq2SeqConfig c{.src_vocab = 12,
+                  .tgt_vocab = 12,
+                  .d_model = 32,
+                  .num_heads = 4,
+                  .num_encoder_layers = 1,
+                  .num_decoder_layers = 2,
+                  .dim_feedforward = 64,
+                  .max_len = 64};
+  Seq2SeqTransformer model(c);
+  model.eval();
+  Tensor src = tensor_i64({3, 4, 5, 6, 7, 8, 2, 9, 4, 0, 0, 0}, {2, 6});
+  Tensor pad = eq(src, 0.0);
+  for (int64_t beam : {1, 3, 5}) {
+    model.use_kv_cache = true;
+    std::vector<int64_t> with = model.beam_search(src, pad, 1, 2, 30, beam).to_vector<int64_t>();
+    model.use_kv_cache = false;
+    std::vector<int64_t> without = model.beam_search(src, pad, 1, 2, 30, beam).to_vector<int64_t>();
+    BOOST_CHECK_EQUAL_COLLECTIONS(with.begin(), with.end(), without.begin(), without.end());
+  }
+}
+
 // The cache's buffers grow like a std::vector; what it holds must always equal concatenation, and
 // with autograd on it must let the gradient through.
 BOOST_AUTO_TEST_CASE(cache_append_equals_concatenation) {

@@ -15,8 +15,9 @@ namespace qkv::bench {
 
 namespace {
 
-// Greedy decoding of 64 tokens by the toy translation model's shape, recomputing the whole prefix
-// every step versus feeding one token through the KV cache; the tokens must be identical.
+// Greedy decoding and beam search of 64 tokens by the toy translation model's shape, recomputing
+// the whole prefix every step versus feeding one token through the KV cache; the tokens must be
+// identical.
 void kv_cache_bench(bool json) {
   models::Seq2SeqConfig c{.src_vocab = 32,
                           .tgt_vocab = 32,
@@ -40,20 +41,34 @@ void kv_cache_bench(bool json) {
       decode(true).to_vector<int64_t>() == decode(false).to_vector<int64_t>();  // also warms up
   const double cached = median_seconds([&] { decode(true); }, 5);
   const double full = median_seconds([&] { decode(false); }, 5);
+  // Beam search of width 4: the cache's rows follow the hypotheses kept.
+  auto search = [&](bool cache) {
+    model.use_kv_cache = cache;
+    return model.beam_search(src, Tensor(), 1, -1, 64, 4);
+  };
+  const bool beam_same = search(true).to_vector<int64_t>() == search(false).to_vector<int64_t>();
+  const double beam_cached = median_seconds([&] { search(true); }, 3);
+  const double beam_full = median_seconds([&] { search(false); }, 3);
   model.use_kv_cache = true;
-  if (json) {
-    std::printf(
-        "{\"bench\":\"kv_cache\",\"tokens\":64,\"threads\":%d,\"recompute_ms\":%.3f,"
-        "\"cached_ms\":%.3f,\"speedup\":%.3f,\"same_tokens\":%s}\n",
-        num_threads(), 1e3 * full, 1e3 * cached, full / cached, same ? "true" : "false");
-    return;
-  }
-  std::printf("greedy decoding of 64 tokens (d = 128, 2+2 layers, batch 1, %d threads)\n",
-              num_threads());
-  std::printf(
-      "  recompute prefix %8.2f ms   KV cache %8.2f ms   speedup %.1fx (target >= 5)   "
-      "same tokens: %s\n\n",
-      1e3 * full, 1e3 * cached, full / cached, same ? "yes" : "NO");
+  auto report = [&](const char* name, double full_s, double cached_s, bool same_tokens) {
+    if (json)
+      std::printf(
+          "{\"bench\":\"kv_cache\",\"search\":\"%s\",\"tokens\":64,\"threads\":%d,"
+          "\"recompute_ms\":%.3f,\"cached_ms\":%.3f,\"speedup\":%.3f,\"same_tokens\":%s}\n",
+          name, num_threads(), 1e3 * full_s, 1e3 * cached_s, full_s / cached_s,
+          same_tokens ? "true" : "false");
+    else
+      std::printf(
+          "  %-7s recompute prefix %8.2f ms   KV cache %8.2f ms   speedup %4.1fx   same tokens: "
+          "%s\n",
+          name, 1e3 * full_s, 1e3 * cached_s, full_s / cached_s, same_tokens ? "yes" : "NO");
+  };
+  if (!json)
+    std::printf("decoding 64 tokens (d = 128, 2+2 layers, batch 1, %d threads; target >= 5x)\n",
+                num_threads());
+  report("greedy", full, cached, same);
+  report("beam 4", beam_full, beam_cached, beam_same);
+  if (!json) std::printf("\n");
 }
 
 // One Linear at batch 1, float32 against int8 (VNNI when the CPU has it, and the portable
