@@ -24,58 +24,77 @@ void dot_rows_portable(const int8_t* x, const int8_t* w, int64_t o0, int64_t o1,
 }
 
 #if defined(__x86_64__)
-// The sums of the 16 int32 lanes of each of a, b, c, d, as the four lanes of one vector: each is
-// stored and its four 128-bit quarters added, then two rounds of pairwise adds across the four.
-// (Not _mm512_reduce_add_epi32 or 256-bit extracts: GCC 12 warns inside those intrinsics.)
-__attribute__((target("avx512f,ssse3"))) __m128i sum_lanes4(__m512i a, __m512i b, __m512i c,
-                                                            __m512i d) {
-  alignas(64) int32_t lanes[4][16];
-  _mm512_store_si512(lanes[0], a);
-  _mm512_store_si512(lanes[1], b);
-  _mm512_store_si512(lanes[2], c);
-  _mm512_store_si512(lanes[3], d);
-  __m128i q[4];
-  for (int i = 0; i < 4; ++i) {
-    const __m128i* p = reinterpret_cast<const __m128i*>(lanes[i]);
-    q[i] = _mm_add_epi32(_mm_add_epi32(_mm_load_si128(p), _mm_load_si128(p + 1)),
-                         _mm_add_epi32(_mm_load_si128(p + 2), _mm_load_si128(p + 3)));
-  }
-  return _mm_hadd_epi32(_mm_hadd_epi32(q[0], q[1]), _mm_hadd_epi32(q[2], q[3]));
+// Horizontal sums of J int32 vectors at once, by one transpose-and-add tree (as the float kernel in
+// engine/cpu/gemm_small_m.cpp does): far fewer instructions than J separate reductions.
+// GCC 12's AVX-512 headers build unpack, shuffle and extract on a self-initialized "undefined"
+// vector, which -Wmaybe-uninitialized reports wherever they are inlined (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#define QKV_VNNI_TARGET __attribute__((target("avx512vnni,avx512bw,avx512f,avx2")))
+
+// Per 128-bit lane: x0+x1, y0+y1, x2+x3, y2+y3.
+QKV_VNNI_TARGET inline __m512i add_pairs(__m512i x, __m512i y) {
+  return _mm512_add_epi32(_mm512_unpacklo_epi32(x, y), _mm512_unpackhi_epi32(x, y));
+}
+// Of two add_pairs results: per 128-bit lane, one partial sum of each of the four vectors.
+QKV_VNNI_TARGET inline __m512i add_quads(__m512i x, __m512i y) {
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(x, y), _mm512_unpackhi_epi64(x, y));
 }
 
-// R activation rows by four output channels per pass: each 64-byte load of a weight row serves R
-// rows and each load of an activation row serves four channels (16 accumulators at R = 4).
-// Channels past o1 repeat the last one and their sums are dropped, so the loop has no branches.
+// The totals of four vectors, in order, in `sums`.
+QKV_VNNI_TARGET inline void sum_each(const __m512i (&v)[4], int32_t* sums) {
+  const __m512i s = add_quads(add_pairs(v[0], v[1]), add_pairs(v[2], v[3]));
+  const __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(sums),
+                   _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1)));
+}
+
+// The totals of eight vectors, in order, in `sums`.
+QKV_VNNI_TARGET inline void sum_each(const __m512i (&v)[8], int32_t* sums) {
+  const __m512i lo = add_quads(add_pairs(v[0], v[1]), add_pairs(v[2], v[3]));  // 0-3 per lane
+  const __m512i hi = add_quads(add_pairs(v[4], v[5]), add_pairs(v[6], v[7]));  // 4-7 per lane
+  const __m512i even = _mm512_shuffle_i32x4(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+  const __m512i odd = _mm512_shuffle_i32x4(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+  const __m512i w = _mm512_add_epi32(even, odd);  // [0-3 a, 0-3 b, 4-7 a, 4-7 b]
+  const __m512i x = _mm512_shuffle_i32x4(w, w, _MM_SHUFFLE(3, 1, 2, 0));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums),
+                      _mm256_add_epi32(_mm512_castsi512_si256(x), _mm512_extracti64x4_epi64(x, 1)));
+}
+
+// R activation rows by J output channels per pass: each 64-byte load of a weight row serves R
+// rows and each load of an activation row serves J channels. J = 8 for one or two rows (eight
+// independent dot-product chains hide the instruction's latency), 4 for three or four rows (16
+// accumulators at R = 4). Channels past o1 repeat the last one and their sums are dropped, so the
+// loop has no branches.
 template <int R>
-__attribute__((target("avx512vnni,avx512bw,avx512f,ssse3"))) void dot_block_vnni(
-    const uint8_t* xu, const int8_t* w, const int32_t* w_sums, int64_t o0, int64_t o1, int64_t K,
-    int64_t out, int32_t* acc) {
-  for (int64_t o = o0; o < o1; o += 4) {
-    const int8_t* wrow[4];
-    for (int j = 0; j < 4; ++j) wrow[j] = w + std::min(o + j, o1 - 1) * K;
-    __m512i a[R][4];
+QKV_VNNI_TARGET void dot_block_vnni(const uint8_t* xu, const int8_t* w, const int32_t* w_sums,
+                                    int64_t o0, int64_t o1, int64_t K, int64_t out, int32_t* acc) {
+  constexpr int J = R <= 2 ? 8 : 4;
+  for (int64_t o = o0; o < o1; o += J) {
+    const int8_t* wrow[J];
+    for (int j = 0; j < J; ++j) wrow[j] = w + std::min(o + j, o1 - 1) * K;
+    __m512i a[R][J];
     for (int r = 0; r < R; ++r)
-      for (int j = 0; j < 4; ++j) a[r][j] = _mm512_setzero_si512();
+      for (int j = 0; j < J; ++j) a[r][j] = _mm512_setzero_si512();
     for (int64_t k = 0; k < K; k += 64) {
-      __m512i wv[4];
-      for (int j = 0; j < 4; ++j) wv[j] = _mm512_loadu_si512(wrow[j] + k);
-      for (int r = 0; r < R; ++r) {
-        const __m512i xv = _mm512_loadu_si512(xu + r * K + k);
-        for (int j = 0; j < 4; ++j) a[r][j] = _mm512_dpbusd_epi32(a[r][j], xv, wv[j]);
+      __m512i xv[R];
+      for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_si512(xu + r * K + k);
+      for (int j = 0; j < J; ++j) {
+        const __m512i wv = _mm512_loadu_si512(wrow[j] + k);
+        for (int r = 0; r < R; ++r) a[r][j] = _mm512_dpbusd_epi32(a[r][j], xv[r], wv);
       }
     }
-    // Take the +128 shift of the activations back out: - 128 * sum(w) per channel.
-    int32_t shift[4];
-    for (int j = 0; j < 4; ++j) shift[j] = 128 * w_sums[std::min(o + j, o1 - 1)];
-    const __m128i shift_v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(shift));
     for (int r = 0; r < R; ++r) {
-      alignas(16) int32_t sums[4];
-      _mm_store_si128(reinterpret_cast<__m128i*>(sums),
-                      _mm_sub_epi32(sum_lanes4(a[r][0], a[r][1], a[r][2], a[r][3]), shift_v));
-      for (int j = 0; j < 4 && o + j < o1; ++j) acc[r * out + o + j] = sums[j];
+      int32_t sums[J];
+      sum_each(a[r], sums);
+      // Take the +128 shift of the activations back out: - 128 * sum(w) per channel.
+      for (int j = 0; j < J && o + j < o1; ++j)
+        acc[r * out + o + j] = sums[j] - 128 * w_sums[o + j];
     }
   }
 }
+#undef QKV_VNNI_TARGET
+#pragma GCC diagnostic pop
 
 // Rows [r0, r0 + count) of x against channels [o0, o1), four rows at a time.
 void rows_vnni(const uint8_t* xu, int64_t r0, int64_t count, const int8_t* w, const int32_t* w_sums,
@@ -114,7 +133,8 @@ void int8_matmul(const int8_t* x, int64_t rows, const int8_t* w, const int32_t* 
   if (use_vnni) {
     thread_local std::vector<uint8_t> shifted;
     shifted.resize(size_t(rows * K));
-    for (int64_t i = 0; i < rows * K; ++i) shifted[size_t(i)] = uint8_t(int(x[i]) + 128);
+    uint8_t* xs = shifted.data();
+    _Pragma("omp simd") for (int64_t i = 0; i < rows * K; ++i) xs[i] = uint8_t(int(x[i]) + 128);
     const uint8_t* xu = shifted.data();
     // Enough rows: threads take blocks of rows, each against every channel. A few rows (batch 1
     // decoding) give no parallelism there, so threads split the channels instead.
