@@ -1,24 +1,19 @@
 #include "train/trainer/classification_trainer.h"
 
-#include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <nlohmann/json.hpp>
-#include <optional>
 
 #include "engine/error.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
 #include "train/batching.h"
 #include "train/dataset.h"
-#include "train/plots.h"
-#include "train/progress.h"
 #include "train/run_dir.h"
 #include "train/trainer/attention_stats.h"
 #include "train/trainer/classification_pictures.h"
 #include "train/trainer/classifier.h"
 #include "train/trainer/early_stopping.h"
 #include "train/trainer/training_common.h"
+#include "train/trainer/training_loop.h"
 
 namespace qkv::train {
 
@@ -85,101 +80,47 @@ TrainResult train_classification(const Config& config, bool resume) {
   run.log(summary);
 
   // Images all have the same size: bucketing by length would only cost a sort.
-  BatchingOptions batching{.batch_size = config.batch_size,
-                           .shuffle = true,
-                           .bucket_by_length = config.bucket_by_length && !data.images};
-  const char* items = data.images ? "img" : "ex";
-  ProgressBar bar;
+  const BatchingOptions batching{.batch_size = config.batch_size,
+                                 .shuffle = true,
+                                 .bucket_by_length = config.bucket_by_length && !data.images};
+  ClassifierBatch b;
+  int64_t batch_examples = 0;
+  TrainingTask task;
+  task.plan_epoch = [&](uint64_t epoch) {
+    return plan_batches(data.train, batching, config.seed, epoch);
+  };
+  task.load_batch = [&](const std::vector<size_t>& indices) {
+    b = make_classifier_batch(data, data.train, indices, config.max_len);
+    batch_examples = int64_t(indices.size());
+  };
+  task.loss = [&] {
+    return cross_entropy(k.forward(b), b.labels.to(k.device), /*ignore_index=*/-100,
+                         config.label_smoothing);
+  };
+  task.batch_items = [&] { return batch_examples; };
+  task.attention_stats = [&] { return batch_attention_stats(k, b); };
+  task.evaluate = [&] {
+    const double accuracy = k.accuracy(data, data.valid);
+    char line[120];
+    std::snprintf(line, sizeof line, "step %lld: valid accuracy %.4f", (long long)state.step,
+                  accuracy);
+    return Evaluation{.metrics = {{"accuracy", accuracy}},
+                      .headline = accuracy,
+                      .record = {{"valid_accuracy", accuracy}},
+                      .line = line};
+  };
+  task.metric_label = "acc";
+  task.items_label = data.images ? "img" : "ex";
+  task.throughput_key = "examples_per_second";
+  task.valid_key = "valid_accuracy";
+  task.curve_title = "training loss and validation accuracy";
+
+  const LoopResult loop =
+      run_training_loop(config, run, model, *opt, schedule, early_stopping, state, task);
   TrainResult result;
-  const auto start = std::chrono::steady_clock::now();
-  auto last_log = start;
-  int64_t examples_since_log = 0;
-  std::optional<double> last_metric;
-  bool stop = false;
-  int64_t batches_to_skip = state.step;       // a resumed run replays the data order up to its step
-  const int64_t first_step = state.step + 1;  // --trace prints the first batch this run trains on
-
-  model.train();
-  for (uint64_t epoch = 0; !stop && state.step < config.steps; ++epoch) {
-    for (const auto& indices : plan_batches(data.train, batching, config.seed, epoch)) {
-      if (batches_to_skip > 0) {
-        --batches_to_skip;
-        continue;
-      }
-      if (state.step >= config.steps || stop) break;
-      ++state.step;
-      ClassifierBatch b = make_classifier_batch(data, data.train, indices, config.max_len);
-      opt->set_lr(schedule.at(state.step));
-
-      if (config.trace && state.step == first_step)
-        trace_attention(batch_attention_stats(k, b), state.step, run);
-      const uint64_t step_generator_offset = default_generator().offset();
-      auto forward_backward = [&] {
-        Tensor logits = k.forward(b);
-        Tensor loss = cross_entropy(logits, b.labels.to(k.device), /*ignore_index=*/-100,
-                                    config.label_smoothing);
-        opt->zero_grad();
-        loss.backward();
-        return loss;
-      };
-      Tensor loss = forward_backward();
-      double grad_norm =
-          nn::clip_grad_norm_(opt->params(), config.clip > 0 ? config.clip : INFINITY);
-      double loss_value = loss.item();
-      if (!std::isfinite(loss_value) || !std::isfinite(grad_norm))
-        throw Error(non_finite_step_message(
-            std::isfinite(loss_value) ? "gradient norm" : "loss", state.step, run,
-            name_the_non_finite_op(step_generator_offset, [&] { forward_backward(); })));
-      opt->step();
-      examples_since_log += int64_t(indices.size());
-
-      if (state.step % config.log_every == 0 || state.step == 1) {
-        double dt = seconds_since(last_log);
-        last_log = std::chrono::steady_clock::now();
-        double throughput = dt > 0 ? examples_since_log / dt : 0;
-        examples_since_log = 0;
-        nlohmann::json record = {{"step", state.step},
-                                 {"loss", loss_value},
-                                 {"lr", opt->lr()},
-                                 {"grad_norm", grad_norm},
-                                 {"examples_per_second", throughput}};
-        auto attention = batch_attention_stats(k, b);
-        if (!attention.empty()) record["attention_entropy"] = entropy_record(attention);
-        run.append_metrics(record);
-        bar.update({.step = state.step,
-                    .total = config.steps,
-                    .loss = loss_value,
-                    .metric = last_metric,
-                    .metric_name = "acc",
-                    .items_per_second = throughput,
-                    .items_name = items});
-      }
-
-      const bool last = state.step == config.steps;
-      const bool evaluate_now =
-          state.step % config.eval_every == 0 || last || interrupt_requested();
-      if (!evaluate_now && config.checkpoint_every > 0 &&
-          state.step % config.checkpoint_every == 0) {
-        state.generator_offset = default_generator().offset();
-        save_checkpoint(run, model, *opt, state);
-      }
-      if (evaluate_now) {
-        double accuracy = k.accuracy(data, data.valid);
-        last_metric = accuracy;
-        const std::string stop_reason = early_stopping.update({{"accuracy", accuracy}}, state);
-        run.append_metrics({{"step", state.step}, {"valid_accuracy", accuracy}});
-        char line[120];
-        std::snprintf(line, sizeof line, "step %lld: valid accuracy %.4f", (long long)state.step,
-                      accuracy);
-        stop = finish_evaluation(config, run, bar, model, *opt, state, line, "valid_accuracy",
-                                 "training loss and validation accuracy", stop_reason,
-                                 result.interrupted);
-      }
-    }
-  }
-  bar.finish();
-  result.steps = state.step;
-  result.seconds = seconds_since(start);
+  result.steps = loop.steps;
+  result.seconds = loop.seconds;
+  result.interrupted = loop.interrupted;
   if (result.interrupted) return result;
 
   result.test_accuracy = k.accuracy(data, data.test);

@@ -1,27 +1,21 @@
 #include "train/trainer/translation_trainer.h"
 
-#include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <filesystem>
 
 #include "engine/error.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
 #include "nn/optim.h"
-#include "nn/safetensors.h"
 #include "nn/schedule.h"
-#include "train/atomic_file.h"
 #include "train/batching.h"
 #include "train/dataset.h"
 #include "train/metrics.h"
-#include "train/plots.h"
-#include "train/progress.h"
 #include "train/run_dir.h"
 #include "train/trainer/attention_pictures.h"
 #include "train/trainer/attention_stats.h"
 #include "train/trainer/early_stopping.h"
 #include "train/trainer/training_common.h"
+#include "train/trainer/training_loop.h"
 #include "train/trainer/translator.h"
 
 namespace qkv::train {
@@ -127,105 +121,50 @@ TrainResult train_translation(const Config& config, bool resume) {
   std::printf("%s\n", summary.c_str());
   run.log(summary);
 
-  BatchingOptions batching{.batch_size = config.batch_size,
-                           .shuffle = true,
-                           .bucket_by_length = config.bucket_by_length};
-  ProgressBar bar;
+  const BatchingOptions batching{.batch_size = config.batch_size,
+                                 .shuffle = true,
+                                 .bucket_by_length = config.bucket_by_length};
+  Batch b;
+  TrainingTask task;
+  task.plan_epoch = [&](uint64_t epoch) {
+    return plan_batches(data.train, batching, config.seed, epoch);
+  };
+  task.load_batch = [&](const std::vector<size_t>& indices) {
+    b = make_batch(data.train, indices, config.max_len);
+  };
+  task.loss = [&] {
+    Tensor logits = t.model->forward(b.src.to(t.device), b.tgt_in.to(t.device),
+                                     b.src_pad_mask.to(t.device), b.tgt_pad_mask.to(t.device));
+    const int64_t vocab = logits.size(-1);
+    return cross_entropy(logits.reshape({-1, vocab}), b.tgt_out.to(t.device).reshape({-1}),
+                         Vocab::PAD, config.label_smoothing);
+  };
+  task.batch_items = [&] { return b.target_tokens; };
+  task.attention_stats = [&] { return batch_attention_stats(t, b); };
+  task.evaluate = [&] {
+    const Scores s = evaluate(t, data.pairs.valid, 500);
+    char line[160];
+    std::snprintf(line, sizeof line, "step %lld: valid exact match %.4f, token accuracy %.4f",
+                  (long long)state.step, s.exact_match, s.token_accuracy);
+    return Evaluation{
+        .metrics = {{"exact_match", s.exact_match}, {"token_accuracy", s.token_accuracy}},
+        .headline = s.exact_match,
+        .record = {{"valid_exact_match", s.exact_match},
+                   {"valid_token_accuracy", s.token_accuracy}},
+        .line = line};
+  };
+  task.metric_label = "exact";
+  task.items_label = "tok";
+  task.throughput_key = "tokens_per_second";
+  task.valid_key = "valid_exact_match";
+  task.curve_title = "training loss and validation exact match";
+
+  const LoopResult loop =
+      run_training_loop(config, run, *t.model, *opt, schedule, early_stopping, state, task);
   TrainResult result;
-  const auto start = std::chrono::steady_clock::now();
-  auto last_log = start;
-  int64_t tokens_since_log = 0;
-  std::optional<double> last_metric;
-  bool stop = false;
-  int64_t batches_to_skip = state.step;       // a resumed run replays the data order up to its step
-  const int64_t first_step = state.step + 1;  // --trace prints the first batch this run trains on
-
-  t.model->train();
-  for (uint64_t epoch = 0; !stop && state.step < config.steps; ++epoch) {
-    for (const auto& indices : plan_batches(data.train, batching, config.seed, epoch)) {
-      if (batches_to_skip > 0) {
-        --batches_to_skip;
-        continue;
-      }
-      if (state.step >= config.steps || stop) break;
-      ++state.step;
-      Batch b = make_batch(data.train, indices, config.max_len);
-      opt->set_lr(schedule.at(state.step));
-
-      if (config.trace && state.step == first_step)
-        trace_attention(batch_attention_stats(t, b), state.step, run);
-      const uint64_t step_generator_offset = default_generator().offset();
-      auto forward_backward = [&] {
-        Tensor logits = t.model->forward(b.src.to(t.device), b.tgt_in.to(t.device),
-                                         b.src_pad_mask.to(t.device), b.tgt_pad_mask.to(t.device));
-        const int64_t vocab = logits.size(-1);
-        Tensor loss =
-            cross_entropy(logits.reshape({-1, vocab}), b.tgt_out.to(t.device).reshape({-1}),
-                          Vocab::PAD, config.label_smoothing);
-        opt->zero_grad();
-        loss.backward();
-        return loss;
-      };
-      Tensor loss = forward_backward();
-      double grad_norm =
-          nn::clip_grad_norm_(opt->params(), config.clip > 0 ? config.clip : INFINITY);
-      double loss_value = loss.item();
-      if (!std::isfinite(loss_value) || !std::isfinite(grad_norm))
-        throw Error(non_finite_step_message(
-            std::isfinite(loss_value) ? "gradient norm" : "loss", state.step, run,
-            name_the_non_finite_op(step_generator_offset, [&] { forward_backward(); })));
-      opt->step();
-      tokens_since_log += b.target_tokens;
-
-      if (state.step % config.log_every == 0 || state.step == 1) {
-        double dt = seconds_since(last_log);
-        last_log = std::chrono::steady_clock::now();
-        double throughput = dt > 0 ? tokens_since_log / dt : 0;
-        tokens_since_log = 0;
-        auto attention = batch_attention_stats(t, b);
-        run.append_metrics({{"step", state.step},
-                            {"loss", loss_value},
-                            {"lr", opt->lr()},
-                            {"grad_norm", grad_norm},
-                            {"tokens_per_second", throughput},
-                            {"attention_entropy", entropy_record(attention)}});
-        bar.update({.step = state.step,
-                    .total = config.steps,
-                    .loss = loss_value,
-                    .metric = last_metric,
-                    .metric_name = "exact",
-                    .items_per_second = throughput,
-                    .items_name = "tok"});
-      }
-
-      const bool last = state.step == config.steps;
-      const bool evaluate_now =
-          state.step % config.eval_every == 0 || last || interrupt_requested();
-      if (!evaluate_now && config.checkpoint_every > 0 &&
-          state.step % config.checkpoint_every == 0) {
-        state.generator_offset = default_generator().offset();
-        save_checkpoint(run, *t.model, *opt, state);
-      }
-      if (evaluate_now) {
-        Scores s = evaluate(t, data.pairs.valid, 500);
-        last_metric = s.exact_match;
-        const std::string stop_reason = early_stopping.update(
-            {{"exact_match", s.exact_match}, {"token_accuracy", s.token_accuracy}}, state);
-        run.append_metrics({{"step", state.step},
-                            {"valid_exact_match", s.exact_match},
-                            {"valid_token_accuracy", s.token_accuracy}});
-        char line[160];
-        std::snprintf(line, sizeof line, "step %lld: valid exact match %.4f, token accuracy %.4f",
-                      (long long)state.step, s.exact_match, s.token_accuracy);
-        stop = finish_evaluation(config, run, bar, *t.model, *opt, state, line, "valid_exact_match",
-                                 "training loss and validation exact match", stop_reason,
-                                 result.interrupted);
-      }
-    }
-  }
-  bar.finish();
-  result.steps = state.step;
-  result.seconds = seconds_since(start);
+  result.steps = loop.steps;
+  result.seconds = loop.seconds;
+  result.interrupted = loop.interrupted;
   if (result.interrupted) return result;
 
   Scores test = evaluate(t, data.pairs.test, data.pairs.test.size());

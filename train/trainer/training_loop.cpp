@@ -1,0 +1,108 @@
+#include "train/trainer/training_loop.h"
+
+#include <chrono>
+#include <cmath>
+#include <optional>
+
+#include "engine/error.h"
+#include "engine/ops.h"
+#include "engine/random.h"
+#include "train/progress.h"
+
+namespace qkv::train {
+
+LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& model,
+                             nn::Optimizer& opt, const nn::LrSchedule& schedule,
+                             const EarlyStopping& early_stopping, TrainerState& state,
+                             const TrainingTask& task) {
+  ProgressBar bar;
+  LoopResult result;
+  const auto start = std::chrono::steady_clock::now();
+  auto last_log = start;
+  int64_t items_since_log = 0;
+  std::optional<double> last_metric;
+  bool stop = false;
+  int64_t batches_to_skip = state.step;       // a resumed run replays the data order up to its step
+  const int64_t first_step = state.step + 1;  // --trace prints the first batch this run trains on
+
+  model.train();
+  for (uint64_t epoch = 0; !stop && state.step < config.steps; ++epoch) {
+    for (const auto& indices : task.plan_epoch(epoch)) {
+      if (batches_to_skip > 0) {
+        --batches_to_skip;
+        continue;
+      }
+      if (state.step >= config.steps || stop) break;
+      ++state.step;
+      task.load_batch(indices);
+      opt.set_lr(schedule.at(state.step));
+
+      if (config.trace && state.step == first_step)
+        trace_attention(task.attention_stats(), state.step, run);
+      const uint64_t step_generator_offset = default_generator().offset();
+      auto forward_backward = [&] {
+        Tensor loss = task.loss();
+        opt.zero_grad();
+        loss.backward();
+        return loss;
+      };
+      Tensor loss = forward_backward();
+      const double grad_norm =
+          nn::clip_grad_norm_(opt.params(), config.clip > 0 ? config.clip : INFINITY);
+      const double loss_value = loss.item();
+      if (!std::isfinite(loss_value) || !std::isfinite(grad_norm))
+        throw Error(non_finite_step_message(
+            std::isfinite(loss_value) ? "gradient norm" : "loss", state.step, run,
+            name_the_non_finite_op(step_generator_offset, [&] { forward_backward(); })));
+      opt.step();
+      items_since_log += task.batch_items();
+
+      if (state.step % config.log_every == 0 || state.step == 1) {
+        const double dt = seconds_since(last_log);
+        last_log = std::chrono::steady_clock::now();
+        const double throughput = dt > 0 ? items_since_log / dt : 0;
+        items_since_log = 0;
+        nlohmann::json record = {{"step", state.step},
+                                 {"loss", loss_value},
+                                 {"lr", opt.lr()},
+                                 {"grad_norm", grad_norm},
+                                 {task.throughput_key, throughput}};
+        auto attention = task.attention_stats();
+        if (!attention.empty()) record["attention_entropy"] = entropy_record(attention);
+        run.append_metrics(record);
+        bar.update({.step = state.step,
+                    .total = config.steps,
+                    .loss = loss_value,
+                    .metric = last_metric,
+                    .metric_name = task.metric_label,
+                    .items_per_second = throughput,
+                    .items_name = task.items_label});
+      }
+
+      const bool last = state.step == config.steps;
+      const bool evaluate_now =
+          state.step % config.eval_every == 0 || last || interrupt_requested();
+      if (!evaluate_now && config.checkpoint_every > 0 &&
+          state.step % config.checkpoint_every == 0) {
+        state.generator_offset = default_generator().offset();
+        save_checkpoint(run, model, opt, state);
+      }
+      if (evaluate_now) {
+        Evaluation e = task.evaluate();
+        last_metric = e.headline;
+        const std::string stop_reason = early_stopping.update(e.metrics, state);
+        nlohmann::json record = {{"step", state.step}};
+        record.update(e.record);
+        run.append_metrics(record);
+        stop = finish_evaluation(config, run, bar, model, opt, state, e.line, task.valid_key,
+                                 task.curve_title, stop_reason, result.interrupted);
+      }
+    }
+  }
+  bar.finish();
+  result.steps = state.step;
+  result.seconds = seconds_since(start);
+  return result;
+}
+
+}  // namespace qkv::train
