@@ -90,6 +90,10 @@ printf '{"tokenizer": "char", "tokens": ["<pad>", "<s>", "</s>", "<unk>", "x"]}'
   >"$scratch/vocab/source_vocab.json"
 check "eval: vocabulary does not match the checkpoint" 1 "vocabularies .* do not match the model" \
   "$qkv" eval --run "$scratch/vocab"
+cp -r "$run" "$scratch/inflated"  # model.json edited to a far wider model than its weights
+sed 's/"d_model": *16/"d_model":4096/' "$run/model.json" >"$scratch/inflated/model.json"
+check "eval: model.json far larger than its weights" 1 "do not belong together" \
+  "$qkv" eval --run "$scratch/inflated"
 check "resume: not a run folder" 1 "--resume: .*nowhere is not a run folder" \
   "$qkv" train translate --resume "$scratch/nowhere"
 check "resume on other data" 1 "--resume: the data's vocabulary" \

@@ -119,3 +119,56 @@ BOOST_AUTO_TEST_CASE(metric_series_from_text) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// A model.json may pass every range check and still describe a model far larger than the weights
+// beside it (edited, or copied from another run). Loading refuses it before building the model.
+// The estimate must stay close enough to the true count that real runs are never refused.
+BOOST_AUTO_TEST_SUITE(model_against_its_weights)
+
+// `grow` edits the config the way a damaged or foreign model.json would: far wider.
+template <typename Model, typename Config, typename Grow>
+void check_estimate_and_refusal(Config c, Grow grow, const char* what) {
+  Model model(c);
+  const qkv::nn::StateDict own = model.state_dict();
+  const int64_t actual = model.num_parameters();
+  const int64_t estimate = estimated_parameters(c);
+  BOOST_TEST_MESSAGE(what << ": " << actual << " parameters, estimated " << estimate);
+  BOOST_CHECK_GE(estimate, actual / 2);
+  BOOST_CHECK_LE(estimate, 4 * actual);  // so no real run is refused
+  BOOST_CHECK_NO_THROW(
+      check_model_fits_weights(estimate, own, "runs/x/model.json", "runs/x/model.safetensors"));
+  grow(c);
+  BOOST_CHECK_EXCEPTION(
+      check_model_fits_weights(estimated_parameters(c), own, "runs/x/model.json",
+                               "runs/x/model.safetensors"),
+      qkv::Error,
+      message_has("runs/x/model.json", "runs/x/model.safetensors", "do not belong together"));
+}
+
+BOOST_AUTO_TEST_CASE(each_architecture) {
+  using namespace qkv::models;
+  Seq2SeqConfig s{.src_vocab = 30,
+                  .tgt_vocab = 30,
+                  .d_model = 64,
+                  .num_heads = 4,
+                  .dim_feedforward = 256,
+                  .max_len = 64};
+  auto wider = [](auto& config) { config.d_model *= 64; };
+  check_estimate_and_refusal<Seq2SeqTransformer>(s, wider, "seq2seq");
+  TransformerClassifierConfig t;
+  t.vocab = 50, t.num_classes = 4, t.d_model = 64, t.num_heads = 4, t.dim_feedforward = 128;
+  check_estimate_and_refusal<TransformerClassifier>(t, wider, "text classifier");
+  VisionTransformerConfig v;
+  v.num_classes = 10, v.d_model = 64, v.num_heads = 4, v.dim_feedforward = 128;
+  check_estimate_and_refusal<VisionTransformer>(v, wider, "vit");
+  CnnClassifierConfig n;
+  n.num_classes = 10;
+  check_estimate_and_refusal<CnnClassifier>(
+      n,
+      [](CnnClassifierConfig& config) {
+        config.channels = {1024, 2048};
+      },
+      "cnn");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -182,6 +182,11 @@ Classifier load_classifier(const std::string& run_dir) {
   ClassifierModelJson m =
       parse_classifier_model_json(read_file(path(kModelJson), "--run"), path(kModelJson));
   k.labels = m.labels;
+  const nn::TensorMap weights = nn::load_safetensors(path(kModelFile)).tensors;
+  check_model_fits_weights(m.text  ? estimated_parameters(*m.text)
+                           : m.cnn ? estimated_parameters(*m.cnn)
+                                   : estimated_parameters(*m.vit),
+                           weights, path(kModelJson), path(kModelFile));
   if (m.text) {
     k.vocab = Vocab::load(path(kVocabFile));
     QKV_CHECK(int64_t(k.vocab.size()) == m.text->vocab, "--run", run_dir, ": the vocabulary (",
@@ -190,7 +195,7 @@ Classifier load_classifier(const std::string& run_dir) {
   }
   if (m.cnn) k.cnn = std::make_shared<models::CnnClassifier>(*m.cnn);
   if (m.vit) k.vit = std::make_shared<models::VisionTransformer>(*m.vit);
-  k.module().load_state_dict(nn::load_safetensors(path(kModelFile)).tensors);
+  k.module().load_state_dict(weights);
   k.module().eval();
   return k;
 }

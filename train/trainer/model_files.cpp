@@ -95,7 +95,6 @@ void check_transformer(int64_t d_model, int64_t heads, int64_t ff, int64_t layer
     throw Error(source + ": \"dropout\" must be in [0, 1), got " + std::to_string(dropout));
 }
 
-// Every bound above keeps these sums far from int64 overflow (at most about 2^46).
 int64_t layer_parameters(int64_t d, int64_t ff) { return 4 * d * d + 2 * d * ff; }
 
 void check_parameters(int64_t estimate, const std::string& source) {
@@ -130,11 +129,7 @@ void validate_model_config(const models::Seq2SeqConfig& c, const std::string& so
   in_range(c.max_len, 1, 1 << 20, "max_len", source);
   in_range(c.pad_id, 0, std::min(c.src_vocab, c.tgt_vocab) - 1, "pad_id", source);
   check_positional(c.positional, c.d_model, c.num_heads, source);
-  const int64_t d = c.d_model;
-  check_parameters((c.src_vocab + 2 * c.tgt_vocab + c.max_len) * d +
-                       (c.num_encoder_layers + 2 * c.num_decoder_layers) *
-                           layer_parameters(d, c.dim_feedforward),
-                   source);
+  check_parameters(estimated_parameters(c), source);
 }
 
 void validate_model_config(const models::TransformerClassifierConfig& c,
@@ -145,9 +140,7 @@ void validate_model_config(const models::TransformerClassifierConfig& c,
   in_range(c.max_len, 1, 1 << 20, "max_len", source);
   check_positional(c.positional, c.d_model, c.num_heads, source);
   check_one_of(c.pooling, {"cls", "mean"}, "pooling", source);
-  check_parameters((c.vocab + c.max_len + c.num_classes) * c.d_model +
-                       c.num_layers * layer_parameters(c.d_model, c.dim_feedforward),
-                   source);
+  check_parameters(estimated_parameters(c), source);
 }
 
 void validate_model_config(const models::CnnClassifierConfig& c, const std::string& source) {
@@ -157,13 +150,8 @@ void validate_model_config(const models::CnnClassifierConfig& c, const std::stri
   in_range(int64_t(c.channels.size()), 1, 64, "channels (number of blocks)", source);
   in_range(c.reduction, 1, 1 << 14, "reduction", source);
   check_one_of(c.attention, {"none", "se", "cbam"}, "attention", source);
-  int64_t in = c.in_channels, estimate = 0;
-  for (int64_t width : c.channels) {
-    in_range(width, 1, 1 << 14, "channels", source);
-    estimate += 9 * in * width + 9 * width * width + in * width;  // two 3x3 convs and a shortcut
-    in = width;
-  }
-  check_parameters(estimate + in * c.num_classes, source);
+  for (int64_t width : c.channels) in_range(width, 1, 1 << 14, "channels", source);
+  check_parameters(estimated_parameters(c), source);
 }
 
 void validate_model_config(const models::VisionTransformerConfig& c, const std::string& source) {
@@ -175,11 +163,49 @@ void validate_model_config(const models::VisionTransformerConfig& c, const std::
                 " does not divide image_size " + std::to_string(c.image_size));
   in_range(c.num_classes, 1, 1 << 24, "num_classes", source);
   check_transformer(c.d_model, c.num_heads, c.dim_feedforward, c.num_layers, c.dropout, source);
+  check_parameters(estimated_parameters(c), source);
+}
+
+// Every bound validate_model_config checks first keeps these sums far from int64 overflow (at
+// most about 2^46).
+int64_t estimated_parameters(const models::Seq2SeqConfig& c) {
+  return (c.src_vocab + 2 * c.tgt_vocab + c.max_len) * c.d_model +
+         (c.num_encoder_layers + 2 * c.num_decoder_layers) *
+             layer_parameters(c.d_model, c.dim_feedforward);
+}
+
+int64_t estimated_parameters(const models::TransformerClassifierConfig& c) {
+  return (c.vocab + c.max_len + c.num_classes) * c.d_model +
+         c.num_layers * layer_parameters(c.d_model, c.dim_feedforward);
+}
+
+int64_t estimated_parameters(const models::CnnClassifierConfig& c) {
+  int64_t in = c.in_channels, estimate = 0;
+  for (int64_t width : c.channels) {
+    estimate += 9 * in * width + 9 * width * width + in * width;  // two 3x3 convs and a shortcut
+    in = width;
+  }
+  return estimate + in * c.num_classes;
+}
+
+int64_t estimated_parameters(const models::VisionTransformerConfig& c) {
   const int64_t patches = (c.image_size / c.patch_size) * (c.image_size / c.patch_size);
-  check_parameters(
-      (c.in_channels * c.patch_size * c.patch_size + patches + 1 + c.num_classes) * c.d_model +
-          c.num_layers * layer_parameters(c.d_model, c.dim_feedforward),
-      source);
+  return (c.in_channels * c.patch_size * c.patch_size + patches + 1 + c.num_classes) * c.d_model +
+         c.num_layers * layer_parameters(c.d_model, c.dim_feedforward);
+}
+
+void check_model_fits_weights(int64_t estimated, const nn::TensorMap& weights,
+                              const std::string& model_json, const std::string& weights_file) {
+  int64_t stored = 0;
+  for (const auto& [name, tensor] : weights) stored += tensor.numel();
+  // The estimate counts every table (tied or sinusoidal ones too), so it may exceed the true count
+  // by a small factor; a model four times larger than its weights, plus slack for tiny models, is
+  // not a miscount but a model.json that does not belong to this file.
+  if (estimated > 4 * stored + (int64_t(1) << 20))
+    throw Error(model_json + ": describes a model of about " + std::to_string(estimated) +
+                " parameters, but " + weights_file + " holds " + std::to_string(stored) +
+                ": the two files do not belong together (was model.json edited or copied from "
+                "another run?)");
 }
 
 std::string parse_model_architecture(std::string_view text, const std::string& source) {

@@ -12,6 +12,7 @@
 
 #include "models/classifiers.h"
 #include "models/seq2seq.h"
+#include "nn/safetensors.h"
 
 namespace qkv::train {
 
@@ -39,6 +40,20 @@ struct ClassifierModelJson {
   std::optional<models::VisionTransformerConfig> vit;
 };
 ClassifierModelJson parse_classifier_model_json(std::string_view text, const std::string& source);
+
+// About how many parameters a model built from a (validated) config has: an upper estimate that
+// counts every embedding and positional table.
+int64_t estimated_parameters(const models::Seq2SeqConfig& c);
+int64_t estimated_parameters(const models::TransformerClassifierConfig& c);
+int64_t estimated_parameters(const models::CnnClassifierConfig& c);
+int64_t estimated_parameters(const models::VisionTransformerConfig& c);
+
+// Loading a run reads its weights first and calls this before building the model: a model.json
+// that describes a model far larger than the weights it sits beside (edited, or from another run)
+// is refused there, instead of allocating that model and failing afterwards. Throws qkv::Error
+// naming both files and both sizes.
+void check_model_fits_weights(int64_t estimated, const nn::TensorMap& weights,
+                              const std::string& model_json, const std::string& weights_file);
 
 // The range checks parse_*_model_json apply; each throws qkv::Error("<source>: ...").
 void validate_model_config(const models::Seq2SeqConfig& c, const std::string& source);

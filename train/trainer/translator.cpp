@@ -64,8 +64,11 @@ Translator load_translator(const std::string& run_dir) {
             "--run", run_dir, ": the vocabularies (", t.source_vocab.size(), ", ",
             t.target_vocab.size(), " tokens) do not match the model (", t.model_config.src_vocab,
             ", ", t.model_config.tgt_vocab, ")");
+  const nn::TensorMap weights = nn::load_safetensors(path(kModelFile)).tensors;
+  check_model_fits_weights(estimated_parameters(t.model_config), weights, path(kModelJson),
+                           path(kModelFile));
   t.model = std::make_shared<models::Seq2SeqTransformer>(t.model_config);
-  t.model->load_state_dict(nn::load_safetensors(path(kModelFile)).tensors);
+  t.model->load_state_dict(weights);
   t.model->eval();
   t.device = Device::cpu();
   return t;
