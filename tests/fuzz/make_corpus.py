@@ -147,3 +147,12 @@ write_dict("run_dir", JSON + quoted(["architecture", "config", "labels", "decode
                                      "patch_size", "cls", "mean", "none", "se", "cbam", "rope",
                                      "alibi", "learned", "relative"]))
 write_dict("tsv", ["\t", "\r\n", "\n", " ", "\t\t"])
+
+# ---- overrides (command-line --key value pairs, one "key value" per line)
+write("overrides", "training", "steps 500\nlr 0.001\nwarmup 50\nschedule cosine\n")
+write("overrides", "model", "d_model 64\nheads 4\nlayers 2\nff_dim 128\npositional rope\n")
+write("overrides", "classifier", "task fashion-mnist\nmodel cnn\nchannels [16,32]\nattention cbam\n")
+write("overrides", "bad_values", "steps -3\nlr abc\nunknown_key 1\n")
+write("overrides", "strings", "out runs/x\ndevice cuda\nprecision bf16\n")
+write_dict("overrides", config_keys + [" ", "\n", "true", "false", "-1", "0", "1e999", "[", "]",
+                                       ",", '"', "18446744073709551615"])
