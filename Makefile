@@ -14,7 +14,7 @@ ifeq ($(DATA),fashion-mnist)
 DEPS_PKGS += dataset-fashion-mnist
 endif
 
-.PHONY: all build test run deps deps-check clean format bench fuzz sanitize valgrind
+.PHONY: all build test run deps deps-check clean format bench fuzz sanitize tsan valgrind
 
 all: build
 
@@ -72,6 +72,17 @@ sanitize: deps-check
 	cd $(SANITIZE_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 BOOST_TEST_CATCH_SYSTEM_ERRORS=no \
 	  ctest --output-on-failure --timeout 900 -j$(JOBS) $(SANITIZE_CTEST)
+
+# make tsan: the whole ctest suite built with ThreadSanitizer (-O1, CUDA off): data races between
+# the thread pool's workers and the caller, or between kernels' chunks. A report fails the test.
+TSAN_BUILD ?= build-tsan
+TSAN_CTEST ?=
+tsan: deps-check
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DWITH_CUDA=OFF -DQKV_TSAN=ON $(CMAKE_FLAGS)
+	cmake --build $(TSAN_BUILD) -j$(JOBS)
+	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  BOOST_TEST_CATCH_SYSTEM_ERRORS=no ctest --output-on-failure --timeout 1800 -j$(JOBS) $(TSAN_CTEST)
 
 # make valgrind: memcheck on a short training run. Its own build without -march=native: valgrind
 # does not know AVX-512, which -march=native emits on such CPUs (SIGILL at start-up).
