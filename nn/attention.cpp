@@ -245,6 +245,23 @@ void MultiheadAttention::KVCache::append(const Tensor& k_new, const Tensor& v_ne
   v = v_buffer.narrow(2, 0, used + t);
 }
 
+bool MultiheadAttention::KVCache::fuse_projections(const MultiheadAttention& attention,
+                                                   const Tensor& query, const Tensor& key,
+                                                   const Tensor& value) {
+  const Linear *q = attention.q_proj.get(), *k = attention.k_proj.get(),
+               *v = attention.v_proj.get();
+  const bool applies = !grad_enabled() && query.impl() == key.impl() &&
+                       key.impl() == value.impl() && !q->quantized && !k->quantized &&
+                       !v->quantized && q->bias.defined() == k->bias.defined() &&
+                       k->bias.defined() == v->bias.defined();
+  if (!applies) return false;
+  if (!qkv_weight.defined()) {
+    qkv_weight = cat({q->weight, k->weight, v->weight}, 0);
+    if (q->bias.defined()) qkv_bias = cat({q->bias, k->bias, v->bias}, 0);
+  }
+  return true;
+}
+
 void MultiheadAttention::KVCache::select_rows(const Tensor& rows) {
   if (!k.defined()) return;
   const Tensor k_rows = index_select(k, 0, rows), v_rows = index_select(v, 0, rows);
@@ -263,10 +280,17 @@ Tensor MultiheadAttention::forward_cached(const Tensor& query, const Tensor& key
   QKV_CHECK(!position, op, "in-attention positional schemes need the whole prefix");
   QKV_CHECK(query.dim() == 3 && (static_kv || query.size(1) == 1), op,
             "self-attention decodes one token per step, got query ", shape_str(query.shape()));
-  const int64_t B = query.size(0), T = query.size(1);
+  const int64_t B = query.size(0);
   auto heads = [&](const Tensor& x) {
     return x.reshape({B, x.size(1), num_heads, head_dim}).transpose(1, 2);
   };
+  if (!static_kv && cache.fuse_projections(*this, query, key, value)) {
+    // Self-attention at inference: one [3E, E] product gives q, k and v (see KVCache).
+    const Tensor qkv = linear(query, cache.qkv_weight, cache.qkv_bias);
+    cache.append(heads(qkv.narrow(2, embed_dim, embed_dim)),
+                 heads(qkv.narrow(2, 2 * embed_dim, embed_dim)));
+    return attend(heads(qkv.narrow(2, 0, embed_dim)), cache, key_padding_mask);
+  }
   Tensor q = heads(q_proj->forward(query));
   if (!static_kv || !cache.k.defined()) {
     Tensor k = heads(k_proj->forward(key)), v = heads(v_proj->forward(value));
@@ -275,9 +299,16 @@ Tensor MultiheadAttention::forward_cached(const Tensor& query, const Tensor& key
     else
       cache.append(k, v);
   }
+  return attend(q, cache, key_padding_mask);
+}
+
+// The cached step's attention of q [B, H, T, head_dim] to everything in the cache, then out_proj.
+Tensor MultiheadAttention::attend(const Tensor& q, const KVCache& cache,
+                                  const Tensor& key_padding_mask) {
+  const int64_t B = q.size(0), T = q.size(2);
   // One new token per step and no graph: the direct single-query loop, not the tiled kernel.
-  if (T == 1 && !grad_enabled() && query.device().is_cpu() &&
-      (query.dtype() == DType::f32 || query.dtype() == DType::f64) &&
+  if (T == 1 && !grad_enabled() && q.device().is_cpu() &&
+      (q.dtype() == DType::f32 || q.dtype() == DType::f64) &&
       (!key_padding_mask.defined() || key_padding_mask.dtype() == DType::b8))
     return out_proj->forward(
         decode_attention(q, cache.k, cache.v, key_padding_mask).reshape({B, 1, embed_dim}));

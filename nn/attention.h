@@ -99,6 +99,14 @@ class MultiheadAttention : public Module {
     // Keeps the batch rows `rows` (int64 [n], in that order, repeats allowed): beam search
     // continues from the hypotheses it keeps, several of which may extend the same one.
     void select_rows(const Tensor& rows);
+
+    // Self-attention projects one input three ways. At inference a decoding step is mostly
+    // per-op cost and the reading of weights, so q_proj, k_proj and v_proj's weights are packed
+    // once per decode into one [3E, E] matrix (and bias) and applied as a single product. True
+    // when that applies: no autograd, query, key and value the same tensor, and no int8 layer.
+    bool fuse_projections(const MultiheadAttention& attention, const Tensor& query,
+                          const Tensor& key, const Tensor& value);
+    Tensor qkv_weight, qkv_bias;
   };
   // One decoding step attending to a cache. Self-attention (static_kv = false): the new tokens'
   // keys and values (from key/value [B, t, E]) are appended to the cache, and the query attends to
@@ -107,6 +115,9 @@ class MultiheadAttention : public Module {
   // only and reused afterwards. In-attention positional schemes are not supported here.
   Tensor forward_cached(const Tensor& query, const Tensor& key, const Tensor& value, KVCache& cache,
                         bool static_kv, const Tensor& key_padding_mask = Tensor());
+
+ private:
+  Tensor attend(const Tensor& q, const KVCache& cache, const Tensor& key_padding_mask);
 };
 
 }  // namespace qkv::nn

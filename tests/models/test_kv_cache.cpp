@@ -117,6 +117,33 @@ BOOST_AUTO_TEST_CASE(cache_append_equals_concatenation) {
   BOOST_CHECK_THROW(cache.append(randn({2, 3, 1, 4}), randn({2, 3, 2, 5})), Error);
 }
 
+// Self-attention's three projections become one product at inference (KVCache::fuse_projections),
+// and only there: with autograd on, or different query and key tensors, they stay apart. The
+// fused step must give what the separate projections give.
+BOOST_AUTO_TEST_CASE(fused_projections_only_where_they_apply) {
+  manual_seed(6);
+  nn::MultiheadAttention attention(16, 4, 0.0);
+  attention.eval();
+  Tensor x = randn({2, 1, 16}), other = randn({2, 1, 16});
+  nn::MultiheadAttention::KVCache fused, separate;
+  BOOST_CHECK(!fused.fuse_projections(attention, x, x, x));  // autograd is on
+  NoGrad no_grad;
+  BOOST_CHECK(!fused.fuse_projections(attention, x, other, other));
+  BOOST_CHECK(fused.fuse_projections(attention, x, x, x));
+  BOOST_CHECK(fused.qkv_weight.shape() == Shape({48, 16}));
+  for (int step = 0; step < 3; ++step) {
+    Tensor h = randn({2, 1, 16});
+    Tensor a = attention.forward_cached(h, h, h, fused, false);
+    // the same step with key and value as copies: not one tensor, so no fusion
+    Tensor b = attention.forward_cached(h, h.clone(), h.clone(), separate, false);
+    std::vector<float> va = a.to_vector<float>(), vb = b.to_vector<float>();
+    double worst = 0;
+    for (size_t i = 0; i < va.size(); ++i) worst = std::max(worst, double(std::abs(va[i] - vb[i])));
+    BOOST_CHECK_LT(worst, 1e-6);
+  }
+  BOOST_CHECK(!separate.qkv_weight.defined());
+}
+
 BOOST_AUTO_TEST_CASE(in_attention_positions_fall_back_to_recomputation) {
   Seq2SeqConfig c{.src_vocab = 6,
                   .tgt_vocab = 6,
