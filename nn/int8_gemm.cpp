@@ -29,7 +29,9 @@ void dot_rows_portable(const int8_t* x, const int8_t* w, int64_t o0, int64_t o1,
 // GCC 12's AVX-512 headers build unpack, shuffle and extract on a self-initialized "undefined"
 // vector, which -Wmaybe-uninitialized reports wherever they are inlined (GCC bug 105593).
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // a GCC-only warning; clang would warn about the unknown name
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #define QKV_VNNI_TARGET __attribute__((target("avx512vnni,avx512bw,avx512f,avx2")))
 
 // Per 128-bit lane: x0+x1, y0+y1, x2+x3, y2+y3.

@@ -104,7 +104,9 @@ void axpy_rows(int64_t j0, int64_t j1, int64_t k, T alpha, const T* a_rows, cons
 // which -Wmaybe-uninitialized reports wherever they are inlined (GCC bug 105593); nothing here
 // reads an uninitialized value.
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // a GCC-only warning; clang would warn about the unknown name
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // Per 128-bit lane: x0+x1, y0+y1, x2+x3, y2+y3.
 inline __m512 add_pairs(__m512 x, __m512 y) {
