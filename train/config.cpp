@@ -6,6 +6,7 @@
 
 #include "engine/error.h"
 #include "train/atomic_file.h"
+#include "train/utf8.h"
 
 namespace qkv::train {
 
@@ -180,7 +181,13 @@ void set_config_value(Config& config, const std::string& key, const std::string&
   const ConfigField& f = find_field(key, source);
   json v = json::parse(value, nullptr, /*allow_exceptions=*/false);
   // A string field takes the text as it is ("--task 1" is the task named "1", "--out x" a path).
-  if (v.is_discarded() || std::holds_alternative<std::string Config::*>(f.member)) v = value;
+  if (v.is_discarded() || std::holds_alternative<std::string Config::*>(f.member)) {
+    // Taken as text, it goes into config.json: JSON holds only UTF-8 (found by fuzz_overrides:
+    // `--out $'\xf0x'` made writing config.json throw a JSON library error).
+    if (!is_valid_utf8(value))
+      throw Error(source + ": the value of '" + key + "' is not valid UTF-8 text");
+    v = value;
+  }
   set_field(config, f, v, source);
 }
 

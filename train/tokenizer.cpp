@@ -7,6 +7,7 @@
 
 #include "engine/error.h"
 #include "train/atomic_file.h"
+#include "train/utf8.h"
 
 namespace qkv::train {
 
@@ -27,8 +28,7 @@ TokenizerKind parse_tokenizer_kind(const std::string& name, const std::string& o
 std::vector<std::string> tokenize(const std::string& text, TokenizerKind kind) {
   std::vector<std::string> tokens;
   if (kind == TokenizerKind::character) {
-    for (char c : text) tokens.emplace_back(1, c);
-    return tokens;
+    return split_utf8(text);  // characters, not bytes: "é" is one token
   }
   std::string current;
   for (char c : text) {

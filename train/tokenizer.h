@@ -19,7 +19,8 @@ std::string to_string(TokenizerKind kind);
 TokenizerKind parse_tokenizer_kind(const std::string& name,
                                    const std::string& option = "--tokenizer");
 
-// Splits `text` into tokens: each byte, or each maximal run of non-space characters.
+// Splits `text` into tokens: each character (a UTF-8 code point; a byte that is not part of one
+// stands alone), or each maximal run of non-space characters.
 std::vector<std::string> tokenize(const std::string& text, TokenizerKind kind);
 
 class Vocab {

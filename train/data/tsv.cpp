@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "engine/error.h"
+#include "train/utf8.h"
 
 namespace qkv::train {
 
@@ -24,6 +25,9 @@ void for_each_tsv_line(std::istream& in, const std::string& path, const char* fi
     ++number;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    // Its text ends up in the vocabulary and run files, which are JSON: UTF-8 only.
+    if (!is_valid_utf8(line))
+      throw Error(path + ":" + std::to_string(number) + ": not valid UTF-8 text");
     size_t tab = line.find('\t');
     if (tab == std::string::npos)
       throw Error(path + ":" + std::to_string(number) + ": no TAB between " + first_name + " and " +
