@@ -59,30 +59,30 @@ fuzz: deps-check
 	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target $(addprefix fuzz_,$(FUZZ_LOADERS))
 	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_LOADERS)
 
-# make sanitize: the whole ctest suite built with ASan + UBSan at -O1 with assertions on (CUDA off:
-# the CUDA runtime and ASan's shadow memory do not mix). Boost.Test must not catch the sanitizers'
-# abort: a test that carried on after one hung in the thread pool. SANITIZE_CTEST passes ctest
-# arguments (e.g. SANITIZE_CTEST="-R nn").
+# The whole ctest suite in its own build under a sanitizer, at -O1 with assertions on and CUDA off:
+# $(call sanitized_suite,BUILD_DIR,CMAKE_OPTION,RUNTIME_OPTIONS,CTEST_TIMEOUT,CTEST_ARGS). Boost.Test
+# must not catch a sanitizer's abort: a test that carried on after one hung in the thread pool.
+define sanitized_suite
+	cmake -S . -B $(1) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DWITH_CUDA=OFF $(2) $(CMAKE_FLAGS)
+	cmake --build $(1) -j$(JOBS)
+	cd $(1) && $(3) BOOST_TEST_CATCH_SYSTEM_ERRORS=no \
+	  ctest --output-on-failure --timeout $(4) -j$(JOBS) $(5)
+endef
+
+# make sanitize: ASan + UBSan (CUDA off: the CUDA runtime and ASan's shadow memory do not mix).
+# SANITIZE_CTEST passes ctest arguments (e.g. SANITIZE_CTEST="-R nn").
 SANITIZE_BUILD ?= build-sanitize
 SANITIZE_CTEST ?=
 sanitize: deps-check
-	cmake -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DWITH_CUDA=OFF -DQKV_SANITIZE=ON $(CMAKE_FLAGS)
-	cmake --build $(SANITIZE_BUILD) -j$(JOBS)
-	cd $(SANITIZE_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 BOOST_TEST_CATCH_SYSTEM_ERRORS=no \
-	  ctest --output-on-failure --timeout 900 -j$(JOBS) $(SANITIZE_CTEST)
+	$(call sanitized_suite,$(SANITIZE_BUILD),-DQKV_SANITIZE=ON,ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1,900,$(SANITIZE_CTEST))
 
-# make tsan: the whole ctest suite built with ThreadSanitizer (-O1, CUDA off): data races between
-# the thread pool's workers and the caller, or between kernels' chunks. A report fails the test.
+# make tsan: ThreadSanitizer, for data races between the thread pool's workers and the caller, or
+# between kernels' chunks. A report fails the test. TSAN_CTEST passes ctest arguments.
 TSAN_BUILD ?= build-tsan
 TSAN_CTEST ?=
 tsan: deps-check
-	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DWITH_CUDA=OFF -DQKV_TSAN=ON $(CMAKE_FLAGS)
-	cmake --build $(TSAN_BUILD) -j$(JOBS)
-	cd $(TSAN_BUILD) && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-	  BOOST_TEST_CATCH_SYSTEM_ERRORS=no ctest --output-on-failure --timeout 1800 -j$(JOBS) $(TSAN_CTEST)
+	$(call sanitized_suite,$(TSAN_BUILD),-DQKV_TSAN=ON,TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1,1800,$(TSAN_CTEST))
 
 # make valgrind: memcheck on a short training run. Its own build without -march=native: valgrind
 # does not know AVX-512, which -march=native emits on such CPUs (SIGILL at start-up).
