@@ -65,22 +65,29 @@ void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out, bo
   const GemmOperand A = gemm_operand(a, *this), B = gemm_operand(b, *this);
   const int64_t ldc = m == 1 ? n : out.strides()[1];
 
-  cudaDataType_t type;
+  // Operand and result types: equal, or bfloat16 operands with a float32 result (mixed
+  // precision, engine/autocast.h), which cuBLAS runs on tensor cores with float32 accumulation.
+  QKV_CHECK(a.dtype() == b.dtype() && (out.dtype() == a.dtype() ||
+                                       (a.dtype() == DType::bf16 && out.dtype() == DType::f32)),
+            "matmul", "operands ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()),
+            " cannot produce ", dtype_name(out.dtype()));
+  cudaDataType_t in_type, out_type;
   cublasComputeType_t compute;
   const float alpha32 = 1, beta32 = accumulate ? 1 : 0;
   const double alpha64 = 1, beta64 = accumulate ? 1 : 0;
   const void *alpha = &alpha32, *beta = &beta32;
-  switch (out.dtype()) {
+  switch (a.dtype()) {
     case DType::f32:
-      type = CUDA_R_32F;
+      in_type = out_type = CUDA_R_32F;
       compute = allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
       break;
-    case DType::bf16:  // bf16 in and out, float32 accumulation
-      type = CUDA_R_16BF;
+    case DType::bf16:  // bf16 in, bf16 or float32 out, float32 accumulation
+      in_type = CUDA_R_16BF;
+      out_type = out.dtype() == DType::f32 ? CUDA_R_32F : CUDA_R_16BF;
       compute = CUBLAS_COMPUTE_32F;
       break;
     case DType::f64:
-      type = CUDA_R_64F;
+      in_type = out_type = CUDA_R_64F;
       compute = CUBLAS_COMPUTE_64F;
       alpha = &alpha64, beta = &beta64;
       break;
@@ -91,9 +98,10 @@ void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out, bo
   // Column-major C^T (n x m) = op(B^T) (n x k) * op(A^T) (k x m).
   QKV_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       cublas(), B.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, A.transposed ? CUBLAS_OP_T : CUBLAS_OP_N,
-      as_int(n, "N"), as_int(m, "M"), as_int(k, "K"), alpha, B.data, type, as_int(B.ld, "ldb"),
-      B.batch_stride, A.data, type, as_int(A.ld, "lda"), A.batch_stride, beta, out.raw_data(), type,
-      as_int(ldc, "ldc"), out.strides()[0], as_int(batch, "batch"), compute, CUBLAS_GEMM_DEFAULT));
+      as_int(n, "N"), as_int(m, "M"), as_int(k, "K"), alpha, B.data, in_type, as_int(B.ld, "ldb"),
+      B.batch_stride, A.data, in_type, as_int(A.ld, "lda"), A.batch_stride, beta, out.raw_data(),
+      out_type, as_int(ldc, "ldc"), out.strides()[0], as_int(batch, "batch"), compute,
+      CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace qkv::cuda

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/autocast.h"
 #include "engine/error.h"
 #include "engine/ops.h"
 
@@ -124,6 +125,7 @@ Tensor record(const char* op, const std::vector<Tensor>& inputs, Tensor output, 
   node->backward = std::move(fn);
   node->output_shape = output.shape();
   node->output_dtype = output.dtype();
+  node->autocast_dtype = autocast_dtype();
   // The output may share its TensorImpl with nothing else yet: give it the record in place.
   output.impl()->requires_grad = true;
   output.impl()->grad_fn = std::move(node);
@@ -195,6 +197,7 @@ void sweep(const Tensor& root, const Tensor& gradient, bool retain_graph, bool c
               "trying to backward through the graph a second time (through op '", node->op,
               "'); its saved tensors were freed - pass retain_graph=true the first time");
     grads input_grads;
+    Autocast precision(node->autocast_dtype);
     if (t_anomaly) {
       {
         PauseAnomaly pause;

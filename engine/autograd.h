@@ -41,6 +41,9 @@ struct Node {
   BackwardFn backward;                              // released after use unless retained
   Shape output_shape;
   DType output_dtype = DType::f32;
+  // The autocast dtype (engine/autocast.h) the forward ran under; the backward runs under it too,
+  // so a product computed in bfloat16 has its gradient products computed in bfloat16.
+  DType autocast_dtype = DType::f32;
   bool released = false;
 };
 

@@ -124,6 +124,8 @@ class Backend {
   // out[b] = a[b] @ b[b], or out[b] += a[b] @ b[b] when `accumulate` (how linear() adds its bias
   // without a second pass). a is [B, M, K], b is [B, K, N], each with unit stride in one of its
   // two last dims (so a transposed operand is read in place); a batch stride of 0 broadcasts.
+  // a and b share a dtype; out has it too, or is float32 when a and b are bfloat16 (mixed
+  // precision: bfloat16 products accumulated and returned in float32, engine/autocast.h).
   virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out,
                       bool accumulate = false) = 0;
 

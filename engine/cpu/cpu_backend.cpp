@@ -38,7 +38,31 @@ CpuBackend& cpu_backend() {
   return *backend;
 }
 
+namespace {
+
+// `t` widened to a contiguous float32 tensor (exact: every bfloat16 is a float32).
+Tensor widened_to_float32(const Tensor& t) {
+  Tensor wide = Tensor::empty(t.shape(), DType::f32, t.device());
+  cpu_backend().copy(t, wide);
+  return wide;
+}
+
+}  // namespace
+
 void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
+  QKV_CHECK(a.dtype() == b.dtype() && (out.dtype() == a.dtype() ||
+                                       (a.dtype() == DType::bf16 && out.dtype() == DType::f32)),
+            "matmul", "operands ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()),
+            " cannot produce ", dtype_name(out.dtype()));
+  if (a.dtype() == DType::bf16) {
+    // The CPU has no bfloat16 GEMM: widen the operands (exactly) and run the float32 one, which
+    // is the float32-accumulated product of the bfloat16 values the contract asks for.
+    if (out.dtype() == DType::f32)
+      return matmul(widened_to_float32(a), widened_to_float32(b), out, accumulate);
+    Tensor out32 = accumulate ? widened_to_float32(out) : Tensor::empty(out.shape(), DType::f32);
+    matmul(widened_to_float32(a), widened_to_float32(b), out32, accumulate);
+    return copy(out32, out);  // rounds to bfloat16
+  }
   const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   // An operand with unit stride along its last dim is read as stored (N, leading dimension =
   // row stride); otherwise the caller made its second-to-last dim unit-stride and it is read

@@ -1,12 +1,30 @@
 // matmul with torch.matmul's rules: 1-D operands are promoted to matrices (and the added dim
 // removed again), batch dimensions broadcast. The backward is two more matmuls:
 //   dA = dC @ B^T,  dB = A^T @ dC   (then summed over broadcast batch dims).
+//
+// Under autocast (engine/autocast.h) float32 operands are rounded to bfloat16 first and the backend
+// multiplies them with float32 accumulation into a float32 result; the backward products run the
+// same way because autograd replays each node under the autocast dtype it was recorded with.
+#include "engine/autocast.h"
 #include "engine/ops.h"
 #include "engine/ops/op_helpers.h"
 
 namespace qkv {
 
 namespace {
+
+// The dtype the product of float32 operands is computed in here: bfloat16 under autocast.
+DType product_dtype(const Tensor& operand) {
+  return operand.dtype() == DType::f32 ? autocast_dtype() : operand.dtype();
+}
+
+// `t` in `dtype` (a rounded contiguous copy), or `t` itself when it already is.
+Tensor as_product_operand(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  Tensor rounded = Tensor::empty(t.shape(), dtype, t.device());
+  if (rounded.numel() > 0) t.backend().copy(t, rounded);
+  return rounded;
+}
 
 // A [batch..., r, c] operand as a 3-D view the kernel can read in place: unit stride along one of
 // the two matrix dims, and one batch stride (0 when broadcast). Copies only when it must.
@@ -57,7 +75,9 @@ Tensor as_batched_matrix(const Tensor& t, const Shape& batch, int64_t batch_coun
   return make_view(m, {batch_count, m.shape()[r], m.shape()[r + 1]}, s, m.offset());
 }
 
-Tensor matmul_nd(const Tensor& a, const Tensor& b) {
+Tensor matmul_nd(const Tensor& a_in, const Tensor& b_in) {
+  const DType out_dtype = a_in.dtype(), compute = product_dtype(a_in);
+  const Tensor a = as_product_operand(a_in, compute), b = as_product_operand(b_in, compute);
   const int64_t m = a.shape()[a.dim() - 2], k = a.shape()[a.dim() - 1];
   const int64_t k2 = b.shape()[b.dim() - 2], n = b.shape()[b.dim() - 1];
   QKV_CHECK(k == k2, "matmul", "inner dimensions differ: ", shape_str(a.shape()), " @ ",
@@ -69,7 +89,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   Shape out_shape = batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
-  Tensor out = Tensor::empty(out_shape, a.dtype(), a.device());
+  Tensor out = Tensor::empty(out_shape, out_dtype, a.device());
   if (out.numel() == 0) return out;
   if (k == 0) {
     out.backend().fill(out, 0.0);
@@ -138,11 +158,12 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
               out_features, "], got ", shape_str(bias_in.shape()));
   }
   // Every leading dim of x folds into the rows of one [rows, in] @ [in, out] product.
-  const Tensor x = detail::contiguous_data(x_in.detach());
+  const DType compute = product_dtype(x_in);
+  const Tensor x = as_product_operand(detail::contiguous_data(x_in.detach()), compute);
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);
   const int64_t rows = numel(out_shape);
   out_shape.push_back(out_features);
-  Tensor y = Tensor::empty(out_shape, x.dtype(), x.device());
+  Tensor y = Tensor::empty(out_shape, x_in.dtype(), x.device());
   if (y.numel() > 0) {
     Tensor y3 = make_view(y, {1, rows, out_features}, {0, out_features, 1}, 0);
     if (bias_in.defined())  // y starts as the bias, repeated on every row; the GEMM adds to it
@@ -151,7 +172,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
     else
       y.backend().fill(y, 0.0);
     if (in > 0) {
-      const Tensor w = weight_in.detach();
+      const Tensor w = as_product_operand(weight_in.detach(), compute);
       // weight^T read in place: [in, out] with unit stride down its rows.
       Tensor w_t =
           make_view(w, {1, in, out_features}, {0, w.strides()[1], w.strides()[0]}, w.offset());

@@ -1,6 +1,7 @@
 // Batched matmul through cuBLAS against the CPU GEMM in every layout the Backend contract allows:
 // each operand stored or transposed in place, broadcast batch (stride 0), degenerate M/N/K = 1
 // with arbitrary (even 0) leading dimensions, and rows broadcast with stride 0.
+#include "engine/autocast.h"
 #include "tests/cuda/gpu_test_support.h"
 
 using namespace qkv;
@@ -110,6 +111,41 @@ BOOST_AUTO_TEST_CASE(bf16_matmul_accumulates_in_float, *utf::precondition(gpu_pr
   Tensor got = Tensor::empty({2, 32, 24}, DType::bf16, Device::cuda());
   gpu().matmul(on_gpu(a), on_gpu(b), got);
   check_close(got.to(DType::f32), want, tolerance(DType::bf16), "bf16");
+}
+
+BOOST_AUTO_TEST_CASE(bf16_operands_give_a_float32_result, *utf::precondition(gpu_present)) {
+  // Mixed precision's product (engine/autocast.h): bf16 in, float32 accumulated and returned.
+  // Both sides multiply the same bf16 values in float32, so float32's tolerance applies.
+  Tensor a = random_tensor({2, 48, 96}, DType::bf16, -1, 1, 82);
+  Tensor b = random_tensor({2, 96, 40}, DType::bf16, -1, 1, 83);
+  Tensor want = Tensor::empty({2, 48, 40}),
+         got = Tensor::empty({2, 48, 40}, DType::f32, Device::cuda());
+  host().matmul(a, b, want);
+  gpu().matmul(on_gpu(a), on_gpu(b), got);
+  check_close(got, want, tolerance(DType::f32), "bf16 x bf16 -> float32");
+}
+
+BOOST_AUTO_TEST_CASE(autocast_linear_matches_the_cpu, *utf::precondition(gpu_present)) {
+  // linear under Autocast(bf16), forward and backward, on both devices from the same values.
+  Tensor x = random_tensor({6, 5, 64}, DType::f32, -1, 1, 84);
+  Tensor w = random_tensor({32, 64}, DType::f32, -1, 1, 85);
+  Tensor bias = random_tensor({32}, DType::f32, -1, 1, 86);
+  Tensor g = random_tensor({6, 5, 32}, DType::f32, -1, 1, 87);
+  auto run = [&](Device device) {
+    Tensor xd = x.to(device).requires_grad_(), wd = w.to(device).requires_grad_();
+    Tensor bd = bias.to(device).requires_grad_();
+    Tensor y;
+    {
+      Autocast bf16(DType::bf16);
+      y = linear(xd, wd, bd);
+    }
+    sum(mul(y, g.to(device))).backward();
+    return std::vector<Tensor>{y.cpu(), xd.grad().cpu(), wd.grad().cpu(), bd.grad().cpu()};
+  };
+  const std::vector<Tensor> want = run(Device::cpu()), got = run(Device::cuda());
+  const char* names[] = {"y", "dx", "dW", "db"};
+  for (size_t i = 0; i < want.size(); ++i)
+    check_close(got[i], want[i], tolerance(DType::f32), names[i]);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
