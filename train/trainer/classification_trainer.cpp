@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "engine/autocast.h"
 #include "engine/error.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
@@ -52,6 +53,7 @@ TrainResult train_classification(const Config& config, bool resume) {
   QKV_CHECK(task_kind(config.task) != TaskKind::translation, "--task", "'", config.task,
             "' is a translation task: use `qkv train translate`");
   const EarlyStopping early_stopping(config, {"accuracy"});
+  const Autocast precision(compute_dtype(config));  // matmuls in bf16 with --precision bf16
   if (config.threads > 0) set_num_threads(int(config.threads));
   RunDir run(config.out);
   manual_seed(config.seed);
@@ -76,6 +78,7 @@ TrainResult train_classification(const Config& config, bool resume) {
                         std::to_string(model.num_parameters()) + " parameters; " +
                         std::to_string(data.train.size()) + " training examples, " +
                         std::to_string(data.labels.size()) + " classes";
+  if (config.precision == "bf16") summary += "; bf16 products, float32 weights";
   std::printf("%s\n", summary.c_str());
   run.log(summary);
 

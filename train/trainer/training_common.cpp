@@ -58,6 +58,13 @@ std::string non_finite_step_message(const std::string& what, int64_t step, const
          " (try a lower --lr or --clip 1)";
 }
 
+DType compute_dtype(const Config& config) {
+  if (config.precision == "fp32") return DType::f32;
+  QKV_CHECK(config.precision == "bf16", "--precision", "expected fp32 or bf16, got '",
+            config.precision, "'");
+  return DType::bf16;
+}
+
 nn::LrSchedule make_schedule(const Config& c) {
   nn::LrSchedule s;
   s.kind = c.schedule == "linear"   ? "warmup_linear"

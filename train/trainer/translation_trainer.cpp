@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "engine/autocast.h"
 #include "engine/error.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
@@ -81,6 +82,7 @@ std::vector<AttentionLayerStats> batch_attention_stats(const Translator& t, cons
 TrainResult train_translation(const Config& config, bool resume) {
   validate_config(config);
   const EarlyStopping early_stopping(config, {"exact_match", "token_accuracy"});
+  const Autocast precision(compute_dtype(config));  // matmuls in bf16 with --precision bf16
   if (config.threads > 0) set_num_threads(int(config.threads));
   RunDir run(config.out);
   manual_seed(config.seed);
@@ -118,6 +120,7 @@ TrainResult train_translation(const Config& config, bool resume) {
                         std::to_string(data.train.size()) + " training pairs; vocab " +
                         std::to_string(data.source_vocab.size()) + " -> " +
                         std::to_string(data.target_vocab.size());
+  if (config.precision == "bf16") summary += "; bf16 products, float32 weights";
   std::printf("%s\n", summary.c_str());
   run.log(summary);
 
