@@ -129,11 +129,15 @@ int main(int argc, char** argv) {
   tr->add_option("--run", translate.run, "run folder")->required();
   tr->add_option("--beam", translate.beam, "beam width (1 = greedy)")->check(CLI::Range(1, 64));
   tr->add_option("text", translate.texts, "text(s) to translate")->required();
+  tr->add_option("--device", translate.device, "cpu, cuda or cuda:N");
   EvalOptions eval;
   auto* ev = app.add_subcommand("eval", "test metrics of a trained run");
   ev->add_option("--run", eval.run, "run folder")->required();
   ev->add_option("--beam", eval.beam, "beam width (1 = greedy)")->check(CLI::Range(1, 64));
   ev->add_flag("--int8", eval.int8, "evaluate the run's int8 model (made by qkv quantize)");
+  ev->add_option("--device", eval.device, "cpu, cuda or cuda:N");
+  ev->add_option("--precision", eval.precision, "products in fp32 or bf16 (mixed precision)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   QuantizeOptions quantize;
   auto* qz = app.add_subcommand(
       "quantize", "int8-quantize a run's Linear layers; accuracy and speed before and after");
@@ -141,8 +145,9 @@ int main(int argc, char** argv) {
   qz->add_option("--latency-examples", quantize.latency_examples, "examples timed one at a time")
       ->check(CLI::Range(1, 100000));
   AttentionOptions attention;
-  auto* at =
-      app.add_subcommand("attention", "attention pictures (PNG) of a trained run for one input: a text, or a test image index");
+  auto* at = app.add_subcommand(
+      "attention",
+      "attention pictures (PNG) of a trained run for one input: a text, or a test image index");
   at->add_option("--run", attention.run, "run folder")->required();
   at->add_option("text", attention.text, "input text")->required();
   at->add_option("--out", attention.out, "folder for the PNG files");

@@ -77,6 +77,15 @@ check "translate: text over max_len" 1 "text 1 has 17 tokens, more than the mode
   "$qkv" translate --run "$run" "aaaaaaaaaaaaaaaaa"
 check "attention: empty text" 1 "attention: text 1 is empty" \
   "$qkv" attention --run "$run" "" --out "$scratch/attn"
+check "eval: int8 is CPU only" 1 "--int8: int8 Linear layers run on the CPU only" \
+  "$qkv" eval --run "$run" --int8 --device cuda
+check "eval: unknown precision exits 2" 2 "--precision: fp16 not in" \
+  "$qkv" eval --run "$run" --precision fp16
+if ! "$qkv" info 2>/dev/null | grep -q "^cuda: .*compute capability"; then
+  check "eval: no CUDA backend" 1 "cuda:0 is not available" "$qkv" eval --run "$run" --device cuda
+  check "translate: no CUDA backend" 1 "cuda:0 is not available" \
+    "$qkv" translate --run "$run" --device cuda "abc"
+fi
 check "eval: no run folder" 1 "no run folder" "$qkv" eval --run "$scratch/nowhere"
 
 cp -r "$run" "$scratch/truncated"

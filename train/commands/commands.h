@@ -31,6 +31,7 @@ struct TranslateOptions {
   std::string run;
   std::vector<std::string> texts;
   int64_t beam = 1;
+  std::string device = "cpu";
 };
 int translate_command(const TranslateOptions& options);
 
@@ -38,6 +39,8 @@ struct EvalOptions {
   std::string run;
   int64_t beam = 1;
   bool int8 = false;  // use the run's model.int8.safetensors (made by qkv quantize)
+  std::string device = "cpu";
+  std::string precision = "fp32";  // bf16: products in bfloat16 (engine/autocast.h)
 };
 int eval_command(const EvalOptions& options);
 

@@ -2,16 +2,36 @@
 // `qkv eval` also scores classification runs (model.json says which kind a run is).
 #include <cstdio>
 
+#include "engine/autocast.h"
+#include "engine/backend.h"
+#include "engine/error.h"
 #include "train/commands/commands.h"
 #include "train/commands/run_scoring.h"
 #include "train/dataset.h"
 #include "train/trainer/classifier.h"
+#include "train/trainer/training_common.h"
 #include "train/trainer/translator.h"
 
 namespace qkv::cli {
 
+namespace {
+
+// --device for a loaded run, checked before any work: the device must have a backend (so
+// "--device cuda" without a GPU says so at once), and int8 Linear layers are CPU kernels.
+Device checked_device(const std::string& name, bool int8) {
+  const Device device = train::parse_device(name);
+  QKV_CHECK(device.is_cpu() || !int8, "--int8",
+            "int8 Linear layers run on the CPU only; leave out --device ", name);
+  if (!device.is_cpu()) backend_for(device);  // throws "device: cuda:0 is not available: ..."
+  return device;
+}
+
+}  // namespace
+
 int translate_command(const TranslateOptions& options) {
+  const Device device = checked_device(options.device, false);
   train::Translator t = train::load_translator(options.run);
+  t.move_to(device);
   t.check_inputs(options.texts, "translate");
   auto outputs = t.translate(options.texts, options.beam);
   for (size_t i = 0; i < outputs.size(); ++i)
@@ -22,30 +42,36 @@ int translate_command(const TranslateOptions& options) {
 
 namespace {
 
-int eval_classifier(const EvalOptions& options) {
+int eval_classifier(const EvalOptions& options, Device device) {
   train::Classifier k = train::load_classifier(options.run);
   if (options.int8) load_int8_model(k.module(), options.run);
+  k.move_to(device);
   // the test split is regenerated (or re-read) from the run's config
   train::ClassificationSet data = train::prepare_classification_set(k.config);
   double accuracy = k.accuracy(data, data.test);
-  std::printf("test accuracy %.4f (%zu examples), %s%s\n", accuracy, data.test.size(),
-              k.architecture().c_str(), options.int8 ? ", int8" : "");
+  std::printf("test accuracy %.4f (%zu examples), %s%s%s\n", accuracy, data.test.size(),
+              k.architecture().c_str(), options.int8 ? ", int8" : "",
+              options.precision == "bf16" ? ", bf16 products" : "");
   return 0;
 }
 
 }  // namespace
 
 int eval_command(const EvalOptions& options) {
-  if (train::run_architecture(options.run) != "Seq2SeqTransformer") return eval_classifier(options);
+  const Device device = checked_device(options.device, options.int8);
+  const Autocast precision(train::compute_dtype(options.precision));
+  if (train::run_architecture(options.run) != "Seq2SeqTransformer")
+    return eval_classifier(options, device);
   train::Translator t = train::load_translator(options.run);
   if (options.int8) load_int8_model(*t.model, options.run);
+  t.move_to(device);
   // the splits are regenerated from the run's config (same seed, same data)
   train::TranslationData data = train::prepare_translation_data(t.config);
   ExactMatch m = translation_exact_match(t, data, options.beam);
-  std::printf("test exact match %.4f (%zu of %zu), %s decoding%s\n", m.fraction(), m.correct,
+  std::printf("test exact match %.4f (%zu of %zu), %s decoding%s%s\n", m.fraction(), m.correct,
               m.total,
               options.beam > 1 ? ("beam " + std::to_string(options.beam)).c_str() : "greedy",
-              options.int8 ? ", int8" : "");
+              options.int8 ? ", int8" : "", options.precision == "bf16" ? ", bf16 products" : "");
   return 0;
 }
 

@@ -53,7 +53,8 @@ TrainResult train_classification(const Config& config, bool resume) {
   QKV_CHECK(task_kind(config.task) != TaskKind::translation, "--task", "'", config.task,
             "' is a translation task: use `qkv train translate`");
   const EarlyStopping early_stopping(config, {"accuracy"});
-  const Autocast precision(compute_dtype(config));  // matmuls in bf16 with --precision bf16
+  const Autocast precision(
+      compute_dtype(config.precision));  // matmuls in bf16 with --precision bf16
   if (config.threads > 0) set_num_threads(int(config.threads));
   RunDir run(config.out);
   manual_seed(config.seed);

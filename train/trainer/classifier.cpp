@@ -116,6 +116,12 @@ double Classifier::accuracy(const ClassificationSet& set, const std::vector<Exam
   return double(correct) / double(n);
 }
 
+void Classifier::move_to(Device to) {
+  if (to == device) return;
+  module().to(to);
+  device = to;
+}
+
 Classifier make_classifier(const Config& c, const ClassificationSet& set) {
   Classifier k;
   k.config = c;

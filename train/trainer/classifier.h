@@ -54,6 +54,7 @@ struct Classifier {
   Device device = Device::cpu();
 
   nn::Module& module() const;
+  void move_to(Device to);  // the model's parameters and buffers; forward() then runs there
   std::string architecture() const;  // "TransformerClassifier", "CnnClassifier", ...
   Tensor forward(const ClassifierBatch& batch) const;  // logits [B, classes]
   // Fraction of the first `limit` examples of `split` whose largest logit is their label

@@ -58,10 +58,9 @@ std::string non_finite_step_message(const std::string& what, int64_t step, const
          " (try a lower --lr or --clip 1)";
 }
 
-DType compute_dtype(const Config& config) {
-  if (config.precision == "fp32") return DType::f32;
-  QKV_CHECK(config.precision == "bf16", "--precision", "expected fp32 or bf16, got '",
-            config.precision, "'");
+DType compute_dtype(const std::string& precision) {
+  if (precision == "fp32") return DType::f32;
+  QKV_CHECK(precision == "bf16", "--precision", "expected fp32 or bf16, got '", precision, "'");
   return DType::bf16;
 }
 

@@ -20,9 +20,9 @@
 namespace qkv::train {
 
 nn::LrSchedule make_schedule(const Config& config);
-// --precision as the dtype of an Autocast scope (engine/autocast.h): float32 or bfloat16. A run
+// --precision ("fp32" or "bf16") as the dtype of an Autocast scope (engine/autocast.h). A run
 // trains, validates and tests under it; its parameters and checkpoints stay float32.
-DType compute_dtype(const Config& config);
+DType compute_dtype(const std::string& precision);
 std::unique_ptr<nn::Optimizer> make_optimizer(const Config& config, std::vector<Tensor> params);
 
 // Everything besides the weights that a resumed run needs, written last so that a checkpoint is

@@ -82,7 +82,8 @@ std::vector<AttentionLayerStats> batch_attention_stats(const Translator& t, cons
 TrainResult train_translation(const Config& config, bool resume) {
   validate_config(config);
   const EarlyStopping early_stopping(config, {"exact_match", "token_accuracy"});
-  const Autocast precision(compute_dtype(config));  // matmuls in bf16 with --precision bf16
+  const Autocast precision(
+      compute_dtype(config.precision));  // matmuls in bf16 with --precision bf16
   if (config.threads > 0) set_num_threads(int(config.threads));
   RunDir run(config.out);
   manual_seed(config.seed);

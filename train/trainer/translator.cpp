@@ -74,6 +74,12 @@ Translator load_translator(const std::string& run_dir) {
   return t;
 }
 
+void Translator::move_to(Device to) {
+  if (to == device) return;
+  model->to(to);
+  device = to;
+}
+
 void Translator::check_inputs(const std::vector<std::string>& texts, const char* op) const {
   for (size_t i = 0; i < texts.size(); ++i) {
     const size_t tokens = source_vocab.encode(texts[i]).size();

@@ -25,6 +25,9 @@ struct Translator {
   // evaluation wants but a person typing a sentence would not expect.
   void check_inputs(const std::vector<std::string>& texts, const char* op) const;
 
+  // Moves the model's parameters and buffers to `to`; translate() then runs there.
+  void move_to(Device to);
+
   // Greedy (beam = 1) or beam-search translations of `texts`, decoded to strings; `ids` (if given)
   // receives each output's token ids, BOS first. Texts longer than max_len tokens are truncated.
   std::vector<std::string> translate(const std::vector<std::string>& texts, int64_t beam = 1,
