@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
   auto* bg = bench->add_subcommand("gemm", "GEMM GFLOP/s beside OpenBLAS");
   bg->add_flag("--json", gemm.json, "one JSON object per measurement per line");
   bg->add_flag("--quick", gemm.quick, "fewer shapes, shorter timing");
+  bg->add_option("--device", gemm.device, "cpu (beside OpenBLAS) or cuda (beside cuBLAS)");
   qkv::bench::AttentionBenchOptions attention_bench;
   auto* ba = bench->add_subcommand(
       "attention", "attention variants (naive, chunked, local, sparse): time and peak memory by T");
@@ -105,6 +106,8 @@ int main(int argc, char** argv) {
   ba->add_option("--max-t", attention_bench.max_t, "longest sequence (64, 128, ... up to it)")
       ->check(CLI::Range(64, 65536));
   ba->add_option("--plot", attention_bench.plot, "PNG of time and memory against T (\"\" = none)");
+  ba->add_option("--device", attention_bench.device,
+                 "cpu, or cuda (flash attention forward and backward, T = 1024 ... 8192)");
   qkv::bench::DecodeBenchOptions decode_bench;
   auto* bd = bench->add_subcommand("decode", "KV-cache decoding and int8 Linear at batch 1");
   bd->add_flag("--json", decode_bench.json, "one JSON object per measurement");

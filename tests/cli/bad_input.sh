@@ -31,6 +31,8 @@ tiny="--task copy --train-size 100 --valid-size 8 --test-size 8 --min-length 3 -
 
 # ---- options and configs
 check "unknown flag exits 2" 2 "no-such-option" "$qkv" eval --run "$scratch" --no-such-option
+check "bench: second GPU" 1 "benchmarks run on cpu or cuda \(device 0\), got 'cuda:1'" \
+  "$qkv" bench attention --device cuda:1
 check "missing required option exits 2" 2 "--run is required" "$qkv" eval
 printf '{"d_model": 16, "stepz": 4}' >"$scratch/unknown.json"
 check "config: unknown key" 1 "unknown key 'stepz' \(did you mean 'steps'\?\)" \
@@ -58,6 +60,8 @@ check "output folder cannot be created" 1 "--out: cannot create run folder" \
 if ! "$qkv" info 2>/dev/null | grep -q "^cuda: .*compute capability"; then
   check "device: no CUDA backend" 1 "cuda:0 is not available" \
     "$qkv" train translate $tiny --steps 1 --device cuda --out "$scratch/x"
+  check "bench: no CUDA" 1 "--device cuda: (qkv was built without CUDA|no GPU)" \
+    "$qkv" bench gemm --device cuda
 fi
 
 # ---- a non-finite loss names the op and keeps the checkpoint

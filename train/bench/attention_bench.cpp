@@ -10,6 +10,7 @@
 #include "engine/ops.h"
 #include "nn/attention.h"
 #include "nn/efficient_attention.h"
+#include "train/bench/cuda_bench.h"
 #include "train/bench/timing.h"
 #include "train/canvas.h"
 #include "train/plots.h"
@@ -50,6 +51,7 @@ std::vector<Variant> variants(int64_t T) {
 }  // namespace
 
 int run_attention_bench(const AttentionBenchOptions& options) {
+  if (options.device != "cpu") return run_cuda_attention_bench(options.device);
   QKV_CHECK(options.max_t >= 64, "bench attention", "--max-t must be at least 64, got ",
             options.max_t);
   NoGrad no_grad;

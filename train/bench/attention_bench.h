@@ -18,6 +18,7 @@ struct AttentionBenchOptions {
   int64_t max_t = 4096;  // T = 64, 128, ... up to this
   bool json = false;     // one JSON object per variant and length instead of the table
   std::string plot = "attention_bench.png";  // empty: no picture
+  std::string device = "cpu";                // cuda: train/bench/cuda_bench.h instead
 };
 int run_attention_bench(const AttentionBenchOptions& options);
 

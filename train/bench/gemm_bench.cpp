@@ -17,6 +17,7 @@
 #include "engine/cpu/gemm_kernel.h"
 #include "engine/cpu/gemm_packed.h"
 #include "engine/parallel.h"
+#include "train/bench/cuda_bench.h"
 #include "train/bench/gemm_road.h"
 #include "train/bench/openblas.h"
 
@@ -191,6 +192,7 @@ void road(int size) {
 }  // namespace
 
 int run_gemm_bench(const GemmBenchOptions& options) {
+  if (options.device != "cpu") return run_cuda_matmul_bench(options.device);
   const OpenBlas& blas = OpenBlas::get();
   const int saved_threads = qkv::num_threads();
   if (!options.json) {
