@@ -52,4 +52,11 @@ std::vector<std::string> split_utf8(std::string_view text) {
   return pieces;
 }
 
+std::string pad_right(std::string_view text, size_t width) {
+  const size_t characters = split_utf8(text).size();
+  std::string padded(text);
+  if (characters < width) padded.append(width - characters, ' ');
+  return padded;
+}
+
 }  // namespace qkv::train

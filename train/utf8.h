@@ -20,4 +20,8 @@ bool is_valid_utf8(std::string_view text);
 // sequence becomes a one-byte piece of its own, so nothing is lost or merged.
 std::vector<std::string> split_utf8(std::string_view text);
 
+// `text` followed by spaces up to `width` characters (code points, as split_utf8 counts them;
+// printf's "%-32s" counts bytes, so a line with "é" or "日" would end up misaligned).
+std::string pad_right(std::string_view text, size_t width);
+
 }  // namespace qkv::train

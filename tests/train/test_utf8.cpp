@@ -73,6 +73,15 @@ BOOST_AUTO_TEST_CASE(splitting_keeps_every_byte_in_order) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(padding_counts_characters_not_bytes) {
+  // "café" is 5 bytes, "日本" 6: padded to 6 characters they get 2 and 4 spaces.
+  BOOST_CHECK_EQUAL(pad_right("caf\xc3\xa9", 6), "caf\xc3\xa9  ");
+  BOOST_CHECK_EQUAL(pad_right("\xe6\x97\xa5\xe6\x9c\xac", 6), "\xe6\x97\xa5\xe6\x9c\xac    ");
+  BOOST_CHECK_EQUAL(pad_right("abc", 3), "abc");
+  BOOST_CHECK_EQUAL(pad_right("abcdef", 3), "abcdef");  // never cut
+  BOOST_CHECK_EQUAL(pad_right("", 2), "  ");
+}
+
 BOOST_AUTO_TEST_CASE(non_ascii_text_tokenizes_by_character_and_its_vocab_saves) {
   BOOST_TEST((tokenize("né 日", TokenizerKind::character) ==
               std::vector<std::string>{"n", "é", " ", "日"}));

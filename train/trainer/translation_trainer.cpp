@@ -18,6 +18,7 @@
 #include "train/trainer/training_common.h"
 #include "train/trainer/training_loop.h"
 #include "train/trainer/translator.h"
+#include "train/utf8.h"
 
 namespace qkv::train {
 
@@ -187,7 +188,8 @@ TrainResult train_translation(const Config& config, bool resume) {
     examples.push_back(data.pairs.test[i].source);
   auto outputs = t.translate(examples);
   for (size_t i = 0; i < examples.size(); ++i)
-    std::printf("  %-32s -> %s\n", ("\"" + examples[i] + "\"").c_str(), outputs[i].c_str());
+    std::printf("  %s -> %s\n", pad_right("\"" + examples[i] + "\"", 32).c_str(),
+                outputs[i].c_str());
   if (config.pictures && !examples.empty()) {
     t.model->eval();
     auto maps = write_attention_maps(t, examples[0], run.file("attention"));
