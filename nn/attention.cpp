@@ -264,13 +264,17 @@ bool MultiheadAttention::KVCache::fuse_projections(const MultiheadAttention& att
 
 void MultiheadAttention::KVCache::select_rows(const Tensor& rows) {
   if (!k.defined()) return;
-  const Tensor k_rows = index_select(k, 0, rows), v_rows = index_select(v, 0, rows);
   if (!k_buffer.defined()) {  // cross-attention's fixed keys and values
-    k = k_rows, v = v_rows;
+    k = index_select(k, 0, rows), v = index_select(v, 0, rows);
     return;
   }
-  k = v = k_buffer = v_buffer = Tensor();  // a fresh buffer with room to grow
-  append(k_rows, v_rows);
+  // One copy per step: the selected rows of the whole buffers, spare room included (at most as
+  // much again as the used part), so the new buffers keep growing in place.
+  const int64_t used = k.size(2);
+  k_buffer = index_select(k_buffer, 0, rows);
+  v_buffer = index_select(v_buffer, 0, rows);
+  k = k_buffer.narrow(2, 0, used);
+  v = v_buffer.narrow(2, 0, used);
 }
 
 Tensor MultiheadAttention::forward_cached(const Tensor& query, const Tensor& key,
