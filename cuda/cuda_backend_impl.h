@@ -58,6 +58,16 @@ class CudaBackend final : public Backend {
   void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                  const Tensor& exp_avg_sq, double lr, double beta1, double beta2, double eps,
                  double weight_decay, bool decoupled, int64_t step) override;
+  // The flash kernels of cuda/flash_attention.h: float32, head width <= 128.
+  bool supports_fused_attention(DType dtype, int64_t head_dim, int64_t batch_heads) const override;
+  void fused_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                               const Tensor& key_padding_mask, bool causal, double scale,
+                               const Tensor& out, const Tensor& lse) override;
+  void fused_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                const Tensor& key_padding_mask, bool causal, double scale,
+                                const Tensor& out, const Tensor& lse, const Tensor& grad_out,
+                                const Tensor& grad_q, const Tensor& grad_k,
+                                const Tensor& grad_v) override;
 
   cudaStream_t stream() const { return stream_; }
   // Created on first use: cuBLAS initialization costs ~100 ms and a GPU context's memory.

@@ -385,4 +385,26 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
   });
 }
 
+// ---- the Backend hook: how nn's efficient_attention reaches these kernels ----------------------
+
+bool CudaBackend::supports_fused_attention(DType dtype, int64_t head_dim,
+                                           int64_t batch_heads) const {
+  return dtype == DType::f32 && head_dim >= 1 && head_dim <= 128 && batch_heads < 65536;
+}
+
+void CudaBackend::fused_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                          const Tensor& key_padding_mask, bool causal, double scale,
+                                          const Tensor& out, const Tensor& lse) {
+  flash_attention_forward(q, k, v, key_padding_mask, causal, scale, out, lse);
+}
+
+void CudaBackend::fused_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                           const Tensor& key_padding_mask, bool causal,
+                                           double scale, const Tensor& out, const Tensor& lse,
+                                           const Tensor& grad_out, const Tensor& grad_q,
+                                           const Tensor& grad_k, const Tensor& grad_v) {
+  flash_attention_backward(q, k, v, key_padding_mask, causal, scale, out, lse, grad_out, grad_q,
+                           grad_k, grad_v);
+}
+
 }  // namespace qkv::cuda

@@ -176,6 +176,27 @@ class Backend {
   virtual void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                          const Tensor& exp_avg_sq, double lr, double beta1, double beta2,
                          double eps, double weight_decay, bool decoupled, int64_t step) = 0;
+
+  // ---- fused attention (optional) -------------------------------------------------------------
+  // softmax(scale * q k^T, with hidden keys at -inf) v in one pass that never stores the Tq x Tk
+  // scores. q is [B, H, Tq, d], k and v [B, H, Tk, d], all contiguous; key_padding_mask is
+  // undefined or a contiguous bool [B, Tk] (true = key hidden from every query of batch b);
+  // `causal` hides key j from query i when j > i. A query that sees no key gets zeros and
+  // lse = -inf. out is [B, H, Tq, d]; lse [B, H, Tq] is each query's log-sum-exp, kept for the
+  // backward, which overwrites grad_q/grad_k/grad_v (shaped like q/k/v).
+  //
+  // A backend that has such a kernel says so in supports_fused_attention; the others keep the
+  // defaults (no, and a throw if called anyway), and attention is composed from the kernels
+  // above or computed by nn's own CPU kernel.
+  virtual bool supports_fused_attention(DType dtype, int64_t head_dim, int64_t batch_heads) const;
+  virtual void fused_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const Tensor& key_padding_mask, bool causal, double scale,
+                                       const Tensor& out, const Tensor& lse);
+  virtual void fused_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                        const Tensor& key_padding_mask, bool causal, double scale,
+                                        const Tensor& out, const Tensor& lse,
+                                        const Tensor& grad_out, const Tensor& grad_q,
+                                        const Tensor& grad_k, const Tensor& grad_v);
 };
 
 // The backend of a device. The CPU backend always exists; others register themselves.

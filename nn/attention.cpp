@@ -72,12 +72,11 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   }
   double s = scale.value_or(1.0 / std::sqrt(double(q.size(-1))));
   const bool bool_or_no_mask = !attn_mask.defined() || attn_mask.dtype() == DType::b8;
+  AttentionPattern pattern;
+  pattern.causal = is_causal;
   if (!need_weights && dropout_p == 0 && bool_or_no_mask &&
-      efficient_attention_supported(q, k, v, {attn_mask})) {
-    AttentionPattern pattern;
-    pattern.causal = is_causal;
+      efficient_attention_supported(q, k, v, {attn_mask}, pattern))
     return {efficient_attention(q, k, v, {attn_mask}, pattern, s), Tensor()};
-  }
   Tensor scores = mul(matmul(q, k.transpose(-2, -1)), s);
   scores = apply_mask(scores, attn_mask, op);
   if (is_causal)
@@ -168,11 +167,11 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
 
   const double p_drop = is_training() ? dropout : 0.0;
   const bool want_weights = need_weights || record_weights;
+  AttentionPattern efficient_pattern = pattern;
+  efficient_pattern.causal = pattern.causal || is_causal;
   if (memory_efficient && !want_weights && p_drop == 0 && float_terms.empty() &&
-      efficient_attention_supported(q, k, v, bool_masks)) {
-    AttentionPattern p = pattern;
-    p.causal = p.causal || is_causal;
-    Tensor o = efficient_attention(q, k, v, bool_masks, p);
+      efficient_attention_supported(q, k, v, bool_masks, efficient_pattern)) {
+    Tensor o = efficient_attention(q, k, v, bool_masks, efficient_pattern);
     return {out_proj->forward(o.transpose(1, 2).reshape({B, T, embed_dim})), Tensor()};
   }
 

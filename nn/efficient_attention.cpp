@@ -8,6 +8,7 @@
 #include "engine/cpu/vec_math.h"
 #include "engine/error.h"
 #include "engine/parallel.h"
+#include "nn/fused_attention.h"
 
 namespace qkv::nn {
 
@@ -212,7 +213,10 @@ void backward_kernel(const Problem& p, const F* q, const F* k, const F* v, const
 }  // namespace
 
 bool efficient_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v,
-                                   const std::vector<Tensor>& masks) {
+                                   const std::vector<Tensor>& masks,
+                                   const AttentionPattern& pattern) {
+  if (q.defined() && !q.device().is_cpu())
+    return fused_attention_supported(q, k, v, masks, pattern);
   if (q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim()) return false;
   if (!q.device().is_cpu() || !k.device().is_cpu() || !v.device().is_cpu()) return false;
   if (q.dtype() != k.dtype() || q.dtype() != v.dtype()) return false;
@@ -228,6 +232,7 @@ bool efficient_attention_supported(const Tensor& q, const Tensor& k, const Tenso
 Tensor efficient_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                            const std::vector<Tensor>& masks, const AttentionPattern& pattern,
                            double scale) {
+  if (q.defined() && !q.device().is_cpu()) return fused_attention(q, k, v, masks, pattern, scale);
   QKV_CHECK(efficient_attention_supported(q, k, v, masks), "efficient_attention",
             "needs CPU float32/float64 q, k, v with equal leading dims and bool masks, got ",
             shape_str(q.shape()), ", ", shape_str(k.shape()), ", ", shape_str(v.shape()));

@@ -21,13 +21,17 @@ namespace qkv::nn {
 
 // q [..., T, d], k [..., S, d], v [..., S, dv] with equal leading dims -> [..., T, dv].
 // Differentiable (first order) in q, k, v; records "efficient_attention".
+// Tensors on another device go to that backend's fused kernel (nn/fused_attention.h), which
+// takes fewer forms of masks: ask efficient_attention_supported first.
 Tensor efficient_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                            const std::vector<Tensor>& masks = {},
                            const AttentionPattern& pattern = {}, double scale = -1);
 
-// Whether efficient_attention handles these operands (CPU, float32/float64, equal leading dims,
-// bool masks); the callers fall back to the naive attention otherwise.
+// Whether efficient_attention handles these operands: on the CPU, float32/float64 with equal
+// leading dims and bool masks (any pattern); on another device, what fused_attention_supported
+// says for them and the pattern. The callers fall back to the naive attention otherwise.
 bool efficient_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v,
-                                   const std::vector<Tensor>& masks);
+                                   const std::vector<Tensor>& masks,
+                                   const AttentionPattern& pattern = {});
 
 }  // namespace qkv::nn

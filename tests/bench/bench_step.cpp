@@ -1,17 +1,24 @@
 // Builds `bench_step`: one training step of the toy translation transformer in qkv, the same
 // model and shapes as tests/bench/torch_step.py (d_model 128, 4 heads, 2+2 post-norm layers,
 // feed-forward 256, dropout 0.1, batch 64, lengths 20, vocabulary 40, Adam). Prints the median
-// ms/step and where the time goes (forward, backward, optimizer). Usage: bench_step [threads].
+// ms/step and where the time goes (forward, backward, optimizer).
+// Usage: bench_step [threads] [cpu|cuda] [dropout]. On cuda the device is synchronized around
+// each timed phase (kernels run asynchronously); with dropout 0 attention takes the fused kernel.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "engine/ops.h"
 #include "engine/parallel.h"
 #include "models/seq2seq.h"
 #include "nn/optim.h"
+
+#ifdef QKV_WITH_CUDA
+#include "cuda/cuda_backend.h"
+#endif
 
 using namespace qkv;
 
@@ -24,10 +31,43 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
+
+// Waits for the device's queued kernels, so a timestamp taken next covers them.
+void wait_for(Device device) {
+#ifdef QKV_WITH_CUDA
+  if (device.is_cuda()) cuda::synchronize();
+#else
+  (void)device;
+#endif
+}
+
+// The device named on the command line, or an exit code when it cannot be used.
+int pick_device(const std::string& name, Device& device) {
+  if (name == "cpu") return 0;
+  if (name != "cuda") {
+    std::fprintf(stderr, "bench_step: unknown device '%s' (cpu or cuda)\n", name.c_str());
+    return 2;
+  }
+#ifdef QKV_WITH_CUDA
+  if (!cuda::init()) {
+    std::printf("bench_step: no GPU (%s), nothing to measure\n", cuda::status().c_str());
+    return 1;
+  }
+  std::printf("bench_step on %s\n", cuda::status().c_str());
+  device = Device::cuda();
+  return 0;
+#else
+  std::fprintf(stderr, "bench_step: built without CUDA\n");
+  return 2;
+#endif
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   set_num_threads(argc > 1 ? std::atoi(argv[1]) : 2);
+  Device device = Device::cpu();
+  if (int rc = pick_device(argc > 2 ? argv[2] : "cpu", device)) return rc;
+  const double dropout = argc > 3 ? std::atof(argv[3]) : 0.1;
   const int64_t batch = 64, len = 20, vocab = 40, pad = 0;
   manual_seed(0);
   models::Seq2SeqConfig cfg{.src_vocab = vocab,
@@ -37,9 +77,10 @@ int main(int argc, char** argv) {
                             .num_encoder_layers = 2,
                             .num_decoder_layers = 2,
                             .dim_feedforward = 256,
-                            .dropout = 0.1,
+                            .dropout = dropout,
                             .pad_id = pad};
   models::Seq2SeqTransformer model(cfg);
+  model.to(device);
   model.train();
   nn::Adam opt(model.parameters(), 1e-3);
 
@@ -54,28 +95,33 @@ int main(int argc, char** argv) {
   std::vector<int64_t> s = tokens(batch * len);
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t t = len - 3; t < len; ++t) s[size_t(b * len + t)] = pad;
-  Tensor src = tensor_i64(s, {batch, len});
-  Tensor tgt = tensor_i64(tokens(batch * (len + 1)), {batch, len + 1});
+  Tensor src = tensor_i64(s, {batch, len}).to(device);
+  Tensor tgt = tensor_i64(tokens(batch * (len + 1)), {batch, len + 1}).to(device);
   Tensor tgt_in = narrow(tgt, 1, 0, len), tgt_out = contiguous(narrow(tgt, 1, 1, len));
   Tensor src_mask = eq(src, double(pad)), tgt_mask = eq(tgt_in, double(pad));
 
   std::vector<double> total, fwd, bwd, upd;
   for (int it = 0; it < 35; ++it) {
+    wait_for(device);
     auto t0 = Clock::now();
     opt.zero_grad();
     Tensor logits = model.forward(src, tgt_in, src_mask, tgt_mask);
     Tensor loss = cross_entropy(reshape(logits, {-1, vocab}), reshape(tgt_out, {-1}), pad);
+    wait_for(device);
     const double f = ms_since(t0);
     auto t1 = Clock::now();
     loss.backward();
+    wait_for(device);
     const double b = ms_since(t1);
     auto t2 = Clock::now();
     opt.step();
+    wait_for(device);
     const double u = ms_since(t2);
     if (it < 5) continue;  // warm-up: allocator caches, thread pool
     fwd.push_back(f), bwd.push_back(b), upd.push_back(u), total.push_back(ms_since(t0));
   }
-  std::printf("qkv threads %d\n", num_threads());
+  std::printf("qkv threads %d device %s dropout %g\n", num_threads(), device.str().c_str(),
+              dropout);
   std::printf("forward %.2f  backward %.2f  adam %.2f (medians, ms)\n", median(fwd), median(bwd),
               median(upd));
   std::printf("ms/step %.2f (best %.2f)\n", median(total),

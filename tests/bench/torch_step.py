@@ -4,7 +4,9 @@
 Same shapes as tests/bench/bench_step.cpp (qkv's Seq2SeqTransformer): d_model 128, 4 heads,
 2 encoder + 2 decoder layers (post-norm), feed-forward 256, dropout 0.1, sinusoidal positions,
 batch 64, source and target length 20, vocabulary 40, Adam, cross-entropy ignoring padding.
-Prints "ms/step <best-of-runs median>" for compare_step.sh. Usage: torch_step.py [threads].
+Prints "ms/step <median>" for compare_step.sh and tests/gpu/run.sh.
+Usage: torch_step.py [threads] [cpu|cuda] [dropout]. On cuda each timed step ends with a
+synchronization, as bench_step's do.
 """
 import math
 import sys
@@ -14,6 +16,8 @@ import torch
 import torch.nn as nn
 
 THREADS = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+DEVICE = torch.device(sys.argv[2] if len(sys.argv) > 2 else "cpu")
+DROPOUT = float(sys.argv[3]) if len(sys.argv) > 3 else 0.1
 D, HEADS, LAYERS, FF, BATCH, LEN, VOCAB, PAD = 128, 4, 2, 256, 64, 20, 40, 0
 
 
@@ -32,14 +36,14 @@ class Seq2Seq(nn.Module):
         self.src_emb = nn.Embedding(VOCAB, D)
         self.tgt_emb = nn.Embedding(VOCAB, D)
         self.register_buffer("pos", sinusoids(256, D))
-        self.transformer = nn.Transformer(D, HEADS, LAYERS, LAYERS, FF, 0.1, batch_first=True)
+        self.transformer = nn.Transformer(D, HEADS, LAYERS, LAYERS, FF, DROPOUT, batch_first=True)
         self.out = nn.Linear(D, VOCAB)
 
     def forward(self, src, tgt):
         scale = math.sqrt(D)
         s = self.src_emb(src) * scale + self.pos[: src.size(1)]
         t = self.tgt_emb(tgt) * scale + self.pos[: tgt.size(1)]
-        causal = self.transformer.generate_square_subsequent_mask(tgt.size(1))
+        causal = self.transformer.generate_square_subsequent_mask(tgt.size(1)).to(tgt.device)
         h = self.transformer(s, t, tgt_mask=causal, src_key_padding_mask=src == PAD,
                              tgt_key_padding_mask=tgt == PAD, memory_key_padding_mask=src == PAD)
         return self.out(h)
@@ -48,13 +52,18 @@ class Seq2Seq(nn.Module):
 def main():
     torch.set_num_threads(THREADS)
     torch.manual_seed(0)
-    model = Seq2Seq()
+    model = Seq2Seq().to(DEVICE)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss(ignore_index=PAD)
     src = torch.randint(1, VOCAB, (BATCH, LEN))
     tgt = torch.randint(1, VOCAB, (BATCH, LEN + 1))
     src[:, -3:] = PAD  # some padding, as in real batches
+    src, tgt = src.to(DEVICE), tgt.to(DEVICE)
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+
+    def wait():
+        if DEVICE.type == "cuda":
+            torch.cuda.synchronize()
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -67,11 +76,13 @@ def main():
         step()
     times = []
     for _ in range(30):
+        wait()
         t0 = time.perf_counter()
         step()
+        wait()
         times.append((time.perf_counter() - t0) * 1e3)
     times.sort()
-    print(f"torch {torch.__version__} threads {THREADS}")
+    print(f"torch {torch.__version__} threads {THREADS} device {DEVICE} dropout {DROPOUT:g}")
     print(f"ms/step {times[len(times) // 2]:.2f} (best {times[0]:.2f})")
 
 

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Everything qkv checks on a GPU machine, in one run that fits a short device lease (~8 minutes):
 #   configure + build (sm_90) -> CUDA test suite -> compute-sanitizer memcheck on it ->
-#   benchmarks (qkv vs cuBLAS, flash attention) -> PyTorch timings -> summary table.
+#   benchmarks (qkv vs cuBLAS, flash attention; a training step of the toy translation model) ->
+#   PyTorch timings of the same -> summary table.
 # Each stage gets at most its own cap and never more than what is left of QKV_GPU_BUDGET_S
 # (default 480 s), so a slow stage cannot eat the time of the ones after it.
 # Logs go to $OUT (the device runner's result folder) when set, else build-gpu/logs.
 # Usage: tests/gpu/run.sh            (from anywhere; it cds to the repository root)
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 
 BUDGET=${QKV_GPU_BUDGET_S:-480}
 BUILD=build-gpu
@@ -31,7 +32,8 @@ stage() {
   fi
   ((cap > left)) && cap=$left
   echo "== $name (at most ${cap}s) -> $log"
-  local t0=$(date +%s) rc
+  local t0 rc
+  t0=$(date +%s)
   timeout --signal=INT --kill-after=10 "$cap" "$@" >"$LOGS/$log" 2>&1
   rc=$?
   local took=$(($(date +%s) - t0)) verdict=PASS
@@ -47,25 +49,33 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,dri
 
 stage configure 90 configure.log cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release \
   -DWITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 &&
-  stage build 300 build.log cmake --build "$BUILD" -j16 --target test_cuda bench_cuda
+  stage build 300 build.log cmake --build "$BUILD" -j16 --target test_cuda bench_cuda bench_step
 built=$?
 
 if ((built == 0)); then
   stage tests 120 tests.log "$BUILD/test_cuda" --color_output=no --report_level=short
   SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
   if [[ -n "$SANITIZER" ]]; then
-    # memcheck slows kernels 10-100x: leave out the one test sized to overflow a grid
+    # memcheck slows kernels 10-100x: leave out the test sized to overflow a grid and the
+    # training run (hundreds of small launches; its kernels are all covered by other tests)
     stage memcheck 120 memcheck.log "$SANITIZER" --tool memcheck --error-exitcode 1 \
       "$BUILD/test_cuda" --color_output=no --report_level=short \
-      '--run_test=!elementwise/large_tensors_cover_the_grid_stride_loop'
+      '--run_test=!elementwise/large_tensors_cover_the_grid_stride_loop' \
+      '--run_test=!training/short_run_matches_the_cpu_loss_curve'
   else
     SUMMARY+=("$(printf '%-12s %-8s %5s s' memcheck "ABSENT" "-")")
   fi
   stage bench 150 bench.log "$BUILD/bench_cuda"
+  # One training step of the toy translation model (tests/bench/bench_step.cpp), as the CPU
+  # comparison measures it (dropout 0.1: attention composed from kernels) and with dropout 0
+  # (attention on the fused flash kernels).
+  stage step 60 step.log sh -c "$BUILD/bench_step 1 cuda 0.1 && $BUILD/bench_step 1 cuda 0"
 fi
 
 if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   stage torch 120 torch.log python3 tests/gpu/torch_reference.py
+  stage torch_step 60 torch_step.log sh -c \
+    "python3 tests/bench/torch_step.py 1 cuda 0.1 && python3 tests/bench/torch_step.py 1 cuda 0"
 else
   SUMMARY+=("$(printf '%-12s %-8s %5s s' torch "ABSENT" "-")")
 fi
@@ -80,6 +90,22 @@ grep -h '^RESULT' "$LOGS/bench.log" 2>/dev/null | cut -c10-
 if [[ -f "$LOGS/torch.log" ]]; then
   echo "PyTorch on the same shapes:"
   grep -h '^RESULT' "$LOGS/torch.log" | cut -c10-
+fi
+if [[ -f "$LOGS/step.log" ]]; then
+  echo "Training step, toy translation model (batch 64, length 20, d 128), median ms/step;"
+  echo "qkv/torch = qkv's time over PyTorch eager's (above 1: qkv is slower):"
+  step_logs=("$LOGS/step.log")
+  [[ -f "$LOGS/torch_step.log" ]] && step_logs+=("$LOGS/torch_step.log")
+  awk 'FNR == 1 { side = (FILENAME ~ /torch_step/) ? "torch" : "qkv" }
+       / dropout / { d = $NF }
+       /^ms\/step/ { ms[side, d] = $2; if (!(d in seen)) order[++n] = d; seen[d] = 1 }
+       END {
+         for (i = 1; i <= n; ++i) {
+           d = order[i]; q = ms["qkv", d]; t = ms["torch", d]
+           printf "  dropout %-4s qkv %9s  torch %9s  qkv/torch %s\n", d, (q == "" ? "-" : q),
+                  (t == "" ? "-" : t), (q != "" && t != "" && t > 0 ? sprintf("%.2fx", q / t) : "-")
+         }
+       }' "${step_logs[@]}"
 fi
 # The script's own status: the tests' verdict (benchmarks only report).
 grep -q '^tests  *PASS' <(printf '%s\n' "${SUMMARY[@]}")
