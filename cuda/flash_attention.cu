@@ -15,20 +15,18 @@
 
 #include "cuda/cuda_backend_impl.h"
 #include "cuda/flash_attention.h"
+#include "cuda/flash_attention_internal.h"
 #include "cuda/launch.cuh"
+#include "engine/autocast.h"
 
 namespace qkv::cuda {
+
+using flash::AttentionShape;
 
 namespace {
 
 constexpr int kRowsPerBlock = 64;  // threads per block: queries (forward, dQ) or keys (dK/dV)
 constexpr int kTile = 32;          // rows of the streamed operand per shared-memory tile
-
-struct AttentionShape {
-  int64_t heads, tq, tk, d;
-  float scale;
-  bool causal;
-};
 
 // Copies rows [row0, row0 + rows) of a [T, d] matrix into a [rows][width] shared tile, zero
 // beyond T and beyond d. All threads of the block take part.
@@ -291,6 +289,12 @@ void with_head_width(int64_t d, F&& f) {
   return f.template operator()<128>();
 }
 
+unsigned row_blocks(int64_t rows) { return unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
+
+}  // namespace
+
+namespace flash {
+
 void check_attention_tensor(const Tensor& t, const char* what, const Shape& shape) {
   QKV_CHECK(t.defined(), "flash_attention", what, " is undefined");
   QKV_CHECK(t.device().is_cuda(), "flash_attention", what, " must be on the CUDA device, it is on ",
@@ -302,7 +306,6 @@ void check_attention_tensor(const Tensor& t, const char* what, const Shape& shap
             ", expected ", shape_str(shape));
 }
 
-// Validates q/k/v and the mask; returns the kernels' view of the shapes.
 AttentionShape attention_shape(const Tensor& q, const Tensor& k, const Tensor& v,
                                const Tensor& mask, bool causal, double scale) {
   QKV_CHECK(q.defined() && q.dim() == 4, "flash_attention", "q must be [B, H, T, d]");
@@ -331,9 +334,21 @@ const uint8_t* mask_data(const Tensor& mask) {
   return mask.defined() ? mask.data<uint8_t>() : nullptr;
 }
 
-unsigned row_blocks(int64_t rows) { return unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
+Tensor row_deltas(const Tensor& grad_out, const Tensor& out) {
+  const int64_t d = out.size(-1), rows = out.numel() / std::max<int64_t>(d, 1);
+  Tensor delta = Tensor::empty({rows}, DType::f32, out.device());
+  if (rows == 0) return delta;
+  delta_kernel<<<blocks_for(rows), kThreads, 0, stream()>>>(rows, d, grad_out.data<float>(),
+                                                            out.data<float>(), delta.data<float>());
+  QKV_CUDA_CHECK_LAUNCH();
+  return delta;
+}
 
-}  // namespace
+}  // namespace flash
+
+using flash::attention_shape;
+using flash::check_attention_tensor;
+using flash::mask_data;
 
 void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                              const Tensor& key_padding_mask, bool causal, double scale,
@@ -369,10 +384,7 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
     cuda_backend().fill(grad_v, 0.0);
     return;
   }
-  Tensor delta = Tensor::empty({bh * s.tq}, DType::f32, q.device());
-  delta_kernel<<<blocks_for(bh * s.tq), kThreads, 0, stream()>>>(
-      bh * s.tq, s.d, grad_out.data<float>(), out.data<float>(), delta.data<float>());
-  QKV_CUDA_CHECK_LAUNCH();
+  const Tensor delta = flash::row_deltas(grad_out, out);
   with_head_width(s.d, [&]<int DMAX>() {
     if (s.tk > 0)
       launch(grad_kv_kernel<DMAX>, dim3(row_blocks(s.tk), unsigned(bh)), grad_kv_shared_bytes(DMAX),
@@ -395,6 +407,10 @@ bool CudaBackend::supports_fused_attention(DType dtype, int64_t head_dim,
 void CudaBackend::fused_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                           const Tensor& key_padding_mask, bool causal, double scale,
                                           const Tensor& out, const Tensor& lse) {
+  // Under Autocast(bf16) the products run on tensor cores, as matmul's do (engine/autocast.h);
+  // the autograd node replays its backward under the same dtype, so both halves agree.
+  if (autocast_dtype() == DType::bf16)
+    return flash_attention_forward_bf16(q, k, v, key_padding_mask, causal, scale, out, lse);
   flash_attention_forward(q, k, v, key_padding_mask, causal, scale, out, lse);
 }
 
@@ -403,6 +419,9 @@ void CudaBackend::fused_attention_backward(const Tensor& q, const Tensor& k, con
                                            double scale, const Tensor& out, const Tensor& lse,
                                            const Tensor& grad_out, const Tensor& grad_q,
                                            const Tensor& grad_k, const Tensor& grad_v) {
+  if (autocast_dtype() == DType::bf16)
+    return flash_attention_backward_bf16(q, k, v, key_padding_mask, causal, scale, out, lse,
+                                         grad_out, grad_q, grad_k, grad_v);
   flash_attention_backward(q, k, v, key_padding_mask, causal, scale, out, lse, grad_out, grad_q,
                            grad_k, grad_v);
 }

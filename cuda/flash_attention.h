@@ -33,4 +33,18 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                               const Tensor& out, const Tensor& lse, const Tensor& grad_out,
                               const Tensor& grad_q, const Tensor& grad_k, const Tensor& grad_v);
 
+// The same two computations on tensor cores (cuda/flash_attention_tc.cu, sm_80 or newer), with
+// the same contract and float32 inputs and outputs: q, k, v and grad_out are rounded to bfloat16
+// as their tiles are loaded, the products accumulate in float32 (WMMA), softmax runs in float32,
+// and the probabilities (and the backward's dS) are rounded to bfloat16 before their products,
+// as FlashAttention does. The backend runs these under Autocast(bf16) (engine/autocast.h).
+void flash_attention_forward_bf16(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& key_padding_mask, bool causal, double scale,
+                                  const Tensor& out, const Tensor& lse);
+void flash_attention_backward_bf16(const Tensor& q, const Tensor& k, const Tensor& v,
+                                   const Tensor& key_padding_mask, bool causal, double scale,
+                                   const Tensor& out, const Tensor& lse, const Tensor& grad_out,
+                                   const Tensor& grad_q, const Tensor& grad_k,
+                                   const Tensor& grad_v);
+
 }  // namespace qkv::cuda

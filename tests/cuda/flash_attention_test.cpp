@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/autocast.h"
 #include "tests/cuda/gpu_test_support.h"
 
 #ifdef QKV_WITH_CUDA
@@ -51,13 +52,36 @@ Tensor reference_mask(const Case& c, const Tensor& padding) {
   return gt(tensor(v, {c.batch, 1, c.tq, c.tk}), 0.5);
 }
 
-void check_against_reference(const Case& c) {
-  const std::string what = describe(c);
+// max |got - want| <= tol * max |want|: for the bf16 kernels, whose rounding of P and dS gives
+// errors of about 2^-9 of the largest values rather than of each element.
+void check_close_to_max(const Tensor& got, const Tensor& want, double tol,
+                        const std::string& what) {
+  const std::vector<double> g = values_of(got), w = values_of(want);
+  BOOST_REQUIRE_EQUAL(g.size(), w.size());
+  double largest = 0, worst = 0;
+  for (size_t i = 0; i < w.size(); ++i) largest = std::max(largest, std::abs(w[i]));
+  for (size_t i = 0; i < w.size(); ++i) {
+    const double err = std::isnan(g[i]) ? INFINITY : std::abs(g[i] - w[i]);
+    worst = std::max(worst, err);
+  }
+  BOOST_CHECK_MESSAGE(worst <= tol * largest,
+                      what << ": max error " << worst << " > " << tol << " * max " << largest);
+}
+
+// `tensor_cores`: the bf16 kernels (flash_attention_tc.cu), checked against the reference on
+// bf16-rounded q, k and v with tolerances for their bf16 P and dS.
+void check_against_reference(const Case& c, bool tensor_cores = false) {
+  const std::string what = describe(c) + (tensor_cores ? " bf16" : "");
   const double scale = 1 / std::sqrt(double(c.d));
   // float32 inputs; the reference sees exactly the same values in float64
   Tensor q = random_tensor({c.batch, c.heads, c.tq, c.d}, DType::f32, -2, 2, 151);
   Tensor k = random_tensor({c.batch, c.heads, c.tk, c.d}, DType::f32, -2, 2, 152);
   Tensor v = random_tensor({c.batch, c.heads, c.tk, c.d}, DType::f32, -2, 2, 153);
+  if (tensor_cores) {  // the kernels round these as they load them: give both sides bf16 values
+    q = q.to(DType::bf16).to(DType::f32);
+    k = k.to(DType::bf16).to(DType::f32);
+    v = v.to(DType::bf16).to(DType::f32);
+  }
   Tensor go = random_tensor({c.batch, c.heads, c.tq, c.d}, DType::f32, -1, 1, 154);
   Tensor pad = c.padding ? padding_mask(c) : Tensor();
 
@@ -76,16 +100,26 @@ void check_against_reference(const Case& c) {
   Tensor padg = pad.defined() ? on_gpu(pad) : Tensor();
   Tensor out = Tensor::empty(q.shape(), DType::f32, dev);
   Tensor lse = Tensor::empty({c.batch, c.heads, c.tq}, DType::f32, dev);
-  cuda::flash_attention_forward(qg, kg, vg, padg, c.causal, scale, out, lse);
   Tensor gq = Tensor::empty(q.shape(), DType::f32, dev),
          gk = Tensor::empty(k.shape(), DType::f32, dev),
          gv = Tensor::empty(v.shape(), DType::f32, dev);
-  cuda::flash_attention_backward(qg, kg, vg, padg, c.causal, scale, out, lse, gog, gq, gk, gv);
-
-  check_close(out, out_ref.detach(), 2e-5, what + " out");
-  check_close(gq, q64.grad(), 1e-4, what + " grad q");
-  check_close(gk, k64.grad(), 1e-4, what + " grad k");
-  check_close(gv, v64.grad(), 1e-4, what + " grad v");
+  if (tensor_cores) {
+    cuda::flash_attention_forward_bf16(qg, kg, vg, padg, c.causal, scale, out, lse);
+    cuda::flash_attention_backward_bf16(qg, kg, vg, padg, c.causal, scale, out, lse, gog, gq, gk,
+                                        gv);
+    // P rounded to bf16 (2^-9 relative) over ~100 keys: measured errors belong in docs/CUDA.md
+    check_close_to_max(out, out_ref.detach(), 2e-2, what + " out");
+    check_close_to_max(gq, q64.grad(), 3e-2, what + " grad q");
+    check_close_to_max(gk, k64.grad(), 3e-2, what + " grad k");
+    check_close_to_max(gv, v64.grad(), 3e-2, what + " grad v");
+  } else {
+    cuda::flash_attention_forward(qg, kg, vg, padg, c.causal, scale, out, lse);
+    cuda::flash_attention_backward(qg, kg, vg, padg, c.causal, scale, out, lse, gog, gq, gk, gv);
+    check_close(out, out_ref.detach(), 2e-5, what + " out");
+    check_close(gq, q64.grad(), 1e-4, what + " grad q");
+    check_close(gk, k64.grad(), 1e-4, what + " grad k");
+    check_close(gv, v64.grad(), 1e-4, what + " grad v");
+  }
 
   // lse: log-sum-exp of each row's visible scores, -inf where none is visible
   const std::vector<double> s = values_of(scores.detach());
@@ -96,12 +130,16 @@ void check_against_reference(const Case& c) {
     for (int64_t j = 0; j < c.tk && std::isfinite(m); ++j) total += std::exp(s[r * c.tk + j] - m);
     want[r] = std::isfinite(m) ? m + std::log(total) : m;
   }
-  check_close(lse, tensor(want, {c.batch, c.heads, c.tq}), 2e-6, what + " lse");
+  // the scores of bf16 inputs are exact products summed in float32 either way
+  check_close(lse, tensor(want, {c.batch, c.heads, c.tq}), tensor_cores ? 1e-5 : 2e-6,
+              what + " lse");
 }
 
 #else  // the tests are skipped before they get here
 
-void check_against_reference(const Case&) { BOOST_FAIL("flash attention needs a CUDA build"); }
+void check_against_reference(const Case&, bool = false) {
+  BOOST_FAIL("flash attention needs a CUDA build");
+}
 
 #endif
 
@@ -121,6 +159,43 @@ BOOST_AUTO_TEST_CASE(every_head_width_and_unequal_lengths, *utf::precondition(gp
   check_against_reference({1, 2, 130, 70, 128, true, false});  // Tq > Tk
   check_against_reference({1, 1, 1, 1, 1, false, false});      // a single key
   check_against_reference({3, 2, 200, 200, 32, true, true});   // fully masked batch, causal
+}
+
+BOOST_AUTO_TEST_CASE(tensor_core_kernels_match_with_every_mask, *utf::precondition(gpu_present)) {
+  for (bool causal : {false, true})
+    for (bool padding : {false, true})
+      check_against_reference({2, 3, 100, 100, 64, causal, padding}, true);
+  check_against_reference({1, 2, 37, 37, 16, true, false}, true);    // d padded to 64
+  check_against_reference({2, 1, 70, 130, 80, false, true}, true);   // D 128, Tq < Tk
+  check_against_reference({1, 2, 130, 70, 128, true, false}, true);  // Tq > Tk, several tiles
+  check_against_reference({1, 1, 1, 1, 1, false, false}, true);      // a single key
+  check_against_reference({3, 2, 200, 200, 32, true, true}, true);   // fully masked batch
+}
+
+BOOST_AUTO_TEST_CASE(autocast_bf16_selects_the_tensor_core_kernels,
+                     *utf::precondition(gpu_present)) {
+#ifdef QKV_WITH_CUDA
+  // The backend hook runs the bf16 kernels under Autocast(bf16) and the float32 ones otherwise;
+  // both are deterministic (no atomics), so the outputs must match bit for bit.
+  const Device dev = Device::cuda();
+  Tensor q = on_gpu(random_tensor({1, 2, 96, 64}, DType::f32, -2, 2, 160));
+  Tensor k = on_gpu(random_tensor({1, 2, 96, 64}, DType::f32, -2, 2, 161));
+  auto run = [&](DType precision, bool direct_bf16) {
+    Tensor out = Tensor::empty(q.shape(), DType::f32, dev),
+           lse = Tensor::empty({1, 2, 96}, DType::f32, dev);
+    if (direct_bf16) {
+      cuda::flash_attention_forward_bf16(q, k, k, Tensor(), true, 0.125, out, lse);
+    } else {
+      Autocast scope(precision);
+      backend_for(dev).fused_attention_forward(q, k, k, Tensor(), true, 0.125, out, lse);
+    }
+    return values_of(out);
+  };
+  const auto bf16_hook = run(DType::bf16, false), bf16_direct = run(DType::bf16, true);
+  const auto f32_hook = run(DType::f32, false);
+  BOOST_CHECK(bf16_hook == bf16_direct);
+  BOOST_CHECK(bf16_hook != f32_hook);
+#endif
 }
 
 BOOST_AUTO_TEST_CASE(rejects_bad_shapes, *utf::precondition(gpu_present)) {
