@@ -91,6 +91,24 @@ if [[ -f "$LOGS/torch.log" ]]; then
   echo "PyTorch on the same shapes:"
   grep -h '^RESULT' "$LOGS/torch.log" | cut -c10-
 fi
+if [[ -f "$LOGS/torch.log" && -f "$LOGS/bench.log" ]]; then
+  echo "qkv against PyTorch, same name and shape (torch ms / qkv ms; above 1: qkv is faster):"
+  awk -F'|' '
+    function trim(x) { gsub(/^ +| +$/, "", x); return x }
+    FNR == 1 { side = (FILENAME ~ /torch\.log$/) ? "torch" : "qkv" }
+    /^RESULT/ {
+      key = trim($2) " | " trim($3); split(trim($4), f, " "); ms[side, key] = f[2]
+      if (side == "qkv") order[++n] = key
+    }
+    END {
+      for (i = 1; i <= n; ++i) {
+        k = order[i]
+        if (("torch", k) in ms && ms["qkv", k] > 0)
+          printf "  %-46s qkv %9.3f ms  torch %9.3f ms  %.2fx\n", k, ms["qkv", k], ms["torch", k],
+                 ms["torch", k] / ms["qkv", k]
+      }
+    }' "$LOGS/bench.log" "$LOGS/torch.log"
+fi
 if [[ -f "$LOGS/step.log" ]]; then
   echo "Training step, toy translation model (batch 64, length 20, d 128), median ms/step;"
   echo "qkv/torch = qkv's time over PyTorch eager's (above 1: qkv is slower):"

@@ -118,7 +118,9 @@ void bench_matmul(cublasHandle_t handle, int64_t batch, int64_t m, int64_t n, in
   cuda::set_allow_tf32(false);
 }
 
-void bench_attention(int64_t batch, int64_t heads, int64_t t, int64_t d, bool causal) {
+// tensor_cores: the bf16 kernels (what --precision bf16 runs), else the float32 ones.
+void bench_attention(int64_t batch, int64_t heads, int64_t t, int64_t d, bool causal,
+                     bool tensor_cores) {
   const TensorOptions on_gpu{.device = Device::cuda()};
   const Shape shape{batch, heads, t, d};
   Tensor q = randn(shape, on_gpu), k = randn(shape, on_gpu), v = randn(shape, on_gpu);
@@ -130,16 +132,16 @@ void bench_attention(int64_t batch, int64_t heads, int64_t t, int64_t d, bool ca
   // forward: QK^T and PV, 2 flops per multiply-add; causal does about half
   const double fwd_gflop = 4.0 * batch * heads * t * t * d * 1e-9 * (causal ? 0.5 : 1);
   const int reps = t >= 4096 ? 3 : 10;
-  const double fwd_ms = time_ms(
-      [&] { cuda::flash_attention_forward(q, k, v, Tensor(), causal, scale, out, lse); }, reps);
-  const double bwd_ms = time_ms(
-      [&] {
-        cuda::flash_attention_backward(q, k, v, Tensor(), causal, scale, out, lse, go, gq, gk, gv);
-      },
-      reps);
-  // the composed reference materializes the [T, T] scores (forward only)
+  const auto forward =
+      tensor_cores ? cuda::flash_attention_forward_bf16 : cuda::flash_attention_forward;
+  const auto backward =
+      tensor_cores ? cuda::flash_attention_backward_bf16 : cuda::flash_attention_backward;
+  const double fwd_ms = time_ms([&] { forward(q, k, v, Tensor(), causal, scale, out, lse); }, reps);
+  const double bwd_ms =
+      time_ms([&] { backward(q, k, v, Tensor(), causal, scale, out, lse, go, gq, gk, gv); }, reps);
+  // the composed reference materializes the [T, T] scores (forward only, float32)
   double composed_ms = NAN;
-  if (!causal) {
+  if (!causal && !tensor_cores) {
     composed_ms = time_ms(
         [&] {
           NoGrad no_grad;
@@ -150,10 +152,12 @@ void bench_attention(int64_t batch, int64_t heads, int64_t t, int64_t d, bool ca
   char desc[64];
   std::snprintf(desc, sizeof desc, "B%ld H%ld T%ld d%ld", long(batch), long(heads), long(t),
                 long(d));
-  result(causal ? "flash fwd causal" : "flash fwd", desc, fwd_ms, composed_ms, fwd_gflop,
-         "composed");
+  const std::string suffix = tensor_cores ? " bf16" : "";
+  result((std::string(causal ? "flash fwd causal" : "flash fwd") + suffix).c_str(), desc, fwd_ms,
+         composed_ms, fwd_gflop, "composed");
   // backward: about 2.5x the forward's flops (five T x T x d products against two)
-  result(causal ? "flash bwd causal" : "flash bwd", desc, bwd_ms, NAN, 2.5 * fwd_gflop, "-");
+  result((std::string(causal ? "flash bwd causal" : "flash bwd") + suffix).c_str(), desc, bwd_ms,
+         NAN, 2.5 * fwd_gflop, "-");
 }
 
 void print_memory() {
@@ -186,8 +190,9 @@ int run_cuda_attention_bench(const std::string& device) {
   check_device_name(device);
   require_gpu();
   std::printf("flash attention on %s\n", cuda::status().c_str());
-  for (int64_t t : {1024, 2048, 4096, 8192})
-    for (bool causal : {false, true}) bench_attention(2, 8, t, 64, causal);
+  for (bool tensor_cores : {true, false})  // bf16 first: the lines issue #6's target compares
+    for (int64_t t : {1024, 2048, 4096, 8192})
+      for (bool causal : {false, true}) bench_attention(2, 8, t, 64, causal, tensor_cores);
   print_memory();
   return 0;
 }

@@ -5,7 +5,8 @@
 //              operands: float32, TF32, and bf16 products under Autocast (qkv's time then
 //              includes rounding the float32 operands; cuBLAS is handed bf16 copies)
 //   attention  the fused flash-attention kernels, forward and backward, T = 1024 ... 8192, d = 64,
-//              against attention composed from qkv ops (the T x T scores materialized)
+//              against attention composed from qkv ops (the T x T scores materialized); the
+//              tensor-core (bf16) kernels first, named "... bf16" like torch_reference.py's lines
 //
 // Each line starting "RESULT |" gives both times and their ratio (reference / qkv: above 1, qkv
 // is faster); run.sh collects them into its summary table. Nothing is asserted: tests/cuda checks
