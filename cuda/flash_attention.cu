@@ -15,7 +15,7 @@
 
 #include "cuda/cuda_backend_impl.h"
 #include "cuda/flash_attention.h"
-#include "cuda/flash_attention_internal.h"
+#include "cuda/flash_attention_internal.cuh"
 #include "cuda/launch.cuh"
 #include "engine/autocast.h"
 
@@ -270,15 +270,10 @@ size_t grad_q_shared_bytes(int dmax) {
   return sizeof(float) * (2 * kRowsPerBlock * (dmax + 1) + 2 * kTile * dmax) + kTile;
 }
 
-// Launches `kernel` with `bytes` of dynamic shared memory, first lifting the 48 KiB default
-// limit where a tile needs more (Ampere and Hopper allow far more per block on request).
+// One thread per row of the block.
 template <typename Kernel, typename... Args>
 void launch(Kernel kernel, dim3 grid, size_t bytes, Args... args) {
-  if (bytes > 48 * 1024)
-    QKV_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  kernel<<<grid, kRowsPerBlock, bytes, stream()>>>(args...);
-  QKV_CUDA_CHECK_LAUNCH();
+  flash::launch_with_shared_memory(kernel, grid, kRowsPerBlock, bytes, args...);
 }
 
 // Runs f.template operator()<DMAX>() with the smallest supported DMAX >= d.

@@ -25,7 +25,7 @@
 #include <limits>
 
 #include "cuda/flash_attention.h"
-#include "cuda/flash_attention_internal.h"
+#include "cuda/flash_attention_internal.cuh"
 #include "cuda/launch.cuh"
 
 namespace qkv::cuda {
@@ -420,14 +420,10 @@ size_t grad_q_bytes() {
          round_up_128(L::kProbTile) + round_up_128(kTile);
 }
 
-// Launches `kernel` with `bytes` of dynamic shared memory (above the 48 KiB default on request).
+// Four warps per block.
 template <typename Kernel, typename... Args>
 void launch_tc(Kernel kernel, dim3 grid, size_t bytes, Args... args) {
-  if (bytes > 48 * 1024)
-    QKV_CUDA_CHECK(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  kernel<<<grid, kBlockThreads, bytes, stream()>>>(args...);
-  QKV_CUDA_CHECK_LAUNCH();
+  flash::launch_with_shared_memory(kernel, grid, kBlockThreads, bytes, args...);
 }
 
 template <typename F>

@@ -23,6 +23,11 @@ inline void check_values(const Tensor& t, const std::vector<double>& expected, d
   }
 }
 
+// A bool tensor (true where v is non-zero) of shape s, for masks.
+inline Tensor bool_mask(const std::vector<double>& v, const Shape& s) {
+  return tensor(v, s).to(DType::b8);
+}
+
 // Runs f and checks it throws qkv::Error whose message contains every fragment.
 template <typename F>
 void check_error(F&& f, const std::vector<std::string>& fragments) {

@@ -10,14 +10,11 @@
 
 using namespace qkv;
 using namespace qkv::nn;
+using qkv::testing::bool_mask;
 using qkv::testing::check_error;
 using qkv::testing::check_values;
 
 namespace {
-
-Tensor bool_mask(const std::vector<double>& v, const Shape& s) {
-  return tensor(v, s).to(DType::b8);
-}
 
 // One head of one batch element, written without the module: softmax((q k^T) / sqrt(d) + bias)
 // with blocked keys removed by hand.

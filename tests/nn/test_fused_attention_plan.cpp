@@ -13,14 +13,11 @@
 
 using namespace qkv;
 using namespace qkv::nn;
+using qkv::testing::bool_mask;
 using qkv::testing::check_error;
 using qkv::testing::check_values;
 
 namespace {
-
-Tensor bool_mask(const std::vector<double>& v, const Shape& s) {
-  return tensor(v, s).to(DType::b8);
-}
 
 // The plan's key padding as numbers, after checking its form: contiguous bool [batch, S].
 void check_padding(const FusedMaskPlan& plan, int64_t S, const std::vector<double>& expected) {

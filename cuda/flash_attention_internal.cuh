@@ -1,10 +1,12 @@
 // What the two flash-attention implementations share (cuda/flash_attention.cu on CUDA cores in
 // float32, cuda/flash_attention_tc.cu on tensor cores in bf16): the checked shapes, the mask
-// pointer and the backward's per-row deltas. Host code only; not part of the public API.
+// pointer, the backward's per-row deltas and the launch with a large shared-memory tile. For the
+// .cu files only; not part of the public API.
 #pragma once
 
 #include <cstdint>
 
+#include "cuda/launch.cuh"
 #include "engine/tensor.h"
 
 namespace qkv::cuda::flash {
@@ -27,5 +29,17 @@ const uint8_t* mask_data(const Tensor& mask);  // null when the mask is undefine
 // delta_i = dO_i . O_i for every row of grad_out and out ([..., d], contiguous float32): the
 // backward's sum_j p_ij dp_ij, as one float per row.
 Tensor row_deltas(const Tensor& grad_out, const Tensor& out);
+
+// Launches `kernel` on the backend's stream with `threads` per block and `bytes` of dynamic
+// shared memory, first lifting the 48 KiB default where a kernel needs more (Ampere and Hopper
+// allow far more per block on request).
+template <typename Kernel, typename... Args>
+void launch_with_shared_memory(Kernel kernel, dim3 grid, int threads, size_t bytes, Args... args) {
+  if (bytes > 48 * 1024)
+    QKV_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  kernel<<<grid, threads, bytes, stream()>>>(args...);
+  QKV_CUDA_CHECK_LAUNCH();
+}
 
 }  // namespace qkv::cuda::flash
