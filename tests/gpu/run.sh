@@ -80,6 +80,13 @@ else
   SUMMARY+=("$(printf '%-12s %-8s %5s s' torch "ABSENT" "-")")
 fi
 
+# Shared-memory hazards in the flash kernels (the tensor-core ones stage every tile through shared
+# memory): racecheck on their tests alone, last, since it is the slowest check per kernel.
+if ((built == 0)) && [[ -n "${SANITIZER:-}" ]]; then
+  stage racecheck 60 racecheck.log "$SANITIZER" --tool racecheck --error-exitcode 1 \
+    "$BUILD/test_cuda" --color_output=no --report_level=short --run_test=flash_attention
+fi
+
 echo
 echo "================================ summary ================================"
 printf '%s\n' "${SUMMARY[@]}"
