@@ -40,8 +40,9 @@ constexpr int kWarps = 4;
 constexpr int kBlockThreads = 32 * kWarps;
 constexpr int kRows = 16 * kWarps;  // rows a block owns (queries, or keys for dK/dV)
 constexpr int kTile = 64;           // rows of the streamed operand per tile
-constexpr int kScoreLd =
-    kTile + 4;  // float32 score tiles: ldm a multiple of 4, rows 32-byte aligned
+// float32 score tiles: ldm a multiple of 4 (every fragment's base stays 32-byte aligned: warps
+// start 16 rows apart, 4352 bytes, and column blocks 64 bytes apart)
+constexpr int kScoreLd = kTile + 4;
 constexpr int kProbLd = kTile + 8;  // bf16 P / dS tiles: ldm a multiple of 8
 
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
@@ -98,17 +99,18 @@ __device__ bool key_visible(int64_t j, int64_t tk, const uint8_t* pad_row) {
 template <int D>
 __device__ void product_with_transpose(float* out, const bf16* a, int a_ld, const bf16* b,
                                        int b_ld) {
-  FragA fa;
+  FragA fa[D / 16];  // the 16 rows of a, loaded once for the 4 column blocks
   FragBt fb;
   FragC acc;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) wmma::load_matrix_sync(fa[kk], a + kk * 16, a_ld);
 #pragma unroll
   for (int n = 0; n < kTile / 16; ++n) {
     wmma::fill_fragment(acc, 0.f);
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
-      wmma::load_matrix_sync(fa, a + kk * 16, a_ld);
       wmma::load_matrix_sync(fb, b + n * 16 * b_ld + kk * 16, b_ld);
-      wmma::mma_sync(acc, fa, fb, acc);
+      wmma::mma_sync(acc, fa[kk], fb, acc);
     }
     wmma::store_matrix_sync(out + n * 16, acc, kScoreLd, wmma::mem_row_major);
   }
@@ -470,7 +472,13 @@ void flash_attention_backward_bf16(const Tensor& q, const Tensor& k, const Tenso
     cuda_backend().fill(grad_v, 0.0);
     return;
   }
-  const Tensor delta = flash::row_deltas(grad_out, out);
+  // delta_i = dO_i . O_i from dO as the kernels multiply it, rounded to bf16: then
+  // sum_j dS_ij = 0 holds for the values used (with one key, dQ and dK are exactly zero).
+  Tensor grad_out_bf16 = Tensor::empty(grad_out.shape(), DType::bf16, grad_out.device());
+  Tensor grad_out_rounded = Tensor::empty(grad_out.shape(), DType::f32, grad_out.device());
+  cuda_backend().copy(grad_out, grad_out_bf16);
+  cuda_backend().copy(grad_out_bf16, grad_out_rounded);
+  const Tensor delta = flash::row_deltas(grad_out_rounded, out);
   const uint8_t* pad = flash::mask_data(key_padding_mask);
   with_padded_width(s.d, [&]<int D>() {
     if (s.tk > 0)

@@ -64,7 +64,9 @@ void check_close_to_max(const Tensor& got, const Tensor& want, double tol,
     const double err = std::isnan(g[i]) ? INFINITY : std::abs(g[i] - w[i]);
     worst = std::max(worst, err);
   }
-  BOOST_CHECK_MESSAGE(worst <= tol * largest,
+  // (plus 1e-6 absolute: a gradient that is zero in exact arithmetic, as with a single key, comes
+  // out as float32 sums that cancel)
+  BOOST_CHECK_MESSAGE(worst <= tol * largest + 1e-6,
                       what << ": max error " << worst << " > " << tol << " * max " << largest);
 }
 
@@ -115,7 +117,9 @@ void check_against_reference(const Case& c, bool tensor_cores = false) {
   } else {
     cuda::flash_attention_forward(qg, kg, vg, padg, c.causal, scale, out, lse);
     cuda::flash_attention_backward(qg, kg, vg, padg, c.causal, scale, out, lse, gog, gq, gk, gv);
-    check_close(out, out_ref.detach(), 2e-5, what + " out");
+    // float32 sums over ~100 keys against the 1%-of-max floor: up to 3.5e-5 in an emulation of
+    // the kernel on the CPU, so 1e-4 (the gradients' bound too)
+    check_close(out, out_ref.detach(), 1e-4, what + " out");
     check_close(gq, q64.grad(), 1e-4, what + " grad q");
     check_close(gk, k64.grad(), 1e-4, what + " grad k");
     check_close(gv, v64.grad(), 1e-4, what + " grad v");
@@ -130,9 +134,8 @@ void check_against_reference(const Case& c, bool tensor_cores = false) {
     for (int64_t j = 0; j < c.tk && std::isfinite(m); ++j) total += std::exp(s[r * c.tk + j] - m);
     want[r] = std::isfinite(m) ? m + std::log(total) : m;
   }
-  // the scores of bf16 inputs are exact products summed in float32 either way
-  check_close(lse, tensor(want, {c.batch, c.heads, c.tq}), tensor_cores ? 1e-5 : 2e-6,
-              what + " lse");
+  // float32 scores, expf and logf: up to 2.4e-6 in an emulation on the CPU, so 1e-5
+  check_close(lse, tensor(want, {c.batch, c.heads, c.tq}), 1e-5, what + " lse");
 }
 
 #else  // the tests are skipped before they get here

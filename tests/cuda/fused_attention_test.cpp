@@ -28,7 +28,7 @@ enum class Route { fused, composed };
 
 #ifdef QKV_WITH_CUDA
 
-constexpr double kOutTol = 4e-5, kGradTol = 2e-4;              // one attention
+constexpr double kOutTol = 1e-4, kGradTol = 2e-4;  // one attention (d = 128: 3.5e-5 measured)
 constexpr double kModuleOutTol = 1e-4, kModuleGradTol = 5e-4;  // MultiheadAttention
 
 bool recorded(const std::vector<std::string>& ops, const std::string& op) {
