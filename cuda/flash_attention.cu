@@ -123,11 +123,15 @@ __global__ void forward_kernel(AttentionShape s, const float* q, const float* k,
 // ---- backward ---------------------------------------------------------------------------------
 
 // delta_i = dO_i . O_i (= sum_j p_ij dp_ij), one thread per query row.
+// With round_grad_out, dO is first rounded to bf16, as the tensor-core kernels multiply it.
 __global__ void delta_kernel(int64_t rows, int64_t d, const float* grad_out, const float* out,
-                             float* delta) {
+                             bool round_grad_out, float* delta) {
   for (int64_t r = grid_start(); r < rows; r += grid_step()) {
     float s = 0;
-    for (int64_t c = 0; c < d; ++c) s += grad_out[r * d + c] * out[r * d + c];
+    for (int64_t c = 0; c < d; ++c) {
+      const float g = grad_out[r * d + c];
+      s += (round_grad_out ? bf16_to_float_device(float_to_bf16_device(g)) : g) * out[r * d + c];
+    }
     delta[r] = s;
   }
 }
@@ -329,12 +333,13 @@ const uint8_t* mask_data(const Tensor& mask) {
   return mask.defined() ? mask.data<uint8_t>() : nullptr;
 }
 
-Tensor row_deltas(const Tensor& grad_out, const Tensor& out) {
+Tensor row_deltas(const Tensor& grad_out, const Tensor& out, bool round_grad_out_to_bf16) {
   const int64_t d = out.size(-1), rows = out.numel() / std::max<int64_t>(d, 1);
   Tensor delta = Tensor::empty({rows}, DType::f32, out.device());
   if (rows == 0) return delta;
-  delta_kernel<<<blocks_for(rows), kThreads, 0, stream()>>>(rows, d, grad_out.data<float>(),
-                                                            out.data<float>(), delta.data<float>());
+  delta_kernel<<<blocks_for(rows), kThreads, 0, stream()>>>(
+      rows, d, grad_out.data<float>(), out.data<float>(), round_grad_out_to_bf16,
+      delta.data<float>());
   QKV_CUDA_CHECK_LAUNCH();
   return delta;
 }
@@ -379,7 +384,7 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
     cuda_backend().fill(grad_v, 0.0);
     return;
   }
-  const Tensor delta = flash::row_deltas(grad_out, out);
+  const Tensor delta = flash::row_deltas(grad_out, out, /*round_grad_out_to_bf16=*/false);
   with_head_width(s.d, [&]<int DMAX>() {
     if (s.tk > 0)
       launch(grad_kv_kernel<DMAX>, dim3(row_blocks(s.tk), unsigned(bh)), grad_kv_shared_bytes(DMAX),

@@ -27,8 +27,9 @@ void check_attention_tensor(const Tensor& t, const char* what, const Shape& shap
 const uint8_t* mask_data(const Tensor& mask);  // null when the mask is undefined
 
 // delta_i = dO_i . O_i for every row of grad_out and out ([..., d], contiguous float32): the
-// backward's sum_j p_ij dp_ij, as one float per row.
-Tensor row_deltas(const Tensor& grad_out, const Tensor& out);
+// backward's sum_j p_ij dp_ij, as one float per row. round_grad_out_to_bf16: dO rounded as the
+// tensor-core kernels multiply it, so that sum_j dS_ij = 0 holds for the values they use.
+Tensor row_deltas(const Tensor& grad_out, const Tensor& out, bool round_grad_out_to_bf16);
 
 // Launches `kernel` on the backend's stream with `threads` per block and `bytes` of dynamic
 // shared memory, first lifting the 48 KiB default where a kernel needs more (Ampere and Hopper
