@@ -9,11 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define QKV_HOST_DEVICE __host__ __device__
-#else
-#define QKV_HOST_DEVICE
-#endif
+#include "engine/host_device.h"
 
 namespace qkv {
 
@@ -70,6 +66,16 @@ QKV_HOST_DEVICE inline double normal(uint64_t seed, uint64_t ctr) {
   double u1 = (double(b.v[0]) + 1.0) * (1.0 / 4294967297.0);  // (0, 1]
   double u2 = double(b.v[1]) * (1.0 / 4294967296.0);
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+// The fills' affine maps, low + (high - low) u and mean + std z, as one fused multiply-add: a
+// compiler may or may not fuse a * b + c by itself (GCC does with -march=native, nvcc does by
+// default), and a fill must give the same bits on every backend and build.
+QKV_HOST_DEVICE inline double uniform_between(double low, double high, double u) {
+  return std::fma(high - low, u, low);
+}
+QKV_HOST_DEVICE inline double normal_with(double mean, double std, double z) {
+  return std::fma(std, z, mean);
 }
 
 }  // namespace philox

@@ -6,6 +6,7 @@
 #include "engine/cpu/dispatch.h"
 #include "engine/cpu/strided_loop.h"
 #include "engine/cpu/vec_math.h"
+#include "engine/scalar_math.h"
 
 namespace qkv::cpu {
 
@@ -295,7 +296,7 @@ void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Ten
       case BinaryOp::mul:
         return map2<T, T, T>(a, b, out, [](T x, T y) { return x * y; });
       case BinaryOp::div:
-        return map2<T, T, T>(a, b, out, [](T x, T y) { return x / y; });
+        return map2<T, T, T>(a, b, out, [](T x, T y) { return divide(x, y); });
       case BinaryOp::maximum:
         return map2<T, T, T>(a, b, out, [](T x, T y) { return x > y ? x : y; });
       case BinaryOp::minimum:

@@ -25,12 +25,16 @@ void fill_with(const Tensor& out, F value_at) {
 
 void CpuBackend::random_uniform(const Tensor& out, uint64_t seed, uint64_t offset, double low,
                                 double high) {
-  fill_with(out, [&](int64_t i) { return low + (high - low) * philox::uniform(seed, offset + i); });
+  fill_with(out, [&](int64_t i) {
+    return philox::uniform_between(low, high, philox::uniform(seed, offset + i));
+  });
 }
 
 void CpuBackend::random_normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean,
                                double std) {
-  fill_with(out, [&](int64_t i) { return mean + std * philox::normal(seed, offset + i); });
+  fill_with(out, [&](int64_t i) {
+    return philox::normal_with(mean, std, philox::normal(seed, offset + i));
+  });
 }
 
 void CpuBackend::random_bernoulli(const Tensor& out, uint64_t seed, uint64_t offset, double p) {

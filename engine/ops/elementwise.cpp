@@ -147,6 +147,10 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor y = arithmetic(BinaryOp::div, a, b, "div");
+  // Integer division by zero has no answer: an error, as in PyTorch. (The kernels give 0 there
+  // rather than trap, engine/scalar_math.h, so asking after the fact is safe.)
+  if (b.dtype() == DType::i64)
+    QKV_CHECK(sum(eq(b, 0.0)).item() == 0, "div", "integer division by zero");
   return record("div", {a, b}, y, [a, b](const Tensor& gy) {
     Tensor ga = a.requires_grad() ? sum_to(div(gy, b), a.shape()) : Tensor();
     // d(a/b)/db = -a / b^2

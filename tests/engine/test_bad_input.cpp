@@ -5,6 +5,7 @@
 // PyTorch does, or refuses clearly where no value would be right (the max of nothing).
 #include <boost/test/unit_test.hpp>
 #include <functional>
+#include <limits>
 
 #include "engine/backend.h"
 #include "engine/ops.h"
@@ -48,7 +49,19 @@ BOOST_AUTO_TEST_CASE(elementwise_shapes_and_dtypes) {
        {"where", "do not broadcast"}},
       {"exp of int64", [&] { exp(tensor_i64({1})); }, {"exp", "float32 or float64", "int64"}},
       {"bool arithmetic", [&] { add(bools({2}), bools({2})); }, {"add", "bool", "to()"}},
+      {"integer division by zero",
+       [&] {
+         div(tensor_i64({6, 7}), tensor_i64({2, 0}));
+       },
+       {"div", "integer division by zero"}},
   });
+  // The kernel itself never traps: 0 for a zero divisor, and lowest / -1 wraps (scalar_math.h).
+  const int64_t lowest = std::numeric_limits<int64_t>::lowest();
+  Tensor x = tensor_i64({6, 7, lowest, lowest}), y = tensor_i64({2, 0, -1, 1});
+  Tensor q = Tensor::empty({4}, DType::i64);
+  x.backend().binary(BinaryOp::div, x, y, q);
+  BOOST_TEST(q.to_vector<int64_t>() == (std::vector<int64_t>{3, 0, lowest, lowest}),
+             boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(matmul_operands) {
