@@ -5,6 +5,10 @@
 // memory rather than warp shuffles so any trivially copyable State works.
 #pragma once
 
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
 namespace qkv::cuda {
 
 constexpr int kMaxBlockReduceThreads = 1024;

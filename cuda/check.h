@@ -2,7 +2,8 @@
 //
 // A failed call throws qkv::Error naming the call, the file and the line, so a failure deep in a
 // kernel launch reads like any other qkv error instead of a silent wrong result later.
-// Kernel launches are checked with QKV_CUDA_CHECK_LAUNCH() right after the <<<...>>>.
+// Kernel launches are checked with QKV_CUDA_CHECK_LAUNCH() right after QKV_LAUNCH
+// (cuda/launch.cuh).
 #pragma once
 
 #include <cublas_v2.h>

@@ -62,8 +62,8 @@ void CudaBackend::im2col(const Tensor& x, const Window2d& w, const Tensor& cols,
   const int64_t total = cols.numel();
   if (total == 0) return;
   QKV_DISPATCH_FLOAT(x.dtype(), "im2col", [&] {
-    im2col_kernel<<<blocks_for(total), kThreads, 0, stream_>>>(total, g, x.data<T>(),
-                                                               cols.data<T>(), T(pad_value));
+    QKV_LAUNCH(im2col_kernel, blocks_for(total), kThreads, 0, stream_)
+    (total, g, x.data<T>(), cols.data<T>(), T(pad_value));
     QKV_CUDA_CHECK_LAUNCH();
   });
 }
@@ -73,8 +73,8 @@ void CudaBackend::col2im(const Tensor& cols, const Window2d& w, const Tensor& x)
   const int64_t total = x.numel();
   if (total == 0) return;
   QKV_DISPATCH_FLOAT(x.dtype(), "col2im", [&] {
-    col2im_kernel<<<blocks_for(total), kThreads, 0, stream_>>>(total, g, cols.data<T>(),
-                                                               x.data<T>());
+    QKV_LAUNCH(col2im_kernel, blocks_for(total), kThreads, 0, stream_)
+    (total, g, cols.data<T>(), x.data<T>());
     QKV_CUDA_CHECK_LAUNCH();
   });
 }

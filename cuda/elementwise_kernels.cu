@@ -8,6 +8,7 @@
 #include "cuda/cuda_backend_impl.h"
 #include "cuda/launch.cuh"
 #include "cuda/strided.cuh"
+#include "engine/scalar_math.h"
 
 namespace qkv::cuda {
 
@@ -38,8 +39,8 @@ void map1(const Tensor& x, const Tensor& out, F f) {
   const int64_t n = out.numel();
   if (n == 0) return;
   auto layout = make_layout<2>(out.shape(), {out.strides(), x.strides()});
-  map1_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(
-      n, layout, static_cast<const In*>(x.raw_data()), static_cast<Out*>(out.raw_data()), f);
+  QKV_LAUNCH(map1_kernel, blocks_for(n), kThreads, 0, stream())
+  (n, layout, static_cast<const In*>(x.raw_data()), static_cast<Out*>(out.raw_data()), f);
   QKV_CUDA_CHECK_LAUNCH();
 }
 
@@ -48,9 +49,9 @@ void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
   const int64_t n = out.numel();
   if (n == 0) return;
   auto layout = make_layout<3>(out.shape(), {out.strides(), a.strides(), b.strides()});
-  map2_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(
-      n, layout, static_cast<const A*>(a.raw_data()), static_cast<const B*>(b.raw_data()),
-      static_cast<Out*>(out.raw_data()), f);
+  QKV_LAUNCH(map2_kernel, blocks_for(n), kThreads, 0, stream())
+  (n, layout, static_cast<const A*>(a.raw_data()), static_cast<const B*>(b.raw_data()),
+   static_cast<Out*>(out.raw_data()), f);
   QKV_CUDA_CHECK_LAUNCH();
 }
 
@@ -181,7 +182,7 @@ struct Arithmetic {
       case BinaryOp::mul:
         return x * y;
       case BinaryOp::div:
-        return x / y;
+        return divide(x, y);
       case BinaryOp::maximum:
         return x > y ? x : y;
       case BinaryOp::minimum:
@@ -285,7 +286,8 @@ void CudaBackend::fill(const Tensor& dst, double value) {
       v = float_to_bf16(float(value));
     else
       v = T(value);
-    fill_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(n, static_cast<T*>(dst.raw_data()), v);
+    QKV_LAUNCH(fill_kernel, blocks_for(n), kThreads, 0, stream_)
+    (n, static_cast<T*>(dst.raw_data()), v);
     QKV_CUDA_CHECK_LAUNCH();
   });
 }
@@ -343,10 +345,9 @@ void CudaBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, co
   auto layout =
       make_layout<4>(out.shape(), {out.strides(), cond.strides(), a.strides(), b.strides()});
   QKV_DISPATCH_ALL(out.dtype(), "where", [&] {
-    where_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(
-        n, layout, static_cast<const uint8_t*>(cond.raw_data()),
-        static_cast<const T*>(a.raw_data()), static_cast<const T*>(b.raw_data()),
-        static_cast<T*>(out.raw_data()));
+    QKV_LAUNCH(where_kernel, blocks_for(n), kThreads, 0, stream_)
+    (n, layout, static_cast<const uint8_t*>(cond.raw_data()), static_cast<const T*>(a.raw_data()),
+     static_cast<const T*>(b.raw_data()), static_cast<T*>(out.raw_data()));
     QKV_CUDA_CHECK_LAUNCH();
   });
 }

@@ -57,7 +57,7 @@ __device__ float dot(const float* a, const float* b) {
 template <int DMAX>
 __global__ void forward_kernel(AttentionShape s, const float* q, const float* k, const float* v,
                                const uint8_t* pad, float* out, float* lse) {
-  extern __shared__ float shared[];
+  float* shared = dynamic_shared_memory<float>();
   float* ks = shared;                 // [kTile][DMAX]
   float* vs = ks + kTile * DMAX;      // [kTile][DMAX]
   float* scores = vs + kTile * DMAX;  // [kRowsPerBlock][kTile + 1], one padded row per thread
@@ -142,7 +142,7 @@ template <int DMAX>
 __global__ void grad_kv_kernel(AttentionShape s, const float* q, const float* k, const float* v,
                                const uint8_t* pad, const float* grad_out, const float* lse,
                                const float* delta, float* grad_k, float* grad_v) {
-  extern __shared__ float shared[];
+  float* shared = dynamic_shared_memory<float>();
   constexpr int kOwnWidth = DMAX + 1;  // padded: each thread reads its own row without conflicts
   float* k_own = shared;               // [kRowsPerBlock][DMAX + 1]
   float* v_own = k_own + kRowsPerBlock * kOwnWidth;  // [kRowsPerBlock][DMAX + 1]
@@ -208,7 +208,7 @@ template <int DMAX>
 __global__ void grad_q_kernel(AttentionShape s, const float* q, const float* k, const float* v,
                               const uint8_t* pad, const float* grad_out, const float* lse,
                               const float* delta, float* grad_q) {
-  extern __shared__ float shared[];
+  float* shared = dynamic_shared_memory<float>();
   constexpr int kOwnWidth = DMAX + 1;
   float* q_own = shared;                              // [kRowsPerBlock][DMAX + 1]
   float* do_own = q_own + kRowsPerBlock * kOwnWidth;  // [kRowsPerBlock][DMAX + 1]
@@ -337,9 +337,8 @@ Tensor row_deltas(const Tensor& grad_out, const Tensor& out, bool round_grad_out
   const int64_t d = out.size(-1), rows = out.numel() / std::max<int64_t>(d, 1);
   Tensor delta = Tensor::empty({rows}, DType::f32, out.device());
   if (rows == 0) return delta;
-  delta_kernel<<<blocks_for(rows), kThreads, 0, stream()>>>(
-      rows, d, grad_out.data<float>(), out.data<float>(), round_grad_out_to_bf16,
-      delta.data<float>());
+  QKV_LAUNCH(delta_kernel, blocks_for(rows), kThreads, 0, stream())
+  (rows, d, grad_out.data<float>(), out.data<float>(), round_grad_out_to_bf16, delta.data<float>());
   QKV_CUDA_CHECK_LAUNCH();
   return delta;
 }

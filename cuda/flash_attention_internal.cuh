@@ -39,7 +39,7 @@ void launch_with_shared_memory(Kernel kernel, dim3 grid, int threads, size_t byt
   if (bytes > 48 * 1024)
     QKV_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-  kernel<<<grid, threads, bytes, stream()>>>(args...);
+  QKV_LAUNCH(kernel, grid, threads, bytes, stream())(args...);
   QKV_CUDA_CHECK_LAUNCH();
 }
 

@@ -158,7 +158,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     forward_tc_kernel(AttentionShape s, const float* q, const float* k, const float* v,
                       const uint8_t* pad, float* out, float* lse) {
   using L = Layout<D>;
-  extern __shared__ __align__(128) unsigned char shared[];
+  unsigned char* shared = dynamic_shared_memory<unsigned char>();
   SharedCarver carve{shared};
   bf16* qs = carve.take<bf16>(L::kRowTile);
   bf16* ks = carve.take<bf16>(L::kRowTile);
@@ -259,7 +259,7 @@ __global__ void __launch_bounds__(kBlockThreads)
                       const uint8_t* pad, const float* grad_out, const float* lse,
                       const float* delta, float* grad_k, float* grad_v) {
   using L = Layout<D>;
-  extern __shared__ __align__(128) unsigned char shared[];
+  unsigned char* shared = dynamic_shared_memory<unsigned char>();
   SharedCarver carve{shared};
   bf16* ks = carve.take<bf16>(L::kRowTile);
   bf16* vs = carve.take<bf16>(L::kRowTile);
@@ -341,7 +341,7 @@ __global__ void __launch_bounds__(kBlockThreads)
                      const uint8_t* pad, const float* grad_out, const float* lse,
                      const float* delta, float* grad_q) {
   using L = Layout<D>;
-  extern __shared__ __align__(128) unsigned char shared[];
+  unsigned char* shared = dynamic_shared_memory<unsigned char>();
   SharedCarver carve{shared};
   bf16* qs = carve.take<bf16>(L::kRowTile);
   bf16* dos = carve.take<bf16>(L::kRowTile);

@@ -68,8 +68,8 @@ void CudaBackend::index_select(const Tensor& x, int dim, const Tensor& index, co
   const int64_t n = index.numel(), total = s.outer * n * s.inner;
   if (total == 0) return;
   QKV_DISPATCH_ALL(x.dtype(), "index_select", [&] {
-    index_select_kernel<<<blocks_for(total), kThreads, 0, stream_>>>(
-        total, s, n, index.data<int64_t>(), x.data<T>(), out.data<T>());
+    QKV_LAUNCH(index_select_kernel, blocks_for(total), kThreads, 0, stream_)
+    (total, s, n, index.data<int64_t>(), x.data<T>(), out.data<T>());
     QKV_CUDA_CHECK_LAUNCH();
   });
 }
@@ -79,8 +79,8 @@ void CudaBackend::index_add(const Tensor& out, int dim, const Tensor& index, con
   const int64_t n = index.numel(), total = s.outer * n * s.inner;
   if (total == 0) return;
   QKV_DISPATCH_FLOAT(out.dtype(), "index_add", [&] {
-    index_add_kernel<<<blocks_for(total), kThreads, 0, stream_>>>(
-        total, s, n, index.data<int64_t>(), src.data<T>(), out.data<T>());
+    QKV_LAUNCH(index_add_kernel, blocks_for(total), kThreads, 0, stream_)
+    (total, s, n, index.data<int64_t>(), src.data<T>(), out.data<T>());
     QKV_CUDA_CHECK_LAUNCH();
   });
 }
@@ -90,8 +90,8 @@ void CudaBackend::gather(const Tensor& x, int dim, const Tensor& index, const Te
   const int64_t total = index.numel();
   if (total == 0) return;
   QKV_DISPATCH_ALL(x.dtype(), "gather", [&] {
-    gather_kernel<<<blocks_for(total), kThreads, 0, stream_>>>(total, sx, si, index.data<int64_t>(),
-                                                               x.data<T>(), out.data<T>());
+    QKV_LAUNCH(gather_kernel, blocks_for(total), kThreads, 0, stream_)
+    (total, sx, si, index.data<int64_t>(), x.data<T>(), out.data<T>());
     QKV_CUDA_CHECK_LAUNCH();
   });
 }
@@ -101,8 +101,8 @@ void CudaBackend::scatter_add(const Tensor& out, int dim, const Tensor& index, c
   const int64_t total = index.numel();
   if (total == 0) return;
   QKV_DISPATCH_FLOAT(out.dtype(), "scatter_add", [&] {
-    scatter_add_kernel<<<blocks_for(total), kThreads, 0, stream_>>>(
-        total, so, si, index.data<int64_t>(), src.data<T>(), out.data<T>());
+    QKV_LAUNCH(scatter_add_kernel, blocks_for(total), kThreads, 0, stream_)
+    (total, so, si, index.data<int64_t>(), src.data<T>(), out.data<T>());
     QKV_CUDA_CHECK_LAUNCH();
   });
 }

@@ -24,13 +24,12 @@ __global__ void random_kernel(int64_t n, T* out, Distribution dist, uint64_t see
     const uint64_t ctr = offset + uint64_t(i);
     double v;
     switch (dist) {
-      // _rn intrinsics: nvcc would otherwise fuse the multiply-add into one FMA, which rounds
-      // once where the CPU rounds twice, and the last bit would differ
+      // the same fused multiply-adds as the CPU (engine/random.h), so the bits agree
       case Distribution::uniform:
-        v = __dadd_rn(a, __dmul_rn(b - a, philox::uniform(seed, ctr)));
+        v = philox::uniform_between(a, b, philox::uniform(seed, ctr));
         break;
       case Distribution::normal:
-        v = __dadd_rn(a, __dmul_rn(b, philox::normal(seed, ctr)));
+        v = philox::normal_with(a, b, philox::normal(seed, ctr));
         break;
       default:  // four draws per Philox block, as on the CPU (engine/random.h)
         v = philox::bernoulli(seed, offset, uint64_t(i), philox::bernoulli_threshold(a)) ? 1.0
@@ -46,8 +45,8 @@ void fill_random(const Tensor& out, Distribution dist, uint64_t seed, uint64_t o
   const int64_t n = out.numel();
   if (n == 0) return;
   QKV_DISPATCH_FLOAT(out.dtype(), "random", [&] {
-    random_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, out.data<T>(), dist, seed, offset, a,
-                                                          b);
+    QKV_LAUNCH(random_kernel, blocks_for(n), kThreads, 0, stream)
+    (n, out.data<T>(), dist, seed, offset, a, b);
     QKV_CUDA_CHECK_LAUNCH();
   });
 }
@@ -106,8 +105,8 @@ void CudaBackend::adam_step(const Tensor& param, const Tensor& grad, const Tenso
                     T(eps),
                     T(1 - lr * weight_decay),
                     decoupled};
-    adam_kernel<<<blocks_for(n), kThreads, 0, stream_>>>(
-        n, param.data<T>(), grad.data<T>(), exp_avg.data<T>(), exp_avg_sq.data<T>(), a);
+    QKV_LAUNCH(adam_kernel, blocks_for(n), kThreads, 0, stream_)
+    (n, param.data<T>(), grad.data<T>(), exp_avg.data<T>(), exp_avg_sq.data<T>(), a);
     QKV_CUDA_CHECK_LAUNCH();
   });
 }

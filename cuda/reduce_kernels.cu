@@ -91,11 +91,11 @@ void run_reduce(const Tensor& x, const Tensor& out, R r, cudaStream_t stream) {
   const T* xp = static_cast<const T*>(x.raw_data());
   if (inner == 1) {
     const int threads = row_threads(reduced);
-    reduce_rows_kernel<<<blocks_for(outer, 1), threads, 0, stream>>>(outer, reduced, xp,
-                                                                     out.raw_data(), r);
+    QKV_LAUNCH(reduce_rows_kernel, blocks_for(outer, 1), threads, 0, stream)
+    (outer, reduced, xp, out.raw_data(), r);
   } else {
-    reduce_columns_kernel<<<blocks_for(outer * inner), kThreads, 0, stream>>>(
-        outer, reduced, inner, xp, out.raw_data(), r);
+    QKV_LAUNCH(reduce_columns_kernel, blocks_for(outer * inner), kThreads, 0, stream)
+    (outer, reduced, inner, xp, out.raw_data(), r);
   }
   QKV_CUDA_CHECK_LAUNCH();
 }

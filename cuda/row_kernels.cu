@@ -4,6 +4,7 @@
 // blockDim.x and the block combines the partial sums. The arithmetic follows
 // engine/cpu/row_kernels.cpp: a fully -inf row gives zeros (log: -inf), layer_norm takes its
 // statistics in two passes with double accumulators.
+#include <cmath>
 #include <limits>
 
 #include "cuda/block_reduce.cuh"
@@ -168,8 +169,8 @@ void CudaBackend::softmax(const Tensor& x, const Tensor& out, bool log) {
   const int64_t rows = cols ? x.numel() / cols : 0;
   if (rows == 0) return;
   QKV_DISPATCH_FLOAT(x.dtype(), "softmax", [&] {
-    softmax_kernel<<<blocks_for(rows, 1), row_threads(cols), 0, stream_>>>(rows, cols, x.data<T>(),
-                                                                           out.data<T>(), log);
+    QKV_LAUNCH(softmax_kernel, blocks_for(rows, 1), row_threads(cols), 0, stream_)
+    (rows, cols, x.data<T>(), out.data<T>(), log);
     QKV_CUDA_CHECK_LAUNCH();
   });
 }
@@ -179,8 +180,8 @@ void CudaBackend::softmax_backward(const Tensor& gy, const Tensor& y, const Tens
   const int64_t rows = cols ? y.numel() / cols : 0;
   if (rows == 0) return;
   QKV_DISPATCH_FLOAT(y.dtype(), "softmax_backward", [&] {
-    softmax_backward_kernel<<<blocks_for(rows, 1), row_threads(cols), 0, stream_>>>(
-        rows, cols, gy.data<T>(), y.data<T>(), gx.data<T>(), log);
+    QKV_LAUNCH(softmax_backward_kernel, blocks_for(rows, 1), row_threads(cols), 0, stream_)
+    (rows, cols, gy.data<T>(), y.data<T>(), gx.data<T>(), log);
     QKV_CUDA_CHECK_LAUNCH();
   });
 }
@@ -191,9 +192,9 @@ void CudaBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor
   const int64_t cols = rows ? x.numel() / rows : 0;
   if (rows == 0) return;
   QKV_DISPATCH_FLOAT(x.dtype(), "layer_norm", [&] {
-    layer_norm_kernel<<<blocks_for(rows, 1), row_threads(cols), 0, stream_>>>(
-        rows, cols, x.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias), eps, out.data<T>(),
-        mean.data<T>(), rstd.data<T>());
+    QKV_LAUNCH(layer_norm_kernel, blocks_for(rows, 1), row_threads(cols), 0, stream_)
+    (rows, cols, x.data<T>(), data_or_null<T>(weight), data_or_null<T>(bias), eps, out.data<T>(),
+     mean.data<T>(), rstd.data<T>());
     QKV_CUDA_CHECK_LAUNCH();
   });
 }
@@ -205,9 +206,9 @@ void CudaBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const T
   const int64_t cols = rows ? x.numel() / rows : 0;
   if (rows == 0) return;
   QKV_DISPATCH_FLOAT(x.dtype(), "layer_norm_backward", [&] {
-    layer_norm_backward_kernel<<<blocks_for(rows, 1), row_threads(cols), 0, stream_>>>(
-        rows, cols, gy.data<T>(), x.data<T>(), data_or_null<T>(weight), mean.data<T>(),
-        rstd.data<T>(), gx.data<T>());
+    QKV_LAUNCH(layer_norm_backward_kernel, blocks_for(rows, 1), row_threads(cols), 0, stream_)
+    (rows, cols, gy.data<T>(), x.data<T>(), data_or_null<T>(weight), mean.data<T>(), rstd.data<T>(),
+     gx.data<T>());
     QKV_CUDA_CHECK_LAUNCH();
     if (!gweight.defined() && !gbias.defined()) return;
     const int64_t chunks = (rows + kRowsPerChunk - 1) / kRowsPerChunk;
@@ -217,11 +218,11 @@ void CudaBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const T
     double* pw = partial.data<double>();
     double* pb = pw + chunks * cols;
     dim3 grid(unsigned((cols + kThreads - 1) / kThreads), unsigned(chunks));
-    layer_norm_param_partial_kernel<<<grid, kThreads, 0, stream_>>>(
-        rows, cols, gy.data<T>(), x.data<T>(), mean.data<T>(), rstd.data<T>(), pw, pb);
+    QKV_LAUNCH(layer_norm_param_partial_kernel, grid, kThreads, 0, stream_)
+    (rows, cols, gy.data<T>(), x.data<T>(), mean.data<T>(), rstd.data<T>(), pw, pb);
     QKV_CUDA_CHECK_LAUNCH();
-    layer_norm_param_finish_kernel<<<blocks_for(cols), kThreads, 0, stream_>>>(
-        chunks, cols, pw, pb, data_or_null<T>(gweight), data_or_null<T>(gbias));
+    QKV_LAUNCH(layer_norm_param_finish_kernel, blocks_for(cols), kThreads, 0, stream_)
+    (chunks, cols, pw, pb, data_or_null<T>(gweight), data_or_null<T>(gbias));
     QKV_CUDA_CHECK_LAUNCH();
   });
 }
