@@ -60,7 +60,7 @@ BOOST_AUTO_TEST_CASE(errors_name_the_failing_call, *utf::precondition(gpu_presen
     Tensor huge = Tensor::empty({int64_t(1) << 48}, DType::f32, Device::cuda());
     BOOST_FAIL("a 1 PiB allocation succeeded");
   } catch (const Error& e) {
-    BOOST_TEST(std::string(e.what()).find("out of device memory") != std::string::npos, e.what());
+    BOOST_TEST(std::string(e.what()).find("out of cuda memory") != std::string::npos, e.what());
   }
   Tensor a = Tensor::empty({1, 2, 2}, DType::i64, Device::cuda());
   BOOST_CHECK_THROW(gpu().matmul(a, a, a), Error);

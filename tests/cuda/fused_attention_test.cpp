@@ -31,6 +31,12 @@ enum class Route { fused, composed };
 constexpr double kOutTol = 1e-4, kGradTol = 2e-4;  // one attention (d = 128: 3.5e-5 measured)
 constexpr double kModuleOutTol = 1e-4, kModuleGradTol = 5e-4;  // MultiheadAttention
 
+double max_abs(const Tensor& t) {
+  double largest = 0;
+  for (double v : values_of(t)) largest = std::max(largest, std::abs(v));
+  return largest;
+}
+
 bool recorded(const std::vector<std::string>& ops, const std::string& op) {
   return std::find(ops.begin(), ops.end(), op) != ops.end();
 }
@@ -205,9 +211,28 @@ BOOST_AUTO_TEST_CASE(multihead_attention_matches_the_cpu_on_the_fused_kernel,
     const auto cpu_parameters = cpu_attention->named_parameters();
     const auto gpu_parameters = gpu_attention->named_parameters();
     BOOST_REQUIRE_EQUAL(cpu_parameters.size(), gpu_parameters.size());
-    for (size_t i = 0; i < cpu_parameters.size(); ++i)
-      check_close(on_cpu(gpu_parameters[i].second.grad()), cpu_parameters[i].second.grad(),
-                  kModuleGradTol, c.name + " gradient of " + cpu_parameters[i].first);
+    for (size_t i = 0; i < cpu_parameters.size(); ++i) {
+      const std::string& name = cpu_parameters[i].first;
+      const Tensor got_grad = on_cpu(gpu_parameters[i].second.grad());
+      if (name == "k_proj.bias") {
+        // Zero in exact arithmetic: a bias added to every key shifts all of a query's scores by
+        // the same amount, which the softmax ignores. Both sides hold rounding noise (the fused
+        // backward's larger: its delta_i is dO_i . O_i, not sum_j p_ij dp_ij), so each must be
+        // small next to the key weights' gradient rather than equal to the other.
+        const double noise = max_abs(got_grad),
+                     cpu_noise = max_abs(cpu_parameters[i].second.grad());
+        const auto weight = std::find_if(cpu_parameters.begin(), cpu_parameters.end(),
+                                         [](const auto& p) { return p.first == "k_proj.weight"; });
+        BOOST_REQUIRE(weight != cpu_parameters.end());
+        const double reference = max_abs(weight->second.grad());
+        BOOST_TEST(noise <= 1e-4 * reference, c.name << ": k_proj.bias gradient " << noise);
+        BOOST_TEST(cpu_noise <= 1e-4 * reference,
+                   c.name << ": CPU k_proj.bias gradient " << cpu_noise);
+        continue;
+      }
+      check_close(got_grad, cpu_parameters[i].second.grad(), kModuleGradTol,
+                  c.name + " gradient of " + name);
+    }
   }
 #endif
 }

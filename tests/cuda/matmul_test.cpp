@@ -133,8 +133,10 @@ BOOST_AUTO_TEST_CASE(autocast_linear_matches_the_cpu, *utf::precondition(gpu_pre
   Tensor bias = random_tensor({32}, DType::f32, -1, 1, 86);
   Tensor g = random_tensor({6, 5, 32}, DType::f32, -1, 1, 87);
   auto run = [&](Device device) {
-    Tensor xd = x.to(device).requires_grad_(), wd = w.to(device).requires_grad_();
-    Tensor bd = bias.to(device).requires_grad_();
+    // detach: on the CPU, to() returns the tensor itself, which must stay a constant
+    Tensor xd = x.to(device).detach().requires_grad_();
+    Tensor wd = w.to(device).detach().requires_grad_();
+    Tensor bd = bias.to(device).detach().requires_grad_();
     Tensor y;
     {
       Autocast bf16(DType::bf16);

@@ -68,9 +68,13 @@ BOOST_AUTO_TEST_CASE(layer_norm_forward_and_backward, *utf::precondition(gpu_pre
                  rg = Tensor::empty({rows}, t, Device::cuda());
           gpu().layer_norm(on_gpu(x), affine ? on_gpu(w) : Tensor(), affine ? on_gpu(b) : Tensor(),
                            1e-5, yg, mg, rg);
-          check_close(yg, y, 8 * tolerance(t), what);
+          // Both devices take the statistics in double, in different orders; over values near
+          // 100 with a spread near 0.6 that rounding is amplified ~170x in x - mean, which for
+          // float64 outweighs the dtype's own tolerance (measured up to 3.9e-12 in y).
+          const double stats = 1e-10;
+          check_close(yg, y, std::max(8 * tolerance(t), stats), what);
           check_close(mg, mean, tolerance(t), what + " mean");
-          check_close(rg, rstd, 8 * tolerance(t), what + " rstd");
+          check_close(rg, rstd, std::max(8 * tolerance(t), stats), what + " rstd");
 
           Tensor gx = Tensor::empty({rows, cols}, t), gw = Tensor::empty({cols}, t),
                  gb = Tensor::empty({cols}, t);
@@ -83,7 +87,7 @@ BOOST_AUTO_TEST_CASE(layer_norm_forward_and_backward, *utf::precondition(gpu_pre
                                     on_gpu(mean), on_gpu(rstd), gxg, affine ? gwg : Tensor(),
                                     affine ? gbg : Tensor());
           // gx subtracts two row means from gh: cancellation costs a few more bits
-          check_close(gxg, gx, 64 * tolerance(t), what + " gx");
+          check_close(gxg, gx, std::max(64 * tolerance(t), stats), what + " gx");
           if (affine) {
             check_close(gwg, gw, 16 * tolerance(t), what + " gweight");
             check_close(gbg, gb, 16 * tolerance(t), what + " gbias");
