@@ -34,6 +34,7 @@
 #endif
 #endif
 #ifdef QKV_EMULATOR_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 #ifdef QKV_EMULATOR_TSAN
@@ -118,6 +119,10 @@ struct Block {
 // (mmap) per thread and launch would dominate the run time.
 thread_local std::vector<std::unique_ptr<Fiber>> fiber_pool;
 thread_local Block* block_now = nullptr;
+
+// Thrown in a CUDA thread once its launch has failed: unwinding its stack frees what its frames
+// hold (an error message being built, say) before the fiber is reused.
+struct KernelAbort {};
 thread_local Fiber* fiber_now = nullptr;
 
 uint3 unflatten(unsigned linear, dim3 dim) {
@@ -187,7 +192,7 @@ void fiber_main() {
   __sanitizer_finish_switch_fiber(nullptr, &b.scheduler_stack, &b.scheduler_stack_size);
 #endif
   const int n = int(b.threads.size());
-  while (b.started < n) {
+  while (b.started < n && b.error.empty()) {
     const int t = b.reverse ? n - 1 - b.started : b.started;
     ++b.started;
     Thread& thread = b.threads[t];
@@ -195,7 +200,10 @@ void fiber_main() {
     thread.fiber = &f;
     f.thread = t;
     set_builtins(b, t);
-    b.body.call(b.body.closure);
+    try {
+      b.body.call(b.body.closure);
+    } catch (const KernelAbort&) {
+    }
     thread.state = State::finished;
   }
   f.thread = -1;
@@ -213,6 +221,11 @@ void start_fiber(Block& b) {
     fiber_pool.push_back(std::make_unique<Fiber>());
     f = fiber_pool.back().get();
   }
+#ifdef QKV_EMULATOR_ASAN
+  // fiber_main never returns, so its frame's redzones stay poisoned; a fresh start must not trip
+  // over them.
+  ASAN_UNPOISON_MEMORY_REGION(f->stack(), kStackBytes);
+#endif
   prepare_context(f->context, f->stack(), kStackBytes, fiber_main);
   enter_fiber(b, *f);
 }
@@ -233,6 +246,7 @@ void wait_at(State state, const char* barrier, unsigned mask, std::source_locati
   t.where = where;
   t.mask = mask;
   leave_fiber(b, f);
+  if (!b.error.empty()) throw KernelAbort{};
 }
 
 // ---- opening barriers
@@ -334,6 +348,15 @@ std::string describe_deadlock(const Block& b) {
   return s.str();
 }
 
+// After a failure: every started thread that has not finished is parked in wait_at (at a
+// barrier, or released from one and not yet resumed); it resumes only to unwind.
+void unwind_parked_threads(Block& b) {
+  for (int t = 0; t < int(b.threads.size()); ++t) {
+    const State state = b.threads[t].state;
+    if (state != State::not_started && state != State::finished) resume(b, t);
+  }
+}
+
 void run_block(Block& b) {
   const int n = int(b.threads.size());
   for (Thread& t : b.threads) t = Thread{};
@@ -350,18 +373,18 @@ void run_block(Block& b) {
         resume(b, t);
         progressed = true;
       }
-      if (!b.error.empty()) return;
+      if (!b.error.empty()) return unwind_parked_threads(b);
     }
     if (open_warp_barriers(b)) progressed = true;
-    if (!b.error.empty()) return;
+    if (!b.error.empty()) return unwind_parked_threads(b);
     if (open_block_barrier(b)) progressed = true;
-    if (!b.error.empty()) return;
+    if (!b.error.empty()) return unwind_parked_threads(b);
     if (std::all_of(b.threads.begin(), b.threads.end(),
                     [](const Thread& t) { return t.state == State::finished; }))
       return;
     if (!progressed) {
       b.error = describe_deadlock(b);
-      return;
+      return unwind_parked_threads(b);
     }
   }
 }
@@ -429,11 +452,10 @@ void* dynamic_shared_memory() { return block_now->shared; }
 
 void fail(const std::string& what, std::source_location where) {
   Block& b = *block_now;
-  Fiber& f = *fiber_now;
   if (b.error.empty())
     b.error = what + " at " + where.file_name() + ":" + std::to_string(where.line()) + " (" +
-              describe_thread(b, f.thread) + ")";
-  for (;;) leave_fiber(b, f);  // the scheduler stops the launch and never resumes this fiber
+              describe_thread(b, fiber_now->thread) + ")";
+  throw KernelAbort{};  // to fiber_main; the scheduler then stops the launch
 }
 
 void sync_threads(std::source_location where) {

@@ -153,7 +153,7 @@ BOOST_AUTO_TEST_CASE(barrier_misuse_fails_the_launch_with_the_place) {
   QKV_LAUNCH(two_barriers, 1, 32, 0, nullptr)(out);
   check_failure(cudaErrorLaunchFailure, {"different barriers", "emulator_test.cpp"});
   // a full mask in a block of 16 threads names lanes that do not exist
-  float* f = device_array<float>(16);
+  float* f = device_array<float>(32);
   QKV_LAUNCH(full_mask_shuffle, 1, 16, 0, nullptr)(f);
   check_failure(cudaErrorLaunchFailure, {"__shfl_xor_sync", "lane 16", "does not have"});
   // and a correct launch after a failed one runs
