@@ -4,6 +4,7 @@
 # cuda must follow the CPU's loss curve from the same seed; eval and translate on cuda must agree
 # with the CPU on the same checkpoint; bf16 must train; int8 must be refused on cuda.
 # Usage: tests/cli/cuda_emulated.sh QKV_EMULATED SCRATCH_DIR. Run by ctest as cli_cuda_emulated.
+# shellcheck disable=SC2086  # $tiny is split into its options on purpose
 set -u
 qkv=$1
 scratch=$2
