@@ -1,5 +1,8 @@
 // Tensor basics: factories, views sharing storage, contiguity, dtype conversion, printing.
 #include <boost/test/unit_test.hpp>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 
 #include "engine/backend.h"
 #include "engine/ops.h"
@@ -157,6 +160,37 @@ BOOST_AUTO_TEST_CASE(caching_allocator_reuses_blocks) {
   size_t base = cpu.memory_stats().peak_bytes;
   { Tensor big = zeros({1 << 20}); }  // 4 MiB
   BOOST_CHECK_GE(cpu.memory_stats().peak_bytes - base, size_t(4) << 20);
+}
+
+// Under ASan (make sanitize) the allocator poisons what no tensor may touch: the bucket's slack
+// past the bytes asked for, and a whole block once it is back in the cache. Skipped elsewhere.
+boost::test_tools::assertion_result built_with_asan(boost::unit_test::test_unit_id) {
+#if defined(__SANITIZE_ADDRESS__)
+  return true;
+#else
+  boost::test_tools::assertion_result result(false);
+  result.message() << "built without AddressSanitizer (make sanitize runs it)";
+  return result;
+#endif
+}
+
+BOOST_AUTO_TEST_CASE(caching_allocator_poisons_slack_and_cached_blocks,
+                     *boost::unit_test::precondition(built_with_asan)) {
+#if defined(__SANITIZE_ADDRESS__)
+  const char* data;
+  {
+    Tensor t = zeros({10});  // 40 bytes in a larger bucket
+    data = static_cast<const char*>(t.raw_data());
+    BOOST_TEST(!__asan_address_is_poisoned(data));
+    BOOST_TEST(!__asan_address_is_poisoned(data + 39));
+    BOOST_TEST(__asan_address_is_poisoned(data + 40));
+  }
+  BOOST_TEST(__asan_address_is_poisoned(data));  // cached: a use after free is reported
+  Tensor again = zeros({12});                    // the same bucket, from the cache
+  BOOST_TEST(static_cast<const char*>(again.raw_data()) == data);
+  BOOST_TEST(!__asan_address_is_poisoned(data + 47));
+  BOOST_TEST(__asan_address_is_poisoned(data + 48));
+#endif
 }
 
 BOOST_AUTO_TEST_SUITE_END()
