@@ -34,7 +34,6 @@
 #endif
 #endif
 #ifdef QKV_EMULATOR_ASAN
-#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 #ifdef QKV_EMULATOR_TSAN
@@ -106,12 +105,12 @@ struct Block {
   unsigned char* shared = nullptr;
   size_t shared_bytes = 0;
   bool reverse = false;  // the order threads are started and resumed in
+  // When >= 0, this warp lags: in every stretch between two __syncthreads it runs `lead_steps`
+  // warp collectives, then waits until every other warp has gone as far as it can.
+  int lagging_warp = -1;
+  int lead_steps = 0;
   int started = 0;
-  std::string error;  // the first failure
-  MachineContext scheduler;
-  void* scheduler_tsan = nullptr;
-  const void* scheduler_stack = nullptr;  // for ASan's fiber bookkeeping
-  size_t scheduler_stack_size = 0;
+  std::string error;         // the first failure
   std::vector<Fiber*> idle;  // fibers free to take threads
 };
 
@@ -119,6 +118,16 @@ struct Block {
 // (mmap) per thread and launch would dominate the run time.
 thread_local std::vector<std::unique_ptr<Fiber>> fiber_pool;
 thread_local Block* block_now = nullptr;
+
+// Where fibers switch back to: the host thread running the launch. Per host thread, not per
+// launch, since an idle fiber parked in one launch is resumed in a later one.
+struct Scheduler {
+  MachineContext context;
+  void* tsan_fiber = nullptr;
+  const void* stack = nullptr;  // for ASan's fiber bookkeeping
+  size_t stack_size = 0;
+};
+thread_local Scheduler scheduler;
 
 // Thrown in a CUDA thread once its launch has failed: unwinding its stack frees what its frames
 // hold (an error message being built, say) before the fiber is reused.
@@ -153,7 +162,7 @@ std::string describe_place(const Thread& t) {
 // ---- switching between the scheduler and a fiber
 // -------------------------------------------------
 
-void enter_fiber(Block& b, Fiber& f) {
+void enter_fiber(Fiber& f) {
   fiber_now = &f;
 #ifdef QKV_EMULATOR_ASAN
   void* fake_stack = nullptr;
@@ -162,7 +171,7 @@ void enter_fiber(Block& b, Fiber& f) {
 #ifdef QKV_EMULATOR_TSAN
   __tsan_switch_to_fiber(f.tsan_fiber, 0);
 #endif
-  switch_context(b.scheduler, f.context);
+  switch_context(scheduler.context, f.context);
 #ifdef QKV_EMULATOR_ASAN
   __sanitizer_finish_switch_fiber(fake_stack, nullptr, nullptr);
 #endif
@@ -170,70 +179,69 @@ void enter_fiber(Block& b, Fiber& f) {
 }
 
 // From a fiber back to the scheduler; returns when the scheduler resumes this fiber.
-void leave_fiber(Block& b, Fiber& f) {
+void leave_fiber(Fiber& f) {
 #ifdef QKV_EMULATOR_ASAN
   void* fake_stack = nullptr;
-  __sanitizer_start_switch_fiber(&fake_stack, b.scheduler_stack, b.scheduler_stack_size);
+  __sanitizer_start_switch_fiber(&fake_stack, scheduler.stack, scheduler.stack_size);
 #endif
 #ifdef QKV_EMULATOR_TSAN
-  __tsan_switch_to_fiber(b.scheduler_tsan, 0);
+  __tsan_switch_to_fiber(scheduler.tsan_fiber, 0);
 #endif
-  switch_context(f.context, b.scheduler);
+  switch_context(f.context, scheduler.context);
 #ifdef QKV_EMULATOR_ASAN
-  __sanitizer_finish_switch_fiber(fake_stack, &b.scheduler_stack, &b.scheduler_stack_size);
+  __sanitizer_finish_switch_fiber(fake_stack, &scheduler.stack, &scheduler.stack_size);
 #endif
 }
 
-// The fiber's body: CUDA threads, one after another, until none is left to start.
+// The fiber's body: CUDA threads, one after another, until none is left to start; then it parks
+// as idle until the scheduler needs a fiber again, in this block or a later one. It never
+// returns, and it never starts over: a restarted stack would leave the sanitizers' records of
+// the frames it abandoned (ThreadSanitizer's shadow call stack overflowed after ~65000 blocks).
 void fiber_main() {
-  Block& b = *block_now;
-  Fiber& f = *fiber_now;
 #ifdef QKV_EMULATOR_ASAN
-  __sanitizer_finish_switch_fiber(nullptr, &b.scheduler_stack, &b.scheduler_stack_size);
+  __sanitizer_finish_switch_fiber(nullptr, &scheduler.stack, &scheduler.stack_size);
 #endif
-  const int n = int(b.threads.size());
-  while (b.started < n && b.error.empty()) {
-    const int t = b.reverse ? n - 1 - b.started : b.started;
-    ++b.started;
-    Thread& thread = b.threads[t];
-    thread.state = State::runnable;
-    thread.fiber = &f;
-    f.thread = t;
-    set_builtins(b, t);
-    try {
-      b.body.call(b.body.closure);
-    } catch (const KernelAbort&) {
+  for (;;) {
+    Block& b = *block_now;
+    Fiber& f = *fiber_now;
+    const int n = int(b.threads.size());
+    while (b.started < n && b.error.empty()) {
+      const int t = b.reverse ? n - 1 - b.started : b.started;
+      ++b.started;
+      Thread& thread = b.threads[t];
+      thread.state = State::runnable;
+      thread.fiber = &f;
+      f.thread = t;
+      set_builtins(b, t);
+      try {
+        b.body.call(b.body.closure);
+      } catch (const KernelAbort&) {
+      }
+      thread.state = State::finished;
     }
-    thread.state = State::finished;
+    f.thread = -1;
+    b.idle.push_back(&f);
+    leave_fiber(f);
   }
-  f.thread = -1;
-  b.idle.push_back(&f);
-  leave_fiber(b, f);  // never resumed: the scheduler prepares it afresh before reusing it
-  std::abort();
 }
 
+// Gives the next thread not started yet to an idle fiber, or to a new one.
 void start_fiber(Block& b) {
-  Fiber* f;
   if (!b.idle.empty()) {
-    f = b.idle.back();
+    Fiber* f = b.idle.back();
     b.idle.pop_back();
-  } else {
-    fiber_pool.push_back(std::make_unique<Fiber>());
-    f = fiber_pool.back().get();
+    return enter_fiber(*f);
   }
-#ifdef QKV_EMULATOR_ASAN
-  // fiber_main never returns, so its frame's redzones stay poisoned; a fresh start must not trip
-  // over them.
-  ASAN_UNPOISON_MEMORY_REGION(f->stack(), kStackBytes);
-#endif
-  prepare_context(f->context, f->stack(), kStackBytes, fiber_main);
-  enter_fiber(b, *f);
+  fiber_pool.push_back(std::make_unique<Fiber>());
+  Fiber& f = *fiber_pool.back();
+  prepare_context(f.context, f.stack(), kStackBytes, fiber_main);
+  enter_fiber(f);
 }
 
 void resume(Block& b, int t) {
   Fiber& f = *b.threads[t].fiber;
   set_builtins(b, t);
-  enter_fiber(b, f);
+  enter_fiber(f);
 }
 
 // Parks the running thread at a barrier until the scheduler releases it.
@@ -245,7 +253,7 @@ void wait_at(State state, const char* barrier, unsigned mask, std::source_locati
   t.barrier = barrier;
   t.where = where;
   t.mask = mask;
-  leave_fiber(b, f);
+  leave_fiber(f);
   if (!b.error.empty()) throw KernelAbort{};
 }
 
@@ -257,52 +265,48 @@ bool same_place(const Thread& a, const Thread& b) {
          std::string_view(a.where.file_name()) == b.where.file_name();
 }
 
-// Releases the warp collectives whose lanes have all arrived. Returns whether any opened; sets
-// b.error on a misuse that can never resolve.
-bool open_warp_barriers(Block& b) {
-  const int n = int(b.threads.size());
-  bool opened = false;
-  for (int first = 0; first < n; first += 32) {
-    const int lanes = std::min(32, n - first);
-    int leader = -1;
-    for (int l = 0; l < lanes; ++l)
-      if (b.threads[first + l].state == State::at_warp_barrier) {
-        leader = first + l;
-        break;
-      }
-    if (leader < 0) continue;
-    const Thread& lead = b.threads[leader];
-    bool ready = true;
-    for (int l = 0; l < 32; ++l) {
-      if (!(lead.mask >> l & 1u)) continue;
-      if (l >= lanes) {
-        b.error = describe_place(lead) + ": the mask names lane " + std::to_string(l) +
-                  ", which this block does not have (" + describe_thread(b, leader) + ")";
-        return false;
-      }
-      const Thread& other = b.threads[first + l];
-      if (other.state == State::finished) {
-        b.error = describe_place(lead) + ": lane " + std::to_string(l) +
-                  " of the mask returned without reaching it (" + describe_thread(b, leader) + ")";
-        return false;
-      }
-      if (other.state != State::at_warp_barrier) {
-        ready = false;
-        continue;
-      }
-      if (other.barrier != lead.barrier || other.mask != lead.mask) {
-        b.error = "lanes of a warp wait at different collectives: " + describe_place(lead) + " (" +
-                  describe_thread(b, leader) + ") and " + describe_place(other) + " (" +
-                  describe_thread(b, first + l) + ")";
-        return false;
-      }
+// Releases the collective that the lanes of warp `warp` wait at, once all lanes of its mask have
+// arrived. Returns whether it opened; sets b.error on a misuse that can never resolve.
+bool open_warp_barrier(Block& b, int warp) {
+  const int n = int(b.threads.size()), first = 32 * warp;
+  const int lanes = std::min(32, n - first);
+  int leader = -1;
+  for (int l = 0; l < lanes; ++l)
+    if (b.threads[first + l].state == State::at_warp_barrier) {
+      leader = first + l;
+      break;
     }
-    if (!ready) continue;
-    for (int l = 0; l < lanes; ++l)
-      if (lead.mask >> l & 1u) b.threads[first + l].state = State::runnable;
-    opened = true;
+  if (leader < 0) return false;
+  const Thread& lead = b.threads[leader];
+  bool ready = true;
+  for (int l = 0; l < 32; ++l) {
+    if (!(lead.mask >> l & 1u)) continue;
+    if (l >= lanes) {
+      b.error = describe_place(lead) + ": the mask names lane " + std::to_string(l) +
+                ", which this block does not have (" + describe_thread(b, leader) + ")";
+      return false;
+    }
+    const Thread& other = b.threads[first + l];
+    if (other.state == State::finished) {
+      b.error = describe_place(lead) + ": lane " + std::to_string(l) +
+                " of the mask returned without reaching it (" + describe_thread(b, leader) + ")";
+      return false;
+    }
+    if (other.state != State::at_warp_barrier) {
+      ready = false;
+      continue;
+    }
+    if (other.barrier != lead.barrier || other.mask != lead.mask) {
+      b.error = "lanes of a warp wait at different collectives: " + describe_place(lead) + " (" +
+                describe_thread(b, leader) + ") and " + describe_place(other) + " (" +
+                describe_thread(b, first + l) + ")";
+      return false;
+    }
   }
-  return opened;
+  if (!ready) return false;
+  for (int l = 0; l < lanes; ++l)
+    if (lead.mask >> l & 1u) b.threads[first + l].state = State::runnable;
+  return true;
 }
 
 // Releases __syncthreads once every thread of the block waits at it.
@@ -357,25 +361,48 @@ void unwind_parked_threads(Block& b) {
   }
 }
 
+// Runs the lanes of `warp` until none can go on (all wait at __syncthreads, or returned), or
+// until `max_openings` of its warp collectives have opened (-1: no limit). Returns whether any
+// lane ran; on a failure b.error is set.
+bool run_warp(Block& b, int warp, int max_openings) {
+  const int n = int(b.threads.size()), first = 32 * warp, last = std::min(n, first + 32);
+  bool any = false;
+  for (int openings = 0; max_openings < 0 || openings < max_openings; ++openings) {
+    bool ran = false;
+    for (int l = 0; l < last - first; ++l) {
+      const int t = b.reverse ? last - 1 - l : first + l;
+      if (b.threads[t].state == State::not_started) {
+        start_fiber(b);
+        ran = true;
+      } else if (b.threads[t].state == State::runnable) {
+        resume(b, t);
+        ran = true;
+      }
+      if (!b.error.empty()) return true;
+    }
+    any |= ran;
+    if (!open_warp_barrier(b, warp)) break;
+    any = true;
+  }
+  return any;
+}
+
 void run_block(Block& b) {
-  const int n = int(b.threads.size());
+  const int n = int(b.threads.size()), warps = (n + 31) / 32;
   for (Thread& t : b.threads) t = Thread{};
   b.started = 0;
   if (b.shared) std::memset(b.shared, 0xff, b.shared_bytes);
   for (;;) {
+    // Each warp runs ahead as far as it can before the next one starts (warps kept in step
+    // would hide a race between them); a lagging warp first goes part of the way and then waits
+    // for all the others.
     bool progressed = false;
-    for (int k = 0; k < n; ++k) {
-      const int t = b.reverse ? n - 1 - k : k;
-      if (b.threads[t].state == State::not_started) {
-        start_fiber(b);
-        progressed = true;
-      } else if (b.threads[t].state == State::runnable) {
-        resume(b, t);
-        progressed = true;
-      }
-      if (!b.error.empty()) return unwind_parked_threads(b);
+    if (b.lagging_warp >= 0) progressed |= run_warp(b, b.lagging_warp, b.lead_steps);
+    for (int w = 0; w < warps && b.error.empty(); ++w) {
+      const int warp = b.reverse ? warps - 1 - w : w;
+      if (warp != b.lagging_warp) progressed |= run_warp(b, warp, -1);
     }
-    if (open_warp_barriers(b)) progressed = true;
+    if (b.lagging_warp >= 0 && b.error.empty()) progressed |= run_warp(b, b.lagging_warp, -1);
     if (!b.error.empty()) return unwind_parked_threads(b);
     if (open_block_barrier(b)) progressed = true;
     if (!b.error.empty()) return unwind_parked_threads(b);
@@ -386,6 +413,21 @@ void run_block(Block& b) {
       b.error = describe_deadlock(b);
       return unwind_parked_threads(b);
     }
+  }
+}
+
+// Block k of a launch: threads in increasing order (k % 3 == 0), in decreasing order (1), or
+// in increasing order with one warp lagging by a varying number of steps (2): three different
+// interleavings, fixed for a given launch sequence so a failure reproduces.
+thread_local uint64_t launches = 0;
+void choose_schedule(Block& b, uint64_t linear) {
+  const int warps = int((b.threads.size() + 31) / 32);
+  b.reverse = linear % 3 == 1;
+  b.lagging_warp = -1;
+  if (linear % 3 == 2 && warps > 1) {
+    const uint64_t h = (linear * 0x9e3779b97f4a7c15ull) ^ (launches * 0xbf58476d1ce4e5b9ull);
+    b.lagging_warp = int(h % uint64_t(warps));
+    b.lead_steps = int(h >> 32) % 64;
   }
 }
 
@@ -433,15 +475,16 @@ void run_grid(dim3 grid, dim3 block, size_t shared_bytes, KernelBody body) {
   b.shared = shared.get();
   b.shared_bytes = shared_bytes;
 #ifdef QKV_EMULATOR_TSAN
-  b.scheduler_tsan = __tsan_get_current_fiber();
+  scheduler.tsan_fiber = __tsan_get_current_fiber();
 #endif
   block_now = &b;
+  ++launches;
   uint64_t linear = 0;
   for (unsigned z = 0; z < grid.z && b.error.empty(); ++z)
     for (unsigned y = 0; y < grid.y && b.error.empty(); ++y)
       for (unsigned x = 0; x < grid.x && b.error.empty(); ++x, ++linear) {
         b.index = {x, y, z};
-        b.reverse = linear % 2 == 1;
+        choose_schedule(b, linear);
         run_block(b);
       }
   block_now = nullptr;
