@@ -201,6 +201,33 @@ BOOST_AUTO_TEST_CASE(autocast_bf16_selects_the_tensor_core_kernels,
 #endif
 }
 
+BOOST_AUTO_TEST_CASE(no_keys_give_zero_output_and_no_gradient, *utf::precondition(gpu_present)) {
+#ifdef QKV_WITH_CUDA
+  // Tk = 0: every query sees nothing, as in a fully padded row - zeros, lse -inf, zero dQ. The
+  // forward kernels then skip their key loop, so this is where they read the zeroed accumulator
+  // straight after the barrier that follows zeroing it.
+  const Device dev = Device::cuda();
+  Tensor q = on_gpu(random_tensor({1, 2, 70, 16}, DType::f32, -2, 2, 170));
+  Tensor kv = Tensor::empty({1, 2, 0, 16}, DType::f32, dev);
+  for (bool tensor_cores : {false, true}) {
+    BOOST_TEST_CONTEXT((tensor_cores ? "bf16 tensor cores" : "float32")) {
+      Tensor out = Tensor::empty(q.shape(), DType::f32, dev),
+             lse = Tensor::empty({1, 2, 70}, DType::f32, dev);
+      (tensor_cores ? cuda::flash_attention_forward_bf16 : cuda::flash_attention_forward)(
+          q, kv, kv, Tensor(), false, 0.25, out, lse);
+      for (double v : values_of(out)) BOOST_TEST(v == 0.0);
+      for (double v : values_of(lse)) BOOST_TEST((std::isinf(v) && v < 0));
+      Tensor gq = Tensor::empty(q.shape(), DType::f32, dev);
+      Tensor gk = Tensor::empty(kv.shape(), DType::f32, dev), gv = gk.clone();
+      Tensor go = on_gpu(random_tensor(q.shape(), DType::f32, -1, 1, 171));
+      (tensor_cores ? cuda::flash_attention_backward_bf16 : cuda::flash_attention_backward)(
+          q, kv, kv, Tensor(), false, 0.25, out, lse, go, gq, gk, gv);
+      for (double v : values_of(gq)) BOOST_TEST(v == 0.0);
+    }
+  }
+#endif
+}
+
 BOOST_AUTO_TEST_CASE(rejects_bad_shapes, *utf::precondition(gpu_present)) {
 #ifdef QKV_WITH_CUDA
   const Device dev = Device::cuda();
