@@ -105,10 +105,12 @@ struct Block {
   unsigned char* shared = nullptr;
   size_t shared_bytes = 0;
   bool reverse = false;  // the order threads are started and resumed in
-  // When >= 0, this warp lags: in every stretch between two __syncthreads it runs `lead_steps`
-  // warp collectives, then waits until every other warp has gone as far as it can.
+  // When >= 0, this warp lags: in every stretch between two __syncthreads it goes half way (in
+  // warp collectives, as counted in the previous block), then waits until every other warp has
+  // gone as far as it can. Writes early in a stretch and reads late in it are then far apart.
   int lagging_warp = -1;
-  int lead_steps = 0;
+  std::vector<int> stretch_collectives;  // per stretch of the previous block, warp 0's count
+  int stretch = 0, collectives = 0;      // where this block is
   int started = 0;
   std::string error;         // the first failure
   std::vector<Fiber*> idle;  // fibers free to take threads
@@ -306,6 +308,7 @@ bool open_warp_barrier(Block& b, int warp) {
   if (!ready) return false;
   for (int l = 0; l < lanes; ++l)
     if (lead.mask >> l & 1u) b.threads[first + l].state = State::runnable;
+  if (warp == 0) ++b.collectives;
   return true;
 }
 
@@ -391,24 +394,35 @@ void run_block(Block& b) {
   const int n = int(b.threads.size()), warps = (n + 31) / 32;
   for (Thread& t : b.threads) t = Thread{};
   b.started = 0;
+  b.stretch = b.collectives = 0;
   if (b.shared) std::memset(b.shared, 0xff, b.shared_bytes);
+  auto end_stretch = [&] {  // remember warp 0's collectives in this stretch for the next block
+    if (b.stretch_collectives.size() <= size_t(b.stretch))
+      b.stretch_collectives.resize(b.stretch + 1);
+    b.stretch_collectives[b.stretch++] = b.collectives;
+    b.collectives = 0;
+  };
   for (;;) {
     // Each warp runs ahead as far as it can before the next one starts (warps kept in step
-    // would hide a race between them); a lagging warp first goes part of the way and then waits
-    // for all the others.
+    // would hide a race between them); a lagging warp first goes half way and then waits for all
+    // the others.
     bool progressed = false;
-    if (b.lagging_warp >= 0) progressed |= run_warp(b, b.lagging_warp, b.lead_steps);
+    if (b.lagging_warp >= 0 && size_t(b.stretch) < b.stretch_collectives.size())
+      progressed |= run_warp(b, b.lagging_warp, b.stretch_collectives[b.stretch] / 2);
     for (int w = 0; w < warps && b.error.empty(); ++w) {
       const int warp = b.reverse ? warps - 1 - w : w;
       if (warp != b.lagging_warp) progressed |= run_warp(b, warp, -1);
     }
     if (b.lagging_warp >= 0 && b.error.empty()) progressed |= run_warp(b, b.lagging_warp, -1);
     if (!b.error.empty()) return unwind_parked_threads(b);
-    if (open_block_barrier(b)) progressed = true;
+    if (open_block_barrier(b)) {
+      progressed = true;
+      end_stretch();
+    }
     if (!b.error.empty()) return unwind_parked_threads(b);
     if (std::all_of(b.threads.begin(), b.threads.end(),
                     [](const Thread& t) { return t.state == State::finished; }))
-      return;
+      return end_stretch();
     if (!progressed) {
       b.error = describe_deadlock(b);
       return unwind_parked_threads(b);
@@ -416,19 +430,13 @@ void run_block(Block& b) {
   }
 }
 
-// Block k of a launch: threads in increasing order (k % 3 == 0), in decreasing order (1), or
-// in increasing order with one warp lagging by a varying number of steps (2): three different
-// interleavings, fixed for a given launch sequence so a failure reproduces.
-thread_local uint64_t launches = 0;
+// A block's interleaving: block 0 runs its threads in increasing order, block 1 in decreasing
+// order, and every later block k in increasing order with warp (k - 2) mod warps lagging half a
+// stretch behind, so that each warp of a launch of enough blocks takes a turn at lagging.
 void choose_schedule(Block& b, uint64_t linear) {
-  const int warps = int((b.threads.size() + 31) / 32);
-  b.reverse = linear % 3 == 1;
-  b.lagging_warp = -1;
-  if (linear % 3 == 2 && warps > 1) {
-    const uint64_t h = (linear * 0x9e3779b97f4a7c15ull) ^ (launches * 0xbf58476d1ce4e5b9ull);
-    b.lagging_warp = int(h % uint64_t(warps));
-    b.lead_steps = int(h >> 32) % 64;
-  }
+  const uint64_t warps = (b.threads.size() + 31) / 32;
+  b.reverse = linear == 1;
+  b.lagging_warp = linear >= 2 && warps > 1 ? int((linear - 2) % warps) : -1;
 }
 
 std::string check_configuration(dim3 grid, dim3 block, size_t shared_bytes) {
@@ -478,7 +486,6 @@ void run_grid(dim3 grid, dim3 block, size_t shared_bytes, KernelBody body) {
   scheduler.tsan_fiber = __tsan_get_current_fiber();
 #endif
   block_now = &b;
-  ++launches;
   uint64_t linear = 0;
   for (unsigned z = 0; z < grid.z && b.error.empty(); ++z)
     for (unsigned y = 0; y < grid.y && b.error.empty(); ++y)
