@@ -105,10 +105,12 @@ struct Block {
   unsigned char* shared = nullptr;
   size_t shared_bytes = 0;
   bool reverse = false;  // the order threads are started and resumed in
-  // When >= 0, this warp lags: in every stretch between two __syncthreads it goes half way (in
-  // warp collectives, as counted in the previous block), then waits until every other warp has
-  // gone as far as it can. Writes early in a stretch and reads late in it are then far apart.
+  // When >= 0, this warp lags: in every stretch between two __syncthreads it goes part of the
+  // way (`lag` sixths of the warp collectives the previous block counted there), then waits
+  // until every other warp has gone as far as it can, so writes early in a stretch and reads
+  // late in it are far apart.
   int lagging_warp = -1;
+  int lag = 3;                           // how far it goes, in sixths of the stretch
   std::vector<int> stretch_collectives;  // per stretch of the previous block, warp 0's count
   int stretch = 0, collectives = 0;      // where this block is
   int started = 0;
@@ -408,7 +410,7 @@ void run_block(Block& b) {
     // the others.
     bool progressed = false;
     if (b.lagging_warp >= 0 && size_t(b.stretch) < b.stretch_collectives.size())
-      progressed |= run_warp(b, b.lagging_warp, b.stretch_collectives[b.stretch] / 2);
+      progressed |= run_warp(b, b.lagging_warp, b.stretch_collectives[b.stretch] * b.lag / 6);
     for (int w = 0; w < warps && b.error.empty(); ++w) {
       const int warp = b.reverse ? warps - 1 - w : w;
       if (warp != b.lagging_warp) progressed |= run_warp(b, warp, -1);
@@ -431,12 +433,14 @@ void run_block(Block& b) {
 }
 
 // A block's interleaving: block 0 runs its threads in increasing order, block 1 in decreasing
-// order, and every later block k in increasing order with warp (k - 2) mod warps lagging half a
-// stretch behind, so that each warp of a launch of enough blocks takes a turn at lagging.
+// order, and every later block k in increasing order with warp (k - 2) mod warps lagging: it
+// stops a half, a third or two thirds of the way through each stretch (in turn, so that over a
+// dozen blocks each warp stops at each point) until the others have gone as far as they can.
 void choose_schedule(Block& b, uint64_t linear) {
   const uint64_t warps = (b.threads.size() + 31) / 32;
   b.reverse = linear == 1;
   b.lagging_warp = linear >= 2 && warps > 1 ? int((linear - 2) % warps) : -1;
+  b.lag = linear < 2 ? 3 : (const int[]){3, 2, 4}[(linear - 2) % 3];
 }
 
 std::string check_configuration(dim3 grid, dim3 block, size_t shared_bytes) {
