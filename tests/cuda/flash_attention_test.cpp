@@ -168,12 +168,12 @@ BOOST_AUTO_TEST_CASE(tensor_core_kernels_match_with_every_mask, *utf::preconditi
   for (bool causal : {false, true})
     for (bool padding : {false, true})
       check_against_reference({2, 3, 100, 100, 64, causal, padding}, true);
-  check_against_reference({1, 2, 37, 37, 16, true, false}, true);    // d padded to 64
-  check_against_reference({2, 1, 70, 130, 80, false, true}, true);   // D 128, Tq < Tk
-  check_against_reference({1, 2, 130, 70, 128, true, false}, true);  // Tq > Tk, several tiles
+  check_against_reference({1, 2, 37, 37, 16, true, false}, true);     // d padded to 64
+  check_against_reference({2, 1, 70, 130, 80, false, true}, true);    // D 128, Tq < Tk
+  check_against_reference({1, 2, 130, 70, 128, true, false}, true);   // Tq > Tk, several tiles
   check_against_reference({1, 2, 256, 192, 128, false, true}, true);  // D 128, 4 x 2 full blocks
-  check_against_reference({1, 1, 1, 1, 1, false, false}, true);      // a single key
-  check_against_reference({3, 2, 200, 200, 32, true, true}, true);   // fully masked batch
+  check_against_reference({1, 1, 1, 1, 1, false, false}, true);       // a single key
+  check_against_reference({3, 2, 200, 200, 32, true, true}, true);    // fully masked batch
 }
 
 BOOST_AUTO_TEST_CASE(autocast_bf16_selects_the_tensor_core_kernels,
