@@ -1,7 +1,8 @@
 // The CUDA runtime on host memory, for the CPU emulator: one device, "device" memory from the
-// heap, streams that are names only (kernels run at launch), and the pending error of
-// cudaGetLastError. Pointer misuse a GPU would reject is rejected here too: copying from or to
-// "device" memory that is not a live cudaMalloc block, or freeing such a pointer.
+// heap, streams that are names only (kernels run at launch). Pointer misuse a GPU would reject is
+// rejected here too: copying from or to "device" memory that is not a live cudaMalloc block, or
+// freeing such a pointer. A call that fails returns its error; a launch that fails is reported by
+// the next cudaGetLastError or synchronizing call. Either way cudaGetErrorString says why.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -111,7 +112,6 @@ cudaError_t cudaFree(void* ptr) {
   std::lock_guard lock(r.mutex);
   auto it = r.blocks.find(static_cast<unsigned char*>(ptr));
   if (it == r.blocks.end()) {
-    r.pending = r.pending == cudaSuccess ? cudaErrorInvalidDevicePointer : r.pending;
     r.detail = "cudaFree: not a pointer cudaMalloc returned (or freed twice)";
     return cudaErrorInvalidDevicePointer;
   }

@@ -107,19 +107,22 @@ void mma_sync(fragment<accumulator, 16, 16, 16, float>& d,
   mine.b = &b;
   emu::warp_collective(0xffffffffu, "wmma::mma_sync", where);
   const emu::LaneExchange* lanes = emu::warp_exchange();
-  auto element = [&](const auto* which, int row, int col) {  // (row, col) of a or b of the warp
+  // element (row, col) of the warp's a or b: held by lane index / 8, as its element index % 8
+  auto a_at = [&](int row, int col) {
     const int index = row * 16 + col;
-    using Fragment = std::remove_cv_t<std::remove_pointer_t<decltype(which)>>;
-    const void* part = std::is_same_v<Fragment, std::remove_cvref_t<decltype(a)>>
-                           ? lanes[index / detail::kLaneElements].a
-                           : lanes[index / detail::kLaneElements].b;
-    return detail::to_float(static_cast<const Fragment*>(part)->x[index % detail::kLaneElements]);
+    const auto* part = static_cast<const std::remove_cvref_t<decltype(a)>*>(lanes[index / 8].a);
+    return detail::to_float(part->x[index % 8]);
+  };
+  auto b_at = [&](int row, int col) {
+    const int index = row * 16 + col;
+    const auto* part = static_cast<const std::remove_cvref_t<decltype(b)>*>(lanes[index / 8].b);
+    return detail::to_float(part->x[index % 8]);
   };
   float result[detail::kLaneElements];
   for (int e = 0; e < detail::kLaneElements; ++e) {
     const int row = detail::row_of(e), col = detail::col_of(e);
     float sum = c.x[e];
-    for (int k = 0; k < 16; ++k) sum += element(&a, row, k) * element(&b, k, col);
+    for (int k = 0; k < 16; ++k) sum += a_at(row, k) * b_at(k, col);
     result[e] = sum;
   }
   emu::warp_collective(0xffffffffu, "wmma::mma_sync", where);  // every lane has read a and b
