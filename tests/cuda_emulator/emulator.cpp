@@ -122,6 +122,7 @@ struct Block {
 // (mmap) per thread and launch would dominate the run time.
 thread_local std::vector<std::unique_ptr<Fiber>> fiber_pool;
 thread_local Block* block_now = nullptr;
+thread_local Fiber* fiber_now = nullptr;
 
 // Where fibers switch back to: the host thread running the launch. Per host thread, not per
 // launch, since an idle fiber parked in one launch is resumed in a later one.
@@ -136,7 +137,6 @@ thread_local Scheduler scheduler;
 // Thrown in a CUDA thread once its launch has failed: unwinding its stack frees what its frames
 // hold (an error message being built, say) before the fiber is reused.
 struct KernelAbort {};
-thread_local Fiber* fiber_now = nullptr;
 
 uint3 unflatten(unsigned linear, dim3 dim) {
   return {linear % dim.x, linear / dim.x % dim.y, linear / (dim.x * dim.y)};
@@ -406,8 +406,8 @@ void run_block(Block& b) {
   };
   for (;;) {
     // Each warp runs ahead as far as it can before the next one starts (warps kept in step
-    // would hide a race between them); a lagging warp first goes half way and then waits for all
-    // the others.
+    // would hide a race between them); a lagging warp first goes part of the way and then waits
+    // for all the others.
     bool progressed = false;
     if (b.lagging_warp >= 0 && size_t(b.stretch) < b.stretch_collectives.size())
       progressed |= run_warp(b, b.lagging_warp, b.stretch_collectives[b.stretch] * b.lag / 6);
@@ -440,7 +440,8 @@ void choose_schedule(Block& b, uint64_t linear) {
   const uint64_t warps = (b.threads.size() + 31) / 32;
   b.reverse = linear == 1;
   b.lagging_warp = linear >= 2 && warps > 1 ? int((linear - 2) % warps) : -1;
-  b.lag = linear < 2 ? 3 : (const int[]){3, 2, 4}[(linear - 2) % 3];
+  constexpr int kLags[] = {3, 2, 4};  // in sixths
+  b.lag = linear < 2 ? 3 : kLags[(linear - 2) % 3];
 }
 
 std::string check_configuration(dim3 grid, dim3 block, size_t shared_bytes) {
