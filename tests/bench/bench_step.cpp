@@ -57,6 +57,7 @@ int pick_device(const std::string& name, Device& device) {
   device = Device::cuda();
   return 0;
 #else
+  (void)device;
   std::fprintf(stderr, "bench_step: built without CUDA\n");
   return 2;
 #endif
