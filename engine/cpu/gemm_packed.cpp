@@ -12,37 +12,12 @@
 #include "engine/cpu/gemm_packed.h"
 
 #include <algorithm>
-#include <cstddef>
-#include <new>
 
 #include "engine/cpu/gemm_pack.h"
+#include "engine/cpu/scratch_buffer.h"
 
 namespace qkv::cpu {
 namespace {
-
-// Packing scratch, one pair per thread, kept between calls so a training step does not allocate:
-// it only grows.
-class ScratchBuffer {
- public:
-  ~ScratchBuffer() { release(); }
-  void* get(size_t bytes) {
-    if (bytes > bytes_) {
-      release();
-      data_ = ::operator new(bytes, std::align_val_t(64));
-      bytes_ = bytes;
-    }
-    return data_;
-  }
-
- private:
-  void release() {
-    if (data_) ::operator delete(data_, std::align_val_t(64));
-    data_ = nullptr;
-    bytes_ = 0;
-  }
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
 
 // A B this small (bytes) stays in cache by itself, so for B as stored (not transposed) the kernel
 // reads its full-width panels in place: packing would cost more than it saves.

@@ -1,0 +1,35 @@
+// How a GEMM's work is split between the pool's threads; shared by the float GEMM (gemm.cpp) and
+// the bfloat16 one (gemm_bf16_amx.cpp), whose serial loop nests differ but whose threading does
+// not.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace qkv::cpu {
+
+// Below about this many multiply-adds (~80^3), handing work to the pool costs more than a second
+// core saves. The pool's workers spin briefly before sleeping, so a parallel_for costs ~1 us when
+// kernels come back to back; with sleeping workers (30-70 us per wake-up on the 2-core VM this
+// was tuned on) the threshold would have to be about 1 << 23.
+constexpr int64_t kMinParallelMacs = int64_t(1) << 19;
+
+// Threads a product of m x n x k multiply-adds should use: 1 inside a parallel region or below
+// kMinParallelMacs, else the pool's size.
+int gemm_threads(int64_t m, int64_t n, int64_t k);
+
+// Calls band(i0, i1, j0, j1) on disjoint blocks of the m x n output, one per thread, in parallel
+// when gemm_threads() says so. Blocks are whole register tiles (mr rows, nr columns) except at the
+// edge. Splitting rows makes every thread pack all of B (extra work ~ k*n per thread), splitting
+// columns makes each pack all of A (~ m*k), so the bands run across the larger dimension.
+void split_into_bands(int64_t m, int64_t n, int64_t k, int mr, int nr,
+                      const std::function<void(int64_t, int64_t, int64_t, int64_t)>& band);
+
+// Calls product(i) for i < batch. Many small products (attention's [batch*heads, T, d] matmuls)
+// are best spread over the batch: each thread runs whole products serially, with no
+// synchronization inside them. A few large products are better threaded inside (by product
+// itself), where the split is even whatever the batch size.
+void for_each_product(int64_t batch, int64_t m, int64_t n, int64_t k,
+                      const std::function<void(int64_t)>& product);
+
+}  // namespace qkv::cpu
