@@ -7,8 +7,10 @@
 #include <array>
 #include <cstdlib>
 
+#include "engine/cpu/amx.h"
 #include "engine/cpu/dispatch.h"
 #include "engine/cpu/gemm.h"
+#include "engine/cpu/gemm_bf16.h"
 
 namespace qkv {
 
@@ -47,6 +49,25 @@ Tensor widened_to_float32(const Tensor& t) {
   return wide;
 }
 
+// How gemm.h reads the operands of a [batch, m, k] @ [batch, k, n] product. An operand with unit
+// stride along its last dim is read as stored (N, leading dimension = row stride); otherwise the
+// caller made its second-to-last dim unit-stride and it is read transposed in place (T). A leading
+// dimension is just the stride between rows and may be 0 for a broadcast operand.
+struct GemmOperands {
+  int64_t batch, m, n, k;
+  bool trans_a, trans_b;
+  int64_t lda, ldb;
+};
+
+GemmOperands gemm_operands(const Tensor& a, const Tensor& b, const Tensor& out) {
+  GemmOperands g{out.size(0), out.size(1), out.size(2), a.size(2), false, false, 0, 0};
+  g.trans_a = a.strides()[2] != 1 && g.k > 1;
+  g.trans_b = b.strides()[2] != 1 && g.n > 1;
+  g.lda = g.trans_a ? a.strides()[2] : a.strides()[1];
+  g.ldb = g.trans_b ? b.strides()[2] : b.strides()[1];
+  return g;
+}
+
 }  // namespace
 
 void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
@@ -54,28 +75,30 @@ void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out, boo
                                        (a.dtype() == DType::bf16 && out.dtype() == DType::f32)),
             "matmul", "operands ", dtype_name(a.dtype()), " and ", dtype_name(b.dtype()),
             " cannot produce ", dtype_name(out.dtype()));
-  if (a.dtype() == DType::bf16) {
-    // The CPU has no bfloat16 GEMM: widen the operands (exactly) and run the float32 one, which
-    // is the float32-accumulated product of the bfloat16 values the contract asks for.
-    if (out.dtype() == DType::f32)
-      return matmul(widened_to_float32(a), widened_to_float32(b), out, accumulate);
-    Tensor out32 = accumulate ? widened_to_float32(out) : Tensor::empty(out.shape(), DType::f32);
-    matmul(widened_to_float32(a), widened_to_float32(b), out32, accumulate);
-    return copy(out32, out);  // rounds to bfloat16
-  }
-  const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
-  // An operand with unit stride along its last dim is read as stored (N, leading dimension =
-  // row stride); otherwise the caller made its second-to-last dim unit-stride and it is read
-  // transposed in place (T). A leading dimension is just the stride between rows and may be 0 for
-  // a broadcast operand.
-  const bool ta = a.strides()[2] != 1 && k > 1;
-  const bool tb = b.strides()[2] != 1 && n > 1;
-  const int64_t lda = ta ? a.strides()[2] : a.strides()[1];
-  const int64_t ldb = tb ? b.strides()[2] : b.strides()[1];
+  if (a.dtype() == DType::bf16) return matmul_bf16(a, b, out, accumulate);
+  const GemmOperands g = gemm_operands(a, b, out);
   QKV_DISPATCH_FLOAT(out.dtype(), "matmul", [&] {
-    gemm_batched<T>(batch, ta, tb, m, n, k, T(1), a.data<T>(), lda, a.strides()[0], b.data<T>(),
-                    ldb, b.strides()[0], T(accumulate ? 1 : 0), out.data<T>(), n, m * n);
+    gemm_batched<T>(g.batch, g.trans_a, g.trans_b, g.m, g.n, g.k, T(1), a.data<T>(), g.lda,
+                    a.strides()[0], b.data<T>(), g.ldb, b.strides()[0], T(accumulate ? 1 : 0),
+                    out.data<T>(), g.n, g.m * g.n);
   });
+}
+
+// bfloat16 operands: the float32-accumulated product of the bfloat16 values, on AMX tiles where
+// the CPU has them (gemm_bf16.h); elsewhere the float32 GEMM on the operands widened (exactly),
+// which is the same product summed in another order.
+void CpuBackend::matmul_bf16(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
+  if (out.dtype() == DType::bf16) {  // float32 result, rounded to bfloat16 once at the end
+    Tensor out32 = accumulate ? widened_to_float32(out) : Tensor::empty(out.shape(), DType::f32);
+    matmul_bf16(a, b, out32, accumulate);
+    return copy(out32, out);
+  }
+  if (!amx_bf16_available())
+    return matmul(widened_to_float32(a), widened_to_float32(b), out, accumulate);
+  const GemmOperands g = gemm_operands(a, b, out);
+  gemm_bf16_batched(g.batch, g.trans_a, g.trans_b, g.m, g.n, g.k, a.data<bf16_t>(), g.lda,
+                    a.strides()[0], b.data<bf16_t>(), g.ldb, b.strides()[0], accumulate,
+                    out.data<float>(), g.n, g.m * g.n);
 }
 
 }  // namespace cpu

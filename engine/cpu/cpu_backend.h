@@ -52,6 +52,8 @@ class CpuBackend final : public Backend {
   CachingAllocator& allocator() { return allocator_; }
 
  private:
+  void matmul_bf16(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate);
+
   CachingAllocator allocator_;
 };
 

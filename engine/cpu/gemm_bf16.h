@@ -1,0 +1,26 @@
+// bfloat16 GEMM with float32 accumulation on AMX tiles: C = op(A) @ op(B) (+ C), row-major, A and
+// B bfloat16, C float32.
+//
+// This is the product mixed precision asks for (engine/autocast.h). CPUs without AMX get the same
+// product from the float32 GEMM on widened operands (every bfloat16 is a float32, exactly); the
+// two differ only in the order the float32 sums are taken, and in that AMX flushes subnormal
+// inputs and results to zero, as the instruction is specified to.
+//
+// Layout conventions are gemm.h's: op(A) is M x K, A itself (lda >= K) or the transpose of a
+// K x M matrix (lda >= M); likewise op(B) is K x N; strides of 0 broadcast an operand over the
+// batch, leading dimensions of 0 repeat one row.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/dtype.h"
+
+namespace qkv::cpu {
+
+// Throws qkv::Error unless amx_bf16_available() (engine/cpu/amx.h). accumulate: C += product,
+// otherwise C = product (C is then only written: it may hold NaN or garbage).
+void gemm_bf16_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                       const bf16_t* a, int64_t lda, int64_t stride_a, const bf16_t* b, int64_t ldb,
+                       int64_t stride_b, bool accumulate, float* c, int64_t ldc, int64_t stride_c);
+
+}  // namespace qkv::cpu
