@@ -29,8 +29,9 @@ bool decide() {
   const char* env = std::getenv("QKV_CPU_AMX");
   if (env && std::strcmp(env, "0") == 0) return false;
   if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return false;
-  // The tile loads are AVX-512 neighbours; the packing code uses AVX-512BW.
-  if (!__builtin_cpu_supports("avx512bw")) return false;
+  // The packing code (gemm_bf16_pack.cpp) uses AVX-512BW and rounds float32 with AVX512-BF16;
+  // every CPU with AMX has both.
+  if (!__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512bf16")) return false;
   return request_tile_state();
 #else
   return false;

@@ -23,4 +23,12 @@ void gemm_bf16_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int
                        const bf16_t* a, int64_t lda, int64_t stride_a, const bf16_t* b, int64_t ldb,
                        int64_t stride_b, bool accumulate, float* c, int64_t ldc, int64_t stride_c);
 
+// The same product of float32 operands rounded to bfloat16 (to nearest even) as they are packed:
+// what a cast to bfloat16 followed by the call above computes, without the rounded copies. (The
+// rounding reads float32 subnormals as zero; TDPBF16PS reads bfloat16 subnormals as zero anyway,
+// so the two differ only where a subnormal float32 rounds up to the smallest normal bfloat16.)
+void gemm_bf16_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                       const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
+                       int64_t stride_b, bool accumulate, float* c, int64_t ldc, int64_t stride_c);
+
 }  // namespace qkv::cpu

@@ -5,10 +5,9 @@
 // and two tiles of B (tmm6, tmm7), and issues four TDPBF16PS, each 16 x 16 x 32 multiply-adds.
 // Every loaded tile feeds two products, the most eight tile registers allow.
 //
-// TDPBF16PS reads B in "VNNI" order: a B tile row holds 16 columns, each as the pair of values at
-// depths 2r and 2r + 1, because every float32 lane of the result adds two products at once. So
-// packing B interleaves pairs of its rows; packing A copies rows of 32 values. Both are zero-padded
-// to whole tiles, which makes ragged edges free for the kernel (zeros add nothing).
+// Both operands are packed first (gemm_bf16_pack.h): into the order tile loads read, zero-padded to
+// whole tiles, which makes ragged edges free for the kernel (zeros add nothing), and rounded to
+// bfloat16 on the way when they are float32.
 //
 // The loop nest around it is gemm_packed.cpp's (Goto / BLIS) with the loops reordered so that
 // each operand is packed once per call when the output fits one column block:
@@ -28,6 +27,7 @@
 
 #include "engine/cpu/amx.h"
 #include "engine/cpu/gemm_bf16.h"
+#include "engine/cpu/gemm_bf16_pack.h"
 #include "engine/cpu/gemm_threading.h"
 #include "engine/cpu/scratch_buffer.h"
 #include "engine/error.h"
@@ -37,13 +37,13 @@
 namespace qkv::cpu {
 namespace {
 
-constexpr int kBlock = 32;                           // C rows and columns per kernel call
-constexpr int kStep = 32;                            // depth per tile product (64 bytes of bf16)
-constexpr int kTileValues = 16 * kStep;              // bf16 values in one A or B tile (1 KiB)
-constexpr int kPanelStep = 2 * kTileValues;          // one depth step of a 32-wide panel: two tiles
-constexpr int64_t kKc = 256, kMc = 256, kNc = 1024;  // cache blocks, in values
+using amx::div_up;
+using amx::kBlock;
+using amx::kPanelStep;
+using amx::kStep;
+using amx::kTileValues;
 
-int64_t div_up(int64_t x, int64_t y) { return (x + y - 1) / y; }
+constexpr int64_t kKc = 256, kMc = 256, kNc = 1024;  // cache blocks, in values
 
 // The tile shapes every call uses: all eight tiles 16 rows x 64 bytes (16 floats or 32 bf16).
 // The layout of this struct is fixed by the LDTILECFG instruction.
@@ -71,75 +71,6 @@ class TileScope {
   TileScope(const TileScope&) = delete;
   TileScope& operator=(const TileScope&) = delete;
 };
-
-// Mask of the first `count` (0..32) of 32 lanes.
-inline uint32_t first_lanes(int64_t count) {
-  return count >= 32 ? ~0u : count <= 0 ? 0u : (1u << count) - 1;
-}
-
-// Packs rows [0, rows) x depth [0, depth) of op(A), value (i, p) at a[i * a_row + p * a_depth], as
-// panels of 32 rows. Panel t holds, for each depth step s, 32 rows of 32 values: the two A tiles
-// of that step one above the other, at dst + (t * steps + s) * kPanelStep.
-QKV_AMX void pack_a(const uint16_t* a, int64_t a_row, int64_t a_depth, int64_t rows, int64_t depth,
-                    uint16_t* dst) {
-  const int64_t steps = div_up(depth, kStep);
-  for (int64_t i = 0; i < div_up(rows, kBlock) * kBlock; ++i) {
-    uint16_t* row = dst + (i / kBlock) * steps * kPanelStep + (i % kBlock) * kStep;
-    for (int64_t s = 0; s < steps; ++s) {
-      uint16_t* out = row + s * kPanelStep;
-      const int64_t p0 = s * kStep, count = std::min<int64_t>(kStep, depth - p0);
-      if (i >= rows) {
-        _mm512_storeu_si512(out, _mm512_setzero_si512());
-      } else if (a_depth == 1) {  // A as stored: the 32 values are contiguous
-        _mm512_storeu_si512(out, _mm512_maskz_loadu_epi16(first_lanes(count), a + i * a_row + p0));
-      } else {
-        for (int64_t q = 0; q < kStep; ++q)
-          out[q] = q < count ? a[i * a_row + (p0 + q) * a_depth] : 0;
-      }
-    }
-  }
-}
-
-// Packs columns [0, cols) x depth [0, depth) of op(B), value (p, j) at b[p * b_depth + j * b_col],
-// as panels of 32 columns. For each depth step, a panel holds two B tiles (columns 0-15, 16-31)
-// of 16 rows; row r of a tile holds, for each of its 16 columns, the values at depths 2r and
-// 2r + 1 side by side.
-QKV_AMX void pack_b(const uint16_t* b, int64_t b_depth, int64_t b_col, int64_t cols, int64_t depth,
-                    uint16_t* dst) {
-  const int64_t steps = div_up(depth, kStep);
-  for (int64_t j = 0; j < div_up(cols, kBlock) * kBlock; j += 16) {
-    uint16_t* tile_column =
-        dst + (j / kBlock) * steps * kPanelStep + (j % kBlock / 16) * kTileValues;
-    const int64_t width = std::clamp<int64_t>(cols - j, 0, 16);
-    for (int64_t s = 0; s < steps; ++s) {
-      uint16_t* tile = tile_column + s * kPanelStep;
-      for (int64_t r = 0; r < 16; ++r) {
-        const int64_t p = s * kStep + 2 * r;
-        uint16_t* out = tile + r * 32;
-        if (b_col == 1 && width > 0) {
-          // B as stored: rows p and p + 1 are contiguous; widen each to 32-bit lanes and put row
-          // p + 1 in the high halves. (The maskz forms of the widening and the shift keep GCC 12
-          // from warning about the unmasked ones' undefined pass-through operand.)
-          const __mmask16 even_lanes = p < depth ? __mmask16(first_lanes(width)) : 0;
-          const __mmask16 odd_lanes = p + 1 < depth ? even_lanes : 0;
-          const __m512i even = _mm512_maskz_cvtepu16_epi32(
-              even_lanes,
-              _mm256_maskz_loadu_epi16(even_lanes, b + std::min(p, depth - 1) * b_depth + j));
-          const __m512i odd = _mm512_maskz_cvtepu16_epi32(
-              odd_lanes,
-              _mm256_maskz_loadu_epi16(odd_lanes, b + std::min(p + 1, depth - 1) * b_depth + j));
-          _mm512_storeu_si512(
-              out, _mm512_or_si512(even, _mm512_maskz_slli_epi32(__mmask16(~0), odd, 16)));
-        } else {
-          for (int64_t c = 0; c < 16; ++c)
-            for (int64_t e = 0; e < 2; ++e)
-              out[2 * c + e] =
-                  c < width && p + e < depth ? b[(p + e) * b_depth + (j + c) * b_col] : 0;
-        }
-      }
-    }
-  }
-}
 
 // C block (rows x cols <= 32 x 32, at c with row stride ldc) = A panel @ B panel over `steps`
 // depth steps, plus C's old value when `load_c`.
@@ -186,9 +117,10 @@ QKV_AMX void multiply_block(int64_t steps, const uint16_t* a, const uint16_t* b,
 }
 
 // The serial loop nest (see the top of the file) over all of C for one thread. m, n, k > 0.
-void gemm_bf16_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                      const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb,
-                      bool accumulate, float* c, int64_t ldc) {
+template <typename Source>
+void gemm_bf16_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Source* a,
+                      int64_t lda, const Source* b, int64_t ldb, bool accumulate, float* c,
+                      int64_t ldc) {
   // Strides of op(A) along (row, depth) and of op(B) along (depth, column).
   const int64_t a_row = trans_a ? 1 : lda, a_depth = trans_a ? lda : 1;
   const int64_t b_depth = trans_b ? 1 : ldb, b_col = trans_b ? ldb : 1;
@@ -204,11 +136,11 @@ void gemm_bf16_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
     const int64_t nc = std::min(kNc, n - j0);
     for (int64_t p0 = 0; p0 < k; p0 += kKc) {
       const int64_t kc = std::min(kKc, k - p0), steps = div_up(kc, kStep);
-      pack_b(b + p0 * b_depth + j0 * b_col, b_depth, b_col, nc, kc, b_packed);
+      amx::pack_b(b + p0 * b_depth + j0 * b_col, ldb, trans_b, kc, nc, b_packed);
       const bool load_c = accumulate || p0 > 0;
       for (int64_t i0 = 0; i0 < m; i0 += kMc) {
         const int64_t mc = std::min(kMc, m - i0);
-        pack_a(a + i0 * a_row + p0 * a_depth, a_row, a_depth, mc, kc, a_packed);
+        amx::pack_a(a + i0 * a_row + p0 * a_depth, lda, trans_a, mc, kc, a_packed);
         for (int64_t ir = 0; ir < mc; ir += kBlock)
           for (int64_t jr = 0; jr < nc; jr += kBlock)
             multiply_block(steps, a_packed + ir * steps * kStep, b_packed + jr * steps * kStep,
@@ -220,9 +152,9 @@ void gemm_bf16_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
   }
 }
 
-void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const uint16_t* a,
-               int64_t lda, const uint16_t* b, int64_t ldb, bool accumulate, float* c,
-               int64_t ldc) {
+template <typename Source>
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Source* a,
+               int64_t lda, const Source* b, int64_t ldb, bool accumulate, float* c, int64_t ldc) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     if (!accumulate)
@@ -236,20 +168,35 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   });
 }
 
+template <typename Source>
+void gemm_bf16_batched_from(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                            int64_t k, const Source* a, int64_t lda, int64_t stride_a,
+                            const Source* b, int64_t ldb, int64_t stride_b, bool accumulate,
+                            float* c, int64_t ldc, int64_t stride_c) {
+  // Without the permission amx_bf16_available() asks for, the first tile instruction is SIGILL.
+  QKV_CHECK(amx_bf16_available(), "gemm_bf16", "AMX bf16 tiles are not available on this machine");
+  for_each_product(batch, m, n, k, [&](int64_t i) {
+    gemm_bf16(trans_a, trans_b, m, n, k, a + i * stride_a, lda, b + i * stride_b, ldb, accumulate,
+              c + i * stride_c, ldc);
+  });
+}
+
 }  // namespace
 
 void gemm_bf16_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                        const bf16_t* a, int64_t lda, int64_t stride_a, const bf16_t* b, int64_t ldb,
                        int64_t stride_b, bool accumulate, float* c, int64_t ldc, int64_t stride_c) {
   static_assert(sizeof(bf16_t) == sizeof(uint16_t));
-  // Without the permission amx_bf16_available() asks for, the first tile instruction is SIGILL.
-  QKV_CHECK(amx_bf16_available(), "gemm_bf16", "AMX bf16 tiles are not available on this machine");
-  const auto* a_bits = reinterpret_cast<const uint16_t*>(a);
-  const auto* b_bits = reinterpret_cast<const uint16_t*>(b);
-  for_each_product(batch, m, n, k, [&](int64_t i) {
-    gemm_bf16(trans_a, trans_b, m, n, k, a_bits + i * stride_a, lda, b_bits + i * stride_b, ldb,
-              accumulate, c + i * stride_c, ldc);
-  });
+  gemm_bf16_batched_from(batch, trans_a, trans_b, m, n, k, reinterpret_cast<const uint16_t*>(a),
+                         lda, stride_a, reinterpret_cast<const uint16_t*>(b), ldb, stride_b,
+                         accumulate, c, ldc, stride_c);
+}
+
+void gemm_bf16_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                       const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
+                       int64_t stride_b, bool accumulate, float* c, int64_t ldc, int64_t stride_c) {
+  gemm_bf16_batched_from(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b,
+                         accumulate, c, ldc, stride_c);
 }
 
 }  // namespace qkv::cpu

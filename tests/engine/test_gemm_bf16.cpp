@@ -1,12 +1,15 @@
 // The AMX bfloat16 GEMM (engine/cpu/gemm_bf16.h) against a double-precision product of the same
 // bfloat16 values: all four transpose combinations, shapes on and past every tile and cache block
 // edge, accumulation, padded and zero leading dimensions, broadcast batches, both thread counts,
-// and what NaN does. Skipped where the CPU or the OS does not offer AMX.
+// and what NaN does; each with bfloat16 operands and with float32 ones (rounded as they are
+// packed: the reference rounds them with float_to_bf16). Skipped where the CPU or the OS does not
+// offer AMX.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "engine/cpu/amx.h"
@@ -47,17 +50,35 @@ std::vector<bf16_t> random_bf16(size_t count, std::mt19937& rng) {
   return v;
 }
 
+// Random operand values of type Source (bf16_t or float, the latter not bfloat16-exact), and the
+// bfloat16 value the product must use for each.
+template <typename Source>
+std::vector<Source> random_values(size_t count, std::mt19937& rng) {
+  if constexpr (std::is_same_v<Source, bf16_t>) {
+    return random_bf16(count, rng);
+  } else {
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float> v(count);
+    for (float& x : v) x = u(rng);
+    return v;
+  }
+}
+double as_bf16(bf16_t x) { return qkv::bf16_to_float(x); }
+double as_bf16(float x) { return qkv::bf16_to_float(qkv::float_to_bf16(x)); }
+
 // Runs case c and returns the largest error over its allowance, eps_f32 * (k + 2) * (sum of
 // |terms|): float32 sums of k exact products meet it, a wrong index or a lost term does not.
 // Padding between rows of C must come back as it was.
+template <typename Source>
 double relative_error(const Case& c, std::mt19937& rng) {
   const int64_t lda = (c.ta ? c.m : c.k) + c.pad_a, ldb = (c.tb ? c.k : c.n) + c.pad_b;
   const int64_t ldc = c.n + c.pad_c;
   const int64_t a_rows = c.ta ? c.k : c.m, b_rows = c.tb ? c.n : c.k;
   const int64_t stride_a = a_rows * lda, stride_b = c.broadcast_b ? 0 : b_rows * ldb;
   const int64_t stride_c = c.m * ldc;
-  std::vector<bf16_t> a = random_bf16(size_t(stride_a * c.batch), rng);
-  std::vector<bf16_t> b = random_bf16(size_t(b_rows * ldb * (c.broadcast_b ? 1 : c.batch)), rng);
+  std::vector<Source> a = random_values<Source>(size_t(stride_a * c.batch), rng);
+  std::vector<Source> b =
+      random_values<Source>(size_t(b_rows * ldb * (c.broadcast_b ? 1 : c.batch)), rng);
   std::vector<float> out(size_t(stride_c * c.batch));
   std::uniform_real_distribution<float> u(-1, 1);
   for (float& v : out) v = u(rng);
@@ -66,12 +87,12 @@ double relative_error(const Case& c, std::mt19937& rng) {
       if (i % ldc < c.n) out[size_t(i)] = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> before = out;
 
-  qkv::cpu::gemm_bf16_batched(c.batch, c.ta, c.tb, c.m, c.n, c.k, a.data(), lda, stride_a, b.data(),
-                              ldb, stride_b, c.accumulate, out.data(), ldc, stride_c);
+  qkv::cpu::gemm_bf16_batched(c.batch, c.ta, c.tb, c.m, c.n, c.k, a.data(), lda, stride_a,
+                              b.data(), ldb, stride_b, c.accumulate, out.data(), ldc, stride_c);
 
-  auto at = [](const std::vector<bf16_t>& x, int64_t offset, bool trans, int64_t ld, int64_t r,
+  auto at = [](const std::vector<Source>& x, int64_t offset, bool trans, int64_t ld, int64_t r,
                int64_t col) {
-    return double(qkv::bf16_to_float(x[size_t(offset + (trans ? col * ld + r : r * ld + col))]));
+    return as_bf16(x[size_t(offset + (trans ? col * ld + r : r * ld + col))]);
   };
   const double eps = std::numeric_limits<float>::epsilon();
   double worst = 0;
@@ -116,8 +137,10 @@ std::vector<Case> edge_cases() {
 void check(const std::vector<Case>& cases) {
   std::mt19937 rng(5);
   for (const Case& c : cases) {
-    const double err = relative_error(c, rng);
-    BOOST_TEST(err <= 1.0, describe(c) << ": error " << err);
+    const double err = relative_error<bf16_t>(c, rng);
+    BOOST_TEST(err <= 1.0, describe(c) << ", bfloat16 operands: error " << err);
+    const double err_rounded = relative_error<float>(c, rng);
+    BOOST_TEST(err_rounded <= 1.0, describe(c) << ", float32 operands: error " << err_rounded);
   }
 }
 
