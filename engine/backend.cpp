@@ -6,6 +6,14 @@
 
 namespace qkv {
 
+bool Backend::supports_matmul_rounding_to_bf16() const { return false; }
+
+void Backend::matmul_rounding_to_bf16(const Tensor&, const Tensor&, const Tensor&, bool) {
+  QKV_CHECK(false, "matmul", "the ", device().str(),
+            " backend cannot round float32 operands to bfloat16 in its GEMM (ask "
+            "supports_matmul_rounding_to_bf16 first)");
+}
+
 bool Backend::supports_fused_attention(DType, int64_t, int64_t) const { return false; }
 
 void Backend::fused_attention_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,

@@ -128,6 +128,14 @@ class Backend {
   // precision: bfloat16 products accumulated and returned in float32, engine/autocast.h).
   virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out,
                       bool accumulate = false) = 0;
+  // Optional: the same mixed-precision product with float32 a and b, each value rounded to
+  // bfloat16 (to nearest even) inside the kernel, into a float32 out. It spares autocast a
+  // rounded bfloat16 copy of every operand (the CPU's AMX GEMM rounds while it packs). Backends
+  // without such a kernel keep the defaults (no, and a throw if called anyway), and matmul's
+  // callers round the operands into bfloat16 tensors first.
+  virtual bool supports_matmul_rounding_to_bf16() const;
+  virtual void matmul_rounding_to_bf16(const Tensor& a, const Tensor& b, const Tensor& out,
+                                       bool accumulate = false);
 
   // ---- convolution ----------------------------------------------------------------------------
   // im2col: x [N, C, H, W] (contiguous) -> cols [N, C * kh * kw, Ho * Wo], where

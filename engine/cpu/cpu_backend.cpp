@@ -101,6 +101,21 @@ void CpuBackend::matmul_bf16(const Tensor& a, const Tensor& b, const Tensor& out
                     out.data<float>(), g.n, g.m * g.n);
 }
 
+bool CpuBackend::supports_matmul_rounding_to_bf16() const { return amx_bf16_available(); }
+
+void CpuBackend::matmul_rounding_to_bf16(const Tensor& a, const Tensor& b, const Tensor& out,
+                                         bool accumulate) {
+  if (!supports_matmul_rounding_to_bf16())  // the base class's error: ask first
+    return Backend::matmul_rounding_to_bf16(a, b, out, accumulate);
+  QKV_CHECK(a.dtype() == DType::f32 && b.dtype() == DType::f32 && out.dtype() == DType::f32,
+            "matmul", "rounding to bfloat16 takes float32 operands and result, got ",
+            dtype_name(a.dtype()), ", ", dtype_name(b.dtype()), " -> ", dtype_name(out.dtype()));
+  const GemmOperands g = gemm_operands(a, b, out);
+  gemm_bf16_batched(g.batch, g.trans_a, g.trans_b, g.m, g.n, g.k, a.data<float>(), g.lda,
+                    a.strides()[0], b.data<float>(), g.ldb, b.strides()[0], accumulate,
+                    out.data<float>(), g.n, g.m * g.n);
+}
+
 }  // namespace cpu
 
 namespace {

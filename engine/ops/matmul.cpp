@@ -18,12 +18,35 @@ DType product_dtype(const Tensor& operand) {
   return operand.dtype() == DType::f32 ? autocast_dtype() : operand.dtype();
 }
 
-// `t` in `dtype` (a rounded contiguous copy), or `t` itself when it already is.
-Tensor as_product_operand(const Tensor& t, DType dtype) {
-  if (t.dtype() == dtype) return t;
-  Tensor rounded = Tensor::empty(t.shape(), dtype, t.device());
+// Whether the backend rounds float32 operands to bfloat16 inside its GEMM when the product runs
+// in `compute`, so that no rounded copies need to be made here.
+bool rounds_in_kernel(const Tensor& operand, DType compute) {
+  return compute == DType::bf16 && operand.dtype() == DType::f32 &&
+         operand.backend().supports_matmul_rounding_to_bf16();
+}
+
+// `t` ready for a product in `compute`: itself when it already has that dtype or the backend
+// rounds it in its kernel, else a rounded copy. A transposed view (a Linear layer's weight, K^T in
+// attention, the backward's A^T) is rounded in its own memory order and handed back transposed:
+// the kernel reads transposed operands in place, and a copy that walks the source in order runs
+// several times faster than one that transposes it.
+Tensor as_product_operand(const Tensor& t, DType compute) {
+  if (t.dtype() == compute || rounds_in_kernel(t, compute)) return t;
+  if (t.dim() >= 2 && !t.is_contiguous() && t.transpose(-1, -2).is_contiguous())
+    return as_product_operand(t.transpose(-1, -2), compute).transpose(-1, -2);
+  Tensor rounded = Tensor::empty(t.shape(), compute, t.device());
   if (rounded.numel() > 0) t.backend().copy(t, rounded);
   return rounded;
+}
+
+// The backend's product of two operands prepared by as_product_operand: float32 ones left there
+// under bf16 are rounded by the kernel.
+void backend_matmul(const Tensor& a, const Tensor& b, const Tensor& out, DType compute,
+                    bool accumulate = false) {
+  if (compute == DType::bf16 && a.dtype() == DType::f32)
+    a.backend().matmul_rounding_to_bf16(a, b, out, accumulate);
+  else
+    a.backend().matmul(a, b, out, accumulate);
 }
 
 // A [batch..., r, c] operand as a 3-D view the kernel can read in place: unit stride along one of
@@ -99,12 +122,11 @@ Tensor matmul_nd(const Tensor& a_in, const Tensor& b_in) {
   if (b.dim() == 2 && a.dim() > 2 && a.is_contiguous()) {
     Tensor a2 = make_view(a, {1, batch_count * m, k}, {0, k, 1}, a.offset());
     Tensor b2 = as_batched_matrix(b, {1}, 1);
-    a.backend().matmul(a2, b2, make_view(out, {1, batch_count * m, n}, {0, n, 1}, 0));
+    backend_matmul(a2, b2, make_view(out, {1, batch_count * m, n}, {0, n, 1}, 0), compute);
     return out;
   }
-  a.backend().matmul(as_batched_matrix(a, batch, batch_count),
-                     as_batched_matrix(b, batch, batch_count),
-                     make_view(out, {batch_count, m, n}, {m * n, n, 1}, 0));
+  backend_matmul(as_batched_matrix(a, batch, batch_count), as_batched_matrix(b, batch, batch_count),
+                 make_view(out, {batch_count, m, n}, {m * n, n, 1}, 0), compute);
   return out;
 }
 
@@ -178,8 +200,8 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
           make_view(w, {1, in, out_features}, {0, w.strides()[1], w.strides()[0]}, w.offset());
       if (w.strides()[1] != 1 && w.strides()[0] != 1)
         w_t = make_view(detail::contiguous_data(w), {1, in, out_features}, {0, 1, in}, 0);
-      y.backend().matmul(make_view(x, {1, rows, in}, {0, in, 1}, x.offset()), w_t, y3,
-                         /*accumulate=*/true);
+      backend_matmul(make_view(x, {1, rows, in}, {0, in, 1}, x.offset()), w_t, y3, compute,
+                     /*accumulate=*/true);
     }
   }
   return record(op, {x_in, weight_in, bias_in}, y,

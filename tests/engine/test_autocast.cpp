@@ -217,4 +217,59 @@ BOOST_AUTO_TEST_CASE(the_cpu_backend_multiplies_bfloat16_operands) {
       {"matmul", "bfloat16", "float64"});
 }
 
+namespace {
+boost::test_tools::assertion_result cpu_rounds_in_its_gemm(boost::unit_test::test_unit_id) {
+  boost::test_tools::assertion_result result(
+      backend_for(Device::cpu()).supports_matmul_rounding_to_bf16());
+  result.message() << "the CPU backend rounds operands itself only on AMX (engine/cpu/amx.h)";
+  return result;
+}
+boost::test_tools::assertion_result cpu_rounds_first(boost::unit_test::test_unit_id id) {
+  return !cpu_rounds_in_its_gemm(id);
+}
+}  // namespace
+
+// Where the backend rounds float32 operands inside its GEMM, autocast skips the rounded copies;
+// the product must be the one the copies give: bit for bit, since both feed the same bfloat16
+// values to the same kernel. Operands as stored, transposed, and a result accumulated into.
+BOOST_AUTO_TEST_CASE(rounding_inside_the_gemm_equals_rounding_first,
+                     *boost::unit_test::precondition(cpu_rounds_in_its_gemm)) {
+  Backend& cpu = backend_for(Device::cpu());
+  const int64_t M = 45, K = 70, N = 38;
+  for (bool transposed : {false, true}) {
+    Tensor a = random_f32({1, M, K}, 21);
+    Tensor b = transposed ? random_f32({1, N, K}, 22).transpose(1, 2) : random_f32({1, K, N}, 22);
+    Tensor start = random_f32({1, M, N}, 23);
+    Tensor fused = start.clone(), first = start.clone();
+    cpu.matmul_rounding_to_bf16(a, b, fused, /*accumulate=*/true);
+    Tensor b16 = Tensor::empty(b.shape(), DType::bf16);
+    cpu.copy(b, b16);  // contiguous: the rounded-first operand is read as stored
+    cpu.matmul(cast(a, DType::bf16), b16, first, /*accumulate=*/true);
+    const std::vector<float> x = fused.to_vector<float>(), y = first.to_vector<float>();
+    BOOST_REQUIRE_EQUAL(x.size(), y.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < x.size(); ++i) differ += x[i] != y[i];
+    BOOST_CHECK_MESSAGE(differ == 0, (transposed ? "B transposed: " : "B as stored: ")
+                                         << differ << " elements differ");
+  }
+  check_error(
+      [&] {
+        cpu.matmul_rounding_to_bf16(cast(random_f32({1, 2, 3}, 24), DType::f64),
+                                    cast(random_f32({1, 3, 2}, 25), DType::f64),
+                                    Tensor::empty({1, 2, 2}, DType::f64));
+      },
+      {"matmul", "float32", "float64"});
+}
+
+BOOST_AUTO_TEST_CASE(a_backend_without_the_fused_rounding_says_so,
+                     *boost::unit_test::precondition(cpu_rounds_first)) {
+  Backend& cpu = backend_for(Device::cpu());
+  check_error(
+      [&] {
+        cpu.matmul_rounding_to_bf16(random_f32({1, 2, 3}, 26), random_f32({1, 3, 2}, 27),
+                                    Tensor::empty({1, 2, 2}, DType::f32));
+      },
+      {"matmul", "cpu", "supports_matmul_rounding_to_bf16"});
+}
+
 BOOST_AUTO_TEST_SUITE_END()
