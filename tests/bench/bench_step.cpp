@@ -2,8 +2,10 @@
 // model and shapes as tests/bench/torch_step.py (d_model 128, 4 heads, 2+2 post-norm layers,
 // feed-forward 256, dropout 0.1, batch 64, lengths 20, vocabulary 40, Adam). Prints the median
 // ms/step and where the time goes (forward, backward, optimizer).
-// Usage: bench_step [threads] [cpu|cuda] [dropout]. On cuda the device is synchronized around
-// each timed phase (kernels run asynchronously); with dropout 0 attention takes the fused kernel.
+// Usage: bench_step [threads] [cpu|cuda] [dropout] [f32|bf16]. On cuda the device is synchronized
+// around each timed phase (kernels run asynchronously); with dropout 0 attention takes the fused
+// kernel. bf16 runs the forward under Autocast (--precision bf16; on the CPU, AMX tiles where the
+// CPU has them: compare with QKV_CPU_AMX=0).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/autocast.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
 #include "models/seq2seq.h"
@@ -69,6 +72,12 @@ int main(int argc, char** argv) {
   Device device = Device::cpu();
   if (int rc = pick_device(argc > 2 ? argv[2] : "cpu", device)) return rc;
   const double dropout = argc > 3 ? std::atof(argv[3]) : 0.1;
+  const std::string precision = argc > 4 ? argv[4] : "f32";
+  if (precision != "f32" && precision != "bf16") {
+    std::fprintf(stderr, "bench_step: unknown precision '%s' (f32 or bf16)\n", precision.c_str());
+    return 2;
+  }
+  const DType compute_dtype = precision == "bf16" ? DType::bf16 : DType::f32;
   const int64_t batch = 64, len = 20, vocab = 40, pad = 0;
   manual_seed(0);
   models::Seq2SeqConfig cfg{.src_vocab = vocab,
@@ -106,8 +115,12 @@ int main(int argc, char** argv) {
     wait_for(device);
     auto t0 = Clock::now();
     opt.zero_grad();
-    Tensor logits = model.forward(src, tgt_in, src_mask, tgt_mask);
-    Tensor loss = cross_entropy(reshape(logits, {-1, vocab}), reshape(tgt_out, {-1}), pad);
+    Tensor loss;
+    {
+      Autocast autocast(compute_dtype);  // backward replays each product in its forward's dtype
+      Tensor logits = model.forward(src, tgt_in, src_mask, tgt_mask);
+      loss = cross_entropy(reshape(logits, {-1, vocab}), reshape(tgt_out, {-1}), pad);
+    }
     wait_for(device);
     const double f = ms_since(t0);
     auto t1 = Clock::now();
@@ -121,8 +134,8 @@ int main(int argc, char** argv) {
     if (it < 5) continue;  // warm-up: allocator caches, thread pool
     fwd.push_back(f), bwd.push_back(b), upd.push_back(u), total.push_back(ms_since(t0));
   }
-  std::printf("qkv threads %d device %s dropout %g\n", num_threads(), device.str().c_str(),
-              dropout);
+  std::printf("qkv threads %d device %s dropout %g precision %s\n", num_threads(),
+              device.str().c_str(), dropout, precision.c_str());
   std::printf("forward %.2f  backward %.2f  adam %.2f (medians, ms)\n", median(fwd), median(bwd),
               median(upd));
   std::printf("ms/step %.2f (best %.2f)\n", median(total),
