@@ -1,6 +1,10 @@
 // Deciding whether AMX may be used: cpuid, the environment, then Linux's permission.
 #include "engine/cpu/amx.h"
 
+#include <immintrin.h>
+
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -9,8 +13,19 @@
 #include <unistd.h>
 #endif
 
+#define QKV_AMX __attribute__((target("amx-tile,amx-bf16")))
+
 namespace qkv::cpu {
 namespace {
+
+// The operand of LDTILECFG; its layout is fixed by the instruction.
+struct TileConfig {
+  uint8_t palette_id = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytes_per_row[16] = {};
+  uint8_t rows[16] = {};
+};
 
 bool request_tile_state() {
 #if defined(__linux__) && defined(__x86_64__)
@@ -43,6 +58,51 @@ bool decide() {
 bool amx_bf16_available() {
   static const bool available = decide();
   return available;
+}
+
+QKV_AMX AmxTileScope::AmxTileScope() {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) {
+    config.bytes_per_row[t] = 64;
+    config.rows[t] = 16;
+  }
+  // GCC 12's _tile_loadconfig tells the compiler it reads only 8 bytes at the pointer, so the
+  // stores above past the first 8 bytes may be dropped as dead (it happened: LDTILECFG then saw
+  // zero rows and the first tile load faulted). The empty asm takes the address and clobbers
+  // memory, which forces every store of `config` to happen first.
+  asm volatile("" : : "r"(&config) : "memory");
+  _tile_loadconfig(&config);
+}
+
+QKV_AMX AmxTileScope::~AmxTileScope() { _tile_release(); }
+
+QKV_AMX double amx_bf16_peak_flops(double seconds) {
+  using Clock = std::chrono::steady_clock;
+  AmxTileScope tiles;
+  alignas(64) static const uint16_t zeros[16 * 32] = {};
+  _tile_loadd(4, zeros, 64);
+  _tile_loadd(5, zeros, 64);
+  _tile_loadd(6, zeros, 64);
+  _tile_loadd(7, zeros, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  constexpr int64_t kRounds = 4096;  // of 4 instructions, ~1 ms
+  int64_t rounds = 0;
+  const auto start = Clock::now();
+  double elapsed = 0;
+  while (elapsed < seconds) {
+    for (int64_t i = 0; i < kRounds; ++i) {
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+    rounds += kRounds;
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  return double(rounds) * 4 * (2.0 * 16 * 16 * 32) / elapsed;
 }
 
 }  // namespace qkv::cpu

@@ -32,7 +32,7 @@
 #include "engine/cpu/scratch_buffer.h"
 #include "engine/error.h"
 
-#define QKV_AMX __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl")))
+#define QKV_AMX __attribute__((target("amx-tile,amx-bf16")))
 
 namespace qkv::cpu {
 namespace {
@@ -44,33 +44,6 @@ using amx::kStep;
 using amx::kTileValues;
 
 constexpr int64_t kKc = 256, kMc = 256, kNc = 1024;  // cache blocks, in values
-
-// The tile shapes every call uses: all eight tiles 16 rows x 64 bytes (16 floats or 32 bf16).
-// The layout of this struct is fixed by the LDTILECFG instruction.
-struct TileConfig {
-  uint8_t palette_id = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t bytes_per_row[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// Configures the tiles for this thread and releases them at the end of the scope: released tiles
-// make the thread's saved context 8 KiB smaller at every context switch.
-class TileScope {
- public:
-  QKV_AMX TileScope() {
-    TileConfig config;
-    for (int t = 0; t < 8; ++t) {
-      config.bytes_per_row[t] = 64;
-      config.rows[t] = 16;
-    }
-    _tile_loadconfig(&config);
-  }
-  QKV_AMX ~TileScope() { _tile_release(); }
-  TileScope(const TileScope&) = delete;
-  TileScope& operator=(const TileScope&) = delete;
-};
 
 // C block (rows x cols <= 32 x 32, at c with row stride ldc) = A panel @ B panel over `steps`
 // depth steps, plus C's old value when `load_c`.
@@ -86,6 +59,10 @@ QKV_AMX void multiply_block(int64_t steps, const uint16_t* a, const uint16_t* b,
       std::memcpy(edge + i * kBlock, c + i * ldc, cols * sizeof(float));
   }
   const int64_t bytes = stride * int64_t(sizeof(float));
+  // GCC 12's _tile_loadd is an asm statement that does not tell the compiler it reads memory, so
+  // nothing would stop the stores to `edge` above from moving past the loads below; this barrier
+  // does. (_tile_stored declares its write, so the copies back need none.)
+  asm volatile("" : : : "memory");
   if (load_c) {
     _tile_loadd(0, block, bytes);
     _tile_loadd(1, block + 16, bytes);
@@ -131,7 +108,7 @@ void gemm_bf16_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t 
   auto* b_packed = static_cast<uint16_t*>(
       b_scratch.get(sizeof(uint16_t) * div_up(std::min(kNc, n), kBlock) * kBlock * kc_max));
 
-  TileScope tiles;
+  AmxTileScope tiles;
   for (int64_t j0 = 0; j0 < n; j0 += kNc) {
     const int64_t nc = std::min(kNc, n - j0);
     for (int64_t p0 = 0; p0 < k; p0 += kKc) {
