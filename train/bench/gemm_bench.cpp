@@ -20,6 +20,7 @@
 #include "train/bench/cuda_bench.h"
 #include "train/bench/gemm_road.h"
 #include "train/bench/openblas.h"
+#include "train/bench/timing.h"
 
 namespace qkv::bench {
 namespace {
@@ -32,28 +33,6 @@ struct Shape {
 
 std::string trans_name(const Shape& s) {
   return std::string(s.ta ? "T" : "N") + (s.tb ? "T" : "N");
-}
-
-// Seconds per call of fn: warm up once, then repeat batches of calls for about `budget` seconds
-// and keep the fastest batch.
-double seconds_per_call(const std::function<void()>& fn, double budget) {
-  using clock = std::chrono::steady_clock;
-  auto elapsed = [](clock::time_point t0) {
-    return std::chrono::duration<double>(clock::now() - t0).count();
-  };
-  auto t0 = clock::now();
-  fn();
-  const double first = std::max(elapsed(t0), 1e-7);
-  const int calls = std::max(1, int(0.02 / first));  // batches of >= 20 ms hide the clock's cost
-  double best = first;
-  auto start = clock::now();
-  for (int rep = 0; rep < 3 || elapsed(start) < budget; ++rep) {
-    auto t = clock::now();
-    for (int i = 0; i < calls; ++i) fn();
-    best = std::min(best, elapsed(t) / calls);
-    if (rep >= 50) break;
-  }
-  return best;
 }
 
 double gflops(const Shape& s, double seconds) {
@@ -87,7 +66,7 @@ bool bench_shape(const Shape& s, int threads, const GemmBenchOptions& options) {
   const double budget = options.quick ? 0.05 : 0.25;
 
   qkv::set_num_threads(threads);
-  const double ours = seconds_per_call(
+  const double ours = fastest_seconds_per_call(
       [&] {
         cpu::gemm_batched<T>(s.batch, s.ta, s.tb, s.m, s.n, s.k, T(1), a.data(), lda, a_size,
                              b.data(), ldb, b_size, T(0), c.data(), s.n, c_size);
@@ -96,7 +75,7 @@ bool bench_shape(const Shape& s, int threads, const GemmBenchOptions& options) {
   double theirs = 0, diff = 0;
   if (blas.available()) {
     blas.set_num_threads(threads);
-    theirs = seconds_per_call(
+    theirs = fastest_seconds_per_call(
         [&] {
           for (int i = 0; i < s.batch; ++i)
             blas.gemm(s.ta, s.tb, s.m, s.n, s.k, T(1), a.data() + i * a_size, lda,
@@ -146,7 +125,7 @@ void road(int size) {
   std::vector<float> b = random_vector<float>(size_t(size) * size, 2);
   std::vector<float> c(size_t(size) * size);
   auto step = [&](const char* name, const std::function<void()>& fn) {
-    std::printf("  %-44s %9.1f\n", name, gflops(s, seconds_per_call(fn, 0.3)));
+    std::printf("  %-44s %9.1f\n", name, gflops(s, fastest_seconds_per_call(fn, 0.3)));
     std::fflush(stdout);
   };
   std::printf("\nThe road, f32 %dx%dx%d (GFLOP/s):\n", size, size, size);
@@ -231,6 +210,7 @@ int run_gemm_bench(const GemmBenchOptions& options) {
       for (int t : options.threads)
         ok = bench_shape<double>({s, s, s, false, false}, t, options) && ok;
 
+  ok = run_gemm_bf16_bench(options) && ok;
   if (!options.json && !options.quick) road(1024);
   qkv::set_num_threads(saved_threads);
   return ok ? 0 : 1;

@@ -1,4 +1,5 @@
-// `qkv bench gemm`: GFLOP/s of qkv's CPU GEMM beside OpenBLAS measured in the same run.
+// `qkv bench gemm`: GFLOP/s of qkv's CPU GEMM beside OpenBLAS measured in the same run, and of the
+// bfloat16 GEMM on AMX beside float32 and the measured AMX peak.
 #pragma once
 
 #include <string>
@@ -15,5 +16,8 @@ struct GemmBenchOptions {
 
 // Prints the results; returns 0 (nonzero only if a result disagreed with OpenBLAS).
 int run_gemm_bench(const GemmBenchOptions& options);
+
+// The bfloat16 rows (AMX), printed by run_gemm_bench after the float ones; false on a mismatch.
+bool run_gemm_bf16_bench(const GemmBenchOptions& options);
 
 }  // namespace qkv::bench

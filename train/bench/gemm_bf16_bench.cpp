@@ -1,0 +1,181 @@
+// The bfloat16 rows of `qkv bench gemm`: the AMX GEMM (engine/cpu/gemm_bf16.h) beside the float32
+// products a CPU without it would run, OpenBLAS's sgemm and qkv's own, on the same values, and as
+// a fraction of the peak TDPBF16PS rate measured in the same run. (Debian's OpenBLAS is built
+// without its bfloat16 GEMM, so no bfloat16 library product is compared.)
+//
+// Two rows per shape: bfloat16 operands, and float32 operands rounded as they are packed (what
+// autocast runs). Each is checked against OpenBLAS on the rounded values before it is reported.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/cpu/amx.h"
+#include "engine/cpu/gemm.h"
+#include "engine/cpu/gemm_bf16.h"
+#include "engine/dtype.h"
+#include "engine/parallel.h"
+#include "train/bench/gemm_bench.h"
+#include "train/bench/openblas.h"
+#include "train/bench/timing.h"
+
+namespace qkv::bench {
+namespace {
+
+struct Shape {
+  int m, n, k;
+  bool ta, tb;
+  int batch = 1;
+};
+
+double gflops(const Shape& s, double seconds) {
+  return 2.0 * s.batch * s.m * s.n * s.k / seconds * 1e-9;
+}
+
+// Peak GFLOP/s of `threads` cores running TDPBF16PS on registers at once.
+double measured_peak(int threads) {
+  std::vector<double> per_thread(static_cast<size_t>(threads));
+  qkv::set_num_threads(threads);
+  parallel_for(0, threads, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) per_thread[size_t(t)] = cpu::amx_bf16_peak_flops(0.1);
+  });
+  double total = 0;
+  for (double p : per_thread) total += p;
+  return total * 1e-9;
+}
+
+// Times one shape at `threads` and prints its two rows. Returns false if a product disagrees
+// with OpenBLAS on the same (rounded) values.
+bool bench_shape(const Shape& s, int threads, double peak, const GemmBenchOptions& options) {
+  const OpenBlas& blas = OpenBlas::get();
+  const int lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+  const size_t a_size = size_t(s.m) * s.k, b_size = size_t(s.k) * s.n, c_size = size_t(s.m) * s.n;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  // f32: float32 values; bf16: the same rounded; rounded: bf16 widened back, for sgemm
+  std::vector<float> a32(a_size * s.batch), b32(b_size * s.batch), a_rounded(a32.size()),
+      b_rounded(b32.size());
+  std::vector<bf16_t> a16(a32.size()), b16(b32.size());
+  for (size_t i = 0; i < a32.size(); ++i) {
+    a32[i] = u(rng), a16[i] = float_to_bf16(a32[i]), a_rounded[i] = bf16_to_float(a16[i]);
+  }
+  for (size_t i = 0; i < b32.size(); ++i) {
+    b32[i] = u(rng), b16[i] = float_to_bf16(b32[i]), b_rounded[i] = bf16_to_float(b16[i]);
+  }
+  std::vector<float> c(c_size * s.batch), c_ref(c.size());
+  const double budget = options.quick ? 0.05 : 0.25;
+
+  qkv::set_num_threads(threads);
+  auto time_amx = [&](const auto* a, const auto* b) {
+    return fastest_seconds_per_call(
+        [&] {
+          cpu::gemm_bf16_batched(s.batch, s.ta, s.tb, s.m, s.n, s.k, a, lda, a_size, b, ldb, b_size,
+                                 false, c.data(), s.n, c_size);
+        },
+        budget);
+  };
+  const double qkv_f32 = fastest_seconds_per_call(
+      [&] {
+        cpu::gemm_batched<float>(s.batch, s.ta, s.tb, s.m, s.n, s.k, 1.0f, a_rounded.data(), lda,
+                                 a_size, b_rounded.data(), ldb, b_size, 0.0f, c_ref.data(), s.n,
+                                 c_size);
+      },
+      budget);
+  double openblas = 0;
+  if (blas.available()) {
+    blas.set_num_threads(threads);
+    openblas = fastest_seconds_per_call(
+        [&] {
+          for (int i = 0; i < s.batch; ++i)
+            blas.gemm(s.ta, s.tb, s.m, s.n, s.k, 1.0f, a_rounded.data() + i * a_size, lda,
+                      b_rounded.data() + i * b_size, ldb, 0.0f, c_ref.data() + i * c_size, s.n);
+        },
+        budget);
+    if (threads > 1) std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  }
+  // c_ref now holds the float32 product of the rounded values (OpenBLAS's, or qkv's without it).
+  bool ok = true;
+  for (bool from_f32 : {false, true}) {
+    const double seconds =
+        from_f32 ? time_amx(a32.data(), b32.data()) : time_amx(a16.data(), b16.data());
+    double diff = 0, scale = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+      diff = std::max(diff, double(std::abs(c[i] - c_ref[i])));
+      scale = std::max(scale, double(std::abs(c_ref[i])));
+    }
+    diff /= std::max(scale, 1e-30);
+    const double ours = gflops(s, seconds), f32 = gflops(s, qkv_f32);
+    const double theirs = openblas > 0 ? gflops(s, openblas) : 0;
+    const char* source = from_f32 ? "f32>bf16" : "bf16";
+    const std::string trans = std::string(s.ta ? "T" : "N") + (s.tb ? "T" : "N");
+    if (options.json) {
+      char theirs_json[32] = "null";
+      if (theirs > 0) std::snprintf(theirs_json, sizeof theirs_json, "%.2f", theirs);
+      std::printf(
+          "{\"m\":%d,\"n\":%d,\"k\":%d,\"batch\":%d,\"trans\":\"%s\",\"dtype\":\"%s\","
+          "\"threads\":%d,\"gflops\":%.2f,\"qkv_f32_gflops\":%.2f,\"openblas_gflops\":%s,"
+          "\"amx_peak_gflops\":%.1f}\n",
+          s.m, s.n, s.k, s.batch, trans.c_str(), source, threads, ours, f32, theirs_json, peak);
+    } else {
+      char vs_openblas[16] = "-";
+      if (theirs > 0) std::snprintf(vs_openblas, sizeof vs_openblas, "%.2f", ours / theirs);
+      std::printf("%-8s %-5s %5d %5d %5d %5d %3d %9.1f %9.1f %7.2f %9s %6.0f%%\n", source,
+                  trans.c_str(), s.batch, s.m, s.n, s.k, threads, ours, f32, ours / f32,
+                  vs_openblas, 100 * ours / peak);
+    }
+    std::fflush(stdout);
+    if (diff > 1e-4) {
+      std::printf("MISMATCH: the AMX product and OpenBLAS differ by %.3g (relative)\n", diff);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+}  // namespace
+
+bool run_gemm_bf16_bench(const GemmBenchOptions& options) {
+  if (!cpu::amx_bf16_available()) {
+    if (!options.json)
+      std::printf(
+          "\nbfloat16: no AMX on this CPU or OS (or QKV_CPU_AMX=0): products are float32 "
+          "on widened operands, as in the f32 rows\n");
+    return true;
+  }
+  std::vector<double> peaks;
+  for (int t : options.threads) peaks.push_back(measured_peak(t));
+  if (!options.json) {
+    std::printf(
+        "\nbfloat16 on AMX (float32 accumulation). Peak measured now (TDPBF16PS on "
+        "registers):");
+    for (size_t i = 0; i < peaks.size(); ++i)
+      std::printf(" %.0f GFLOP/s at %d thread%s%s", peaks[i], options.threads[i],
+                  options.threads[i] == 1 ? "" : "s", i + 1 < peaks.size() ? "," : "");
+    std::printf(
+        "\nf32>bf16: float32 operands rounded while packed (autocast). 'f32 GEMM': qkv's "
+        "float32 GEMM on the same values\n\n");
+    std::printf("%-8s %-5s %5s %5s %5s %5s %3s %9s %9s %7s %9s %7s\n", "operands", "trans", "batch",
+                "m", "n", "k", "thr", "qkv", "f32 GEMM", "ratio", "/OpenBLAS", "of peak");
+  }
+  std::vector<Shape> shapes;
+  const std::vector<int> squares =
+      options.quick ? std::vector<int>{256, 1024} : std::vector<int>{128, 256, 512, 1024, 2048};
+  for (int s : squares) shapes.push_back({s, s, s, false, false});
+  // The transformer's products in the three layouts training uses: x @ W^T (NT), g @ W (NN), and
+  // the weight gradient g^T @ x (TN).
+  shapes.push_back({2048, 512, 128, false, true});
+  shapes.push_back({2048, 128, 512, false, false});
+  shapes.push_back({512, 128, 2048, true, false});
+  shapes.push_back({128, 128, 64, false, true, 32});  // attention scores, batch x heads = 32
+  bool ok = true;
+  for (const Shape& s : shapes)
+    for (size_t i = 0; i < options.threads.size(); ++i)
+      ok = bench_shape(s, options.threads[i], peaks[i], options) && ok;
+  return ok;
+}
+
+}  // namespace qkv::bench
