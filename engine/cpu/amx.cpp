@@ -39,26 +39,34 @@ bool request_tile_state() {
 #endif
 }
 
-bool decide() {
+// Why AMX is not used, or "" when it is.
+const char* decide() {
 #if defined(__x86_64__)
   const char* env = std::getenv("QKV_CPU_AMX");
-  if (env && std::strcmp(env, "0") == 0) return false;
-  if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16")) return false;
+  if (env && std::strcmp(env, "0") == 0) return "turned off by QKV_CPU_AMX=0";
+  if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-bf16"))
+    return "this CPU has no AMX-BF16";
   // The packing code (gemm_bf16_pack.cpp) uses AVX-512BW and rounds float32 with AVX512-BF16;
   // every CPU with AMX has both.
-  if (!__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512bf16")) return false;
-  return request_tile_state();
+  if (!__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512bf16"))
+    return "this CPU has AMX but not AVX512-BF16";
+  if (!request_tile_state()) return "Linux did not grant the tile state (arch_prctl)";
+  return "";
 #else
-  return false;
+  return "not an x86-64 build";
 #endif
+}
+
+const char* reason() {
+  static const char* const why = decide();
+  return why;
 }
 
 }  // namespace
 
-bool amx_bf16_available() {
-  static const bool available = decide();
-  return available;
-}
+bool amx_bf16_available() { return reason()[0] == '\0'; }
+
+const char* amx_bf16_unavailable_reason() { return reason(); }
 
 QKV_AMX AmxTileScope::AmxTileScope() {
   TileConfig config;

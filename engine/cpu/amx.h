@@ -15,6 +15,8 @@ namespace qkv::cpu {
 // the environment variable QKV_CPU_AMX is not "0" (set it to compare with the float32 path, or
 // to rule AMX out when chasing a bug). Decided on the first call; cheap afterwards.
 bool amx_bf16_available();
+// Why not, in a few words ("" when available): for `qkv info` and the benchmarks.
+const char* amx_bf16_unavailable_reason();
 
 // Configures this thread's tiles the one way qkv uses them, all eight 16 rows x 64 bytes (16
 // float32 or 32 bfloat16 per row), and releases them at the end of the scope: released tiles make

@@ -142,8 +142,9 @@ bool run_gemm_bf16_bench(const GemmBenchOptions& options) {
   if (!cpu::amx_bf16_available()) {
     if (!options.json)
       std::printf(
-          "\nbfloat16: no AMX on this CPU or OS (or QKV_CPU_AMX=0): products are float32 "
-          "on widened operands, as in the f32 rows\n");
+          "\nbfloat16: no AMX (%s): products are float32 on widened operands, as in the "
+          "f32 rows\n",
+          cpu::amx_bf16_unavailable_reason());
     return true;
   }
   std::vector<double> peaks;

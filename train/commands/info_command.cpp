@@ -1,7 +1,9 @@
-// `qkv info`: version, build type, threads, CPU features, CUDA status.
+// `qkv info`: version, build type, threads, CPU features (and whether bf16 runs on AMX), CUDA
+// status.
 #include <cstdio>
 #include <thread>
 
+#include "engine/cpu/amx.h"
 #include "engine/parallel.h"
 #include "train/commands/commands.h"
 #ifdef QKV_WITH_CUDA
@@ -33,8 +35,17 @@ int info_command() {
   QKV_PRINT_FEATURE("avx512vl")
   QKV_PRINT_FEATURE("avx512vnni")
   QKV_PRINT_FEATURE("avx512bf16")
+  QKV_PRINT_FEATURE("amx-tile")
+  QKV_PRINT_FEATURE("amx-bf16")
 #undef QKV_PRINT_FEATURE
   std::printf("\n");
+  if (cpu::amx_bf16_available())
+    std::printf(
+        "bf16:     AMX tiles (--precision bf16 products run on them; QKV_CPU_AMX=0 "
+        "turns them off)\n");
+  else
+    std::printf("bf16:     float32 GEMM on widened operands (no AMX: %s)\n",
+                cpu::amx_bf16_unavailable_reason());
 #ifdef QKV_WITH_CUDA
   std::printf("cuda:     %s\n", qkv::cuda::status().c_str());
 #else
