@@ -21,14 +21,15 @@ void scale_c(int64_t m, int64_t n, T beta, T* c, int64_t ldc) {
 
 }  // namespace
 
-int gemm_threads(int64_t m, int64_t n, int64_t k) {
-  if (in_parallel_region() || m * n * k < kMinParallelMacs) return 1;
+int gemm_threads(int64_t m, int64_t n, int64_t k, int64_t min_parallel_macs) {
+  if (in_parallel_region() || m * n * k < min_parallel_macs) return 1;
   return num_threads();
 }
 
 void split_into_bands(int64_t m, int64_t n, int64_t k, int mr, int nr,
-                      const std::function<void(int64_t, int64_t, int64_t, int64_t)>& band) {
-  if (gemm_threads(m, n, k) == 1) return band(0, m, 0, n);
+                      const std::function<void(int64_t, int64_t, int64_t, int64_t)>& band,
+                      int64_t min_parallel_macs) {
+  if (gemm_threads(m, n, k, min_parallel_macs) == 1) return band(0, m, 0, n);
   if (m >= n) {
     parallel_for(0, (m + mr - 1) / mr, 1,
                  [&](int64_t t0, int64_t t1) { band(t0 * mr, std::min(m, t1 * mr), 0, n); });
@@ -39,11 +40,11 @@ void split_into_bands(int64_t m, int64_t n, int64_t k, int mr, int nr,
 }
 
 void for_each_product(int64_t batch, int64_t m, int64_t n, int64_t k,
-                      const std::function<void(int64_t)>& product) {
+                      const std::function<void(int64_t)>& product, int64_t min_parallel_macs) {
   const int threads = in_parallel_region() ? 1 : num_threads();
   const bool split_batch =
       threads > 1 && batch >= threads &&
-      (batch % threads == 0 || batch >= 4 * threads || m * n * k < kMinParallelMacs);
+      (batch % threads == 0 || batch >= 4 * threads || m * n * k < min_parallel_macs);
   if (split_batch) {
     parallel_for(0, batch, 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) product(i);

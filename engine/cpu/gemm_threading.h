@@ -15,21 +15,24 @@ namespace qkv::cpu {
 constexpr int64_t kMinParallelMacs = int64_t(1) << 19;
 
 // Threads a product of m x n x k multiply-adds should use: 1 inside a parallel region or below
-// kMinParallelMacs, else the pool's size.
-int gemm_threads(int64_t m, int64_t n, int64_t k);
+// min_parallel_macs, else the pool's size. A faster kernel needs a larger threshold: the cost of
+// waking a thread stays the same while the work it saves shrinks.
+int gemm_threads(int64_t m, int64_t n, int64_t k, int64_t min_parallel_macs = kMinParallelMacs);
 
 // Calls band(i0, i1, j0, j1) on disjoint blocks of the m x n output, one per thread, in parallel
 // when gemm_threads() says so. Blocks are whole register tiles (mr rows, nr columns) except at the
 // edge. Splitting rows makes every thread pack all of B (extra work ~ k*n per thread), splitting
 // columns makes each pack all of A (~ m*k), so the bands run across the larger dimension.
 void split_into_bands(int64_t m, int64_t n, int64_t k, int mr, int nr,
-                      const std::function<void(int64_t, int64_t, int64_t, int64_t)>& band);
+                      const std::function<void(int64_t, int64_t, int64_t, int64_t)>& band,
+                      int64_t min_parallel_macs = kMinParallelMacs);
 
 // Calls product(i) for i < batch. Many small products (attention's [batch*heads, T, d] matmuls)
 // are best spread over the batch: each thread runs whole products serially, with no
 // synchronization inside them. A few large products are better threaded inside (by product
 // itself), where the split is even whatever the batch size.
 void for_each_product(int64_t batch, int64_t m, int64_t n, int64_t k,
-                      const std::function<void(int64_t)>& product);
+                      const std::function<void(int64_t)>& product,
+                      int64_t min_parallel_macs = kMinParallelMacs);
 
 }  // namespace qkv::cpu
