@@ -68,7 +68,12 @@ bool amx_bf16_available() { return reason()[0] == '\0'; }
 
 const char* amx_bf16_unavailable_reason() { return reason(); }
 
-QKV_AMX AmxTileScope::AmxTileScope() {
+namespace {
+
+// The tile instructions live in functions of their own: GCC ignores target(...) on the definition
+// of a function first declared without it, as amx.h declares the ones below (a build without
+// -march=native then fails to compile them).
+QKV_AMX void load_tile_config() {
   TileConfig config;
   for (int t = 0; t < 8; ++t) {
     config.bytes_per_row[t] = 64;
@@ -82,11 +87,11 @@ QKV_AMX AmxTileScope::AmxTileScope() {
   _tile_loadconfig(&config);
 }
 
-QKV_AMX AmxTileScope::~AmxTileScope() { _tile_release(); }
+QKV_AMX void release_tiles() { _tile_release(); }
 
-QKV_AMX double amx_bf16_peak_flops(double seconds) {
+// TDPBF16PS on zero tiles in registers, four independent accumulators, for about `seconds`.
+QKV_AMX double measure_peak_flops(double seconds) {
   using Clock = std::chrono::steady_clock;
-  AmxTileScope tiles;
   alignas(64) static const uint16_t zeros[16 * 32] = {};
   _tile_loadd(4, zeros, 64);
   _tile_loadd(5, zeros, 64);
@@ -111,6 +116,17 @@ QKV_AMX double amx_bf16_peak_flops(double seconds) {
     elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   }
   return double(rounds) * 4 * (2.0 * 16 * 16 * 32) / elapsed;
+}
+
+}  // namespace
+
+AmxTileScope::AmxTileScope() { load_tile_config(); }
+
+AmxTileScope::~AmxTileScope() { release_tiles(); }
+
+double amx_bf16_peak_flops(double seconds) {
+  AmxTileScope tiles;
+  return measure_peak_flops(seconds);
 }
 
 }  // namespace qkv::cpu

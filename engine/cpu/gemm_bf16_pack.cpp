@@ -150,11 +150,11 @@ QKV_PACK_INLINE void transpose_b_columns(const Source* b, int64_t ldb, int64_t w
   for (int r = 0; r < 16; ++r) _mm512_storeu_si512(out + r * 32, columns[r]);
 }
 
-}  // namespace
-
+// pack_a and pack_b's bodies. (They are separate because GCC ignores target(...) on the
+// definition of a function first declared without it, as the header declares those two.)
 template <typename Source>
-QKV_PACK void pack_a(const Source* a, int64_t lda, bool transposed, int64_t rows, int64_t depth,
-                     uint16_t* dst) {
+QKV_PACK void pack_a_blocks(const Source* a, int64_t lda, bool transposed, int64_t rows,
+                            int64_t depth, uint16_t* dst) {
   const int64_t steps = div_up(depth, kStep);
   for (int64_t t = 0; t < div_up(rows, kBlock); ++t) {
     const int64_t i0 = t * kBlock, panel_rows = std::min<int64_t>(kBlock, rows - i0);
@@ -170,8 +170,8 @@ QKV_PACK void pack_a(const Source* a, int64_t lda, bool transposed, int64_t rows
 }
 
 template <typename Source>
-QKV_PACK void pack_b(const Source* b, int64_t ldb, bool transposed, int64_t depth, int64_t cols,
-                     uint16_t* dst) {
+QKV_PACK void pack_b_tiles(const Source* b, int64_t ldb, bool transposed, int64_t depth,
+                           int64_t cols, uint16_t* dst) {
   const int64_t steps = div_up(depth, kStep);
   for (int64_t j0 = 0; j0 < div_up(cols, kBlock) * kBlock; j0 += 16) {
     const int64_t width = std::clamp<int64_t>(cols - j0, 0, 16);
@@ -185,6 +185,20 @@ QKV_PACK void pack_b(const Source* b, int64_t ldb, bool transposed, int64_t dept
         interleave_b_rows(b + p0 * ldb + std::min(j0, cols - 1), ldb, width, count, out);
     }
   }
+}
+
+}  // namespace
+
+template <typename Source>
+void pack_a(const Source* a, int64_t lda, bool transposed, int64_t rows, int64_t depth,
+            uint16_t* dst) {
+  pack_a_blocks(a, lda, transposed, rows, depth, dst);
+}
+
+template <typename Source>
+void pack_b(const Source* b, int64_t ldb, bool transposed, int64_t depth, int64_t cols,
+            uint16_t* dst) {
+  pack_b_tiles(b, ldb, transposed, depth, cols, dst);
 }
 
 template void pack_a<uint16_t>(const uint16_t*, int64_t, bool, int64_t, int64_t, uint16_t*);
