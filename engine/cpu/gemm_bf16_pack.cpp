@@ -4,63 +4,16 @@
 // ragged blocks need no separate path.
 #include "engine/cpu/gemm_bf16_pack.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
-#include <type_traits>
 
-// GCC 12 warns "'__Y' may be used uninitialized" inside its own AVX-512 headers wherever an
-// intrinsic's pass-through operand is _mm512_undefined_*() (GCC bug 105593, fixed in GCC 13).
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
-#define QKV_PACK __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
-#define QKV_PACK_INLINE \
-  __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), always_inline)) inline
+#include "engine/cpu/bf16_vectors.h"
 
 namespace qkv::cpu::amx {
 namespace {
 
-// Mask of the first `count` lanes (any count; clamped to 0..32).
-inline uint32_t first_lanes(int64_t count) {
-  return count >= 32 ? ~0u : count <= 0 ? 0u : (1u << count) - 1;
-}
-
-// Values p[0..32) as 32 bfloat16 (lanes outside `mask` zero). A float source is rounded to nearest
-// even by VCVTNE2PS2BF16, which agrees with float_to_bf16 except that it reads float32 subnormals
-// as zero; TDPBF16PS reads bfloat16 subnormals as zero anyway.
-template <typename Source>
-QKV_PACK_INLINE __m512i load32(const Source* p, uint32_t mask) {
-  if constexpr (std::is_same_v<Source, float>) {
-    const __m512 lo = _mm512_maskz_loadu_ps(__mmask16(mask), p);
-    const __m512 hi = _mm512_maskz_loadu_ps(__mmask16(mask >> 16), p + 16);
-    return __m512i(_mm512_cvtne2ps_pbh(hi, lo));
-  } else {
-    return _mm512_maskz_loadu_epi16(mask, p);
-  }
-}
-
-// Values p[0..16) as 16 bfloat16, each zero-extended to a 32-bit lane.
-template <typename Source>
-QKV_PACK_INLINE __m512i load16_widened(const Source* p, __mmask16 mask) {
-  __m256i values;
-  if constexpr (std::is_same_v<Source, float>)
-    values = __m256i(_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, p)));
-  else
-    values = _mm256_maskz_loadu_epi16(mask, p);
-  return _mm512_cvtepu16_epi32(values);
-}
-
-// 32-bit lanes holding `low` in their low halves and `high` in their high halves: two lines of
-// bfloat16 values, interleaved.
-QKV_PACK_INLINE __m512i interleave(__m512i low, __m512i high) {
-  return _mm512_or_si512(low, _mm512_slli_epi32(high, 16));
-}
-
 // Transposes a 16 x 16 matrix of 32-bit words, row i in r[i]. Two rounds of unpacks transpose
 // the 4 x 4 blocks inside each 128-bit lane; two rounds of lane shuffles then move the blocks.
-QKV_PACK_INLINE void transpose_16x16(__m512i r[16]) {
+QKV_BF16_INLINE void transpose_16x16(__m512i r[16]) {
   __m512i t[16];
   for (int i = 0; i < 16; i += 2) {
     t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
@@ -89,7 +42,7 @@ QKV_PACK_INLINE void transpose_16x16(__m512i r[16]) {
 
 // One depth step of an A panel from A as stored: 32 rows (rows < 32 real), `count` values each.
 template <typename Source>
-QKV_PACK_INLINE void copy_a_rows(const Source* a, int64_t lda, int64_t rows, int64_t count,
+QKV_BF16_INLINE void copy_a_rows(const Source* a, int64_t lda, int64_t rows, int64_t count,
                                  uint16_t* out) {
   for (int64_t i = 0; i < kBlock; ++i)
     _mm512_storeu_si512(out + i * kStep,
@@ -100,7 +53,7 @@ QKV_PACK_INLINE void copy_a_rows(const Source* a, int64_t lda, int64_t rows, int
 // 2q and 2q + 1 interleave into words (row i, depth pair q), and transposing those words gives
 // rows of depth values.
 template <typename Source>
-QKV_PACK_INLINE void transpose_a_rows(const Source* a, int64_t lda, int64_t rows, int64_t count,
+QKV_BF16_INLINE void transpose_a_rows(const Source* a, int64_t lda, int64_t rows, int64_t count,
                                       uint16_t* out) {
   __m512i top[16], bottom[16];  // rows 0-15 and 16-31, one register per depth pair
   for (int64_t q = 0; q < 16; ++q) {
@@ -125,7 +78,7 @@ QKV_PACK_INLINE void transpose_a_rows(const Source* a, int64_t lda, int64_t rows
 // One B tile (16 columns, width < 16 real; one depth step, count values) from B as stored: rows
 // 2r and 2r + 1 of B interleave into row r of the tile.
 template <typename Source>
-QKV_PACK_INLINE void interleave_b_rows(const Source* b, int64_t ldb, int64_t width, int64_t count,
+QKV_BF16_INLINE void interleave_b_rows(const Source* b, int64_t ldb, int64_t width, int64_t count,
                                        uint16_t* out) {
   const __mmask16 lanes = __mmask16(first_lanes(width));
   for (int64_t r = 0; r < 16; ++r) {
@@ -140,7 +93,7 @@ QKV_PACK_INLINE void interleave_b_rows(const Source* b, int64_t ldb, int64_t wid
 // The same from B transposed: each column's depth values are contiguous, so a column's 32 values
 // already are its 16 depth pairs; transposing (column, pair) words gives the tile's rows.
 template <typename Source>
-QKV_PACK_INLINE void transpose_b_columns(const Source* b, int64_t ldb, int64_t width, int64_t count,
+QKV_BF16_INLINE void transpose_b_columns(const Source* b, int64_t ldb, int64_t width, int64_t count,
                                          uint16_t* out) {
   __m512i columns[16];
   for (int64_t c = 0; c < 16; ++c)
@@ -153,8 +106,8 @@ QKV_PACK_INLINE void transpose_b_columns(const Source* b, int64_t ldb, int64_t w
 // pack_a and pack_b's bodies. (They are separate because GCC ignores target(...) on the
 // definition of a function first declared without it, as the header declares those two.)
 template <typename Source>
-QKV_PACK void pack_a_blocks(const Source* a, int64_t lda, bool transposed, int64_t rows,
-                            int64_t depth, uint16_t* dst) {
+QKV_BF16_VECTORS void pack_a_blocks(const Source* a, int64_t lda, bool transposed, int64_t rows,
+                                    int64_t depth, uint16_t* dst) {
   const int64_t steps = div_up(depth, kStep);
   for (int64_t t = 0; t < div_up(rows, kBlock); ++t) {
     const int64_t i0 = t * kBlock, panel_rows = std::min<int64_t>(kBlock, rows - i0);
@@ -170,8 +123,8 @@ QKV_PACK void pack_a_blocks(const Source* a, int64_t lda, bool transposed, int64
 }
 
 template <typename Source>
-QKV_PACK void pack_b_tiles(const Source* b, int64_t ldb, bool transposed, int64_t depth,
-                           int64_t cols, uint16_t* dst) {
+QKV_BF16_VECTORS void pack_b_tiles(const Source* b, int64_t ldb, bool transposed, int64_t depth,
+                                   int64_t cols, uint16_t* dst) {
   const int64_t steps = div_up(depth, kStep);
   for (int64_t j0 = 0; j0 < div_up(cols, kBlock) * kBlock; j0 += 16) {
     const int64_t width = std::clamp<int64_t>(cols - j0, 0, 16);

@@ -190,6 +190,27 @@ BOOST_AUTO_TEST_CASE(batches_and_broadcast_operands) {
   }
 }
 
+// m <= 4 rows take the path that reads B in place (gemm_bf16_small_m.h): every row count, column
+// counts around its 4-column and 64-column blocks, odd and even depths around the 32-value chunk,
+// accumulation, padded leading dimensions, and products large enough to be split between threads.
+BOOST_AUTO_TEST_CASE(few_rows_read_b_in_place) {
+  std::vector<Case> cases;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      for (int64_t m : {1, 2, 3, 4})
+        for (int64_t n : {1, 3, 4, 5, 17, 64, 65, 130})
+          for (int64_t k : {1, 2, 31, 33, 70}) cases.push_back({ta, tb, m, n, k});
+      cases.push_back({ta, tb, 3, 37, 33, true, 3, 5, 7});
+      cases.push_back({ta, tb, 2, 2048, 512});  // over the threading threshold
+      cases.push_back({ta, tb, 4, 700, 1000, true});
+    }
+  ThreadCount restore;
+  for (int threads : {1, 2}) {
+    qkv::set_num_threads(threads);
+    check(cases);
+  }
+}
+
 // A leading dimension of 0 repeats one stored row: every row of op(A) (or column of op(B)) is the
 // same, so every row (column) of C must be the same.
 BOOST_AUTO_TEST_CASE(zero_leading_dimension_repeats_a_row) {
@@ -213,49 +234,50 @@ BOOST_AUTO_TEST_CASE(zero_leading_dimension_repeats_a_row) {
 // zero there and turn an infinity into NaN.
 BOOST_AUTO_TEST_CASE(nan_and_infinity_reach_exactly_their_outputs) {
   const float inf = std::numeric_limits<float>::infinity();
-  const int64_t m = 35, n = 34, k = 39;
-  for (bool ta : {false, true})
-    for (bool tb : {false, true}) {
-      std::mt19937 rng(13);
-      std::vector<float> a = random_values<float>(size_t(m * k), rng);
-      std::vector<float> b = random_values<float>(size_t(k * n), rng);
-      auto a_at = [&](int64_t i, int64_t p) -> float& {
-        return a[size_t(ta ? p * m + i : i * k + p)];
-      };
-      auto b_at = [&](int64_t p, int64_t j) -> float& {
-        return b[size_t(tb ? j * k + p : p * n + j)];
-      };
-      // Positive ones at the last depth keep every product with an infinity positive.
-      for (int64_t i = 0; i < m; ++i) a_at(i, k - 1) = i == 20 ? inf : 1.0f;
-      for (int64_t j = 0; j < n; ++j) b_at(k - 1, j) = j == 5 ? inf : 1.0f;
-      a_at(3, 7) = std::numeric_limits<float>::quiet_NaN();
-      std::vector<bf16_t> a16(a.size()), b16(b.size());
-      for (size_t i = 0; i < a.size(); ++i) a16[i] = qkv::float_to_bf16(a[i]);
-      for (size_t i = 0; i < b.size(); ++i) b16[i] = qkv::float_to_bf16(b[i]);
-      for (bool rounded_while_packed : {false, true}) {
-        std::vector<float> c(size_t(m * n));
-        if (rounded_while_packed)
-          qkv::cpu::gemm_bf16_batched(1, ta, tb, m, n, k, a.data(), ta ? m : k, 0, b.data(),
-                                      tb ? k : n, 0, false, c.data(), n, 0);
-        else
-          qkv::cpu::gemm_bf16_batched(1, ta, tb, m, n, k, a16.data(), ta ? m : k, 0, b16.data(),
-                                      tb ? k : n, 0, false, c.data(), n, 0);
-        int64_t wrong = 0;
-        for (int64_t i = 0; i < m; ++i)
-          for (int64_t j = 0; j < n; ++j) {
-            const float v = c[size_t(i * n + j)];
-            if (i == 3)
-              wrong += !std::isnan(v);
-            else if (i == 20 || j == 5)
-              wrong += !(std::isinf(v) && v > 0);
-            else
-              wrong += !std::isfinite(v);
-          }
-        BOOST_TEST(wrong == 0, (ta ? "T" : "N") << (tb ? "T" : "N")
-                                                << (rounded_while_packed ? " float32" : " bfloat16")
-                                                << ": " << wrong << " outputs wrong");
+  const int64_t n = 34, k = 39;
+  for (int64_t m : {35, 3})  // the tile path and the few-rows path
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        std::mt19937 rng(13);
+        std::vector<float> a = random_values<float>(size_t(m * k), rng);
+        std::vector<float> b = random_values<float>(size_t(k * n), rng);
+        auto a_at = [&](int64_t i, int64_t p) -> float& {
+          return a[size_t(ta ? p * m + i : i * k + p)];
+        };
+        auto b_at = [&](int64_t p, int64_t j) -> float& {
+          return b[size_t(tb ? j * k + p : p * n + j)];
+        };
+        // Positive ones at the last depth keep every product with an infinity positive.
+        for (int64_t i = 0; i < m; ++i) a_at(i, k - 1) = i == 2 ? inf : 1.0f;
+        for (int64_t j = 0; j < n; ++j) b_at(k - 1, j) = j == 5 ? inf : 1.0f;
+        a_at(1, 7) = std::numeric_limits<float>::quiet_NaN();
+        std::vector<bf16_t> a16(a.size()), b16(b.size());
+        for (size_t i = 0; i < a.size(); ++i) a16[i] = qkv::float_to_bf16(a[i]);
+        for (size_t i = 0; i < b.size(); ++i) b16[i] = qkv::float_to_bf16(b[i]);
+        for (bool rounded_while_packed : {false, true}) {
+          std::vector<float> c(size_t(m * n));
+          if (rounded_while_packed)
+            qkv::cpu::gemm_bf16_batched(1, ta, tb, m, n, k, a.data(), ta ? m : k, 0, b.data(),
+                                        tb ? k : n, 0, false, c.data(), n, 0);
+          else
+            qkv::cpu::gemm_bf16_batched(1, ta, tb, m, n, k, a16.data(), ta ? m : k, 0, b16.data(),
+                                        tb ? k : n, 0, false, c.data(), n, 0);
+          int64_t wrong = 0;
+          for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+              const float v = c[size_t(i * n + j)];
+              if (i == 1)
+                wrong += !std::isnan(v);
+              else if (i == 2 || j == 5)
+                wrong += !(std::isinf(v) && v > 0);
+              else
+                wrong += !std::isfinite(v);
+            }
+          BOOST_TEST(wrong == 0, "m=" << m << " " << (ta ? "T" : "N") << (tb ? "T" : "N")
+                                      << (rounded_while_packed ? " float32" : " bfloat16") << ": "
+                                      << wrong << " outputs wrong");
+        }
       }
-    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
