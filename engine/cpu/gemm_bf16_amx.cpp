@@ -145,13 +145,8 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
       for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
     return;
   }
-  if (m <= kSmallM) {
-    // A few rows (decoding): tiles would pack all of B for them; read it in place instead. The
-    // loops are memory-bound like float32's, so they thread at its threshold.
-    return split_into_bands(m, n, k, 64, 64, [&](int64_t, int64_t, int64_t j0, int64_t j1) {
-      gemm_bf16_small_m(trans_a, trans_b, m, j0, j1, k, a, lda, b, ldb, accumulate, c, ldc);
-    });
-  }
+  if (m <= kSmallM)  // a few rows (decoding): tiles would pack all of B for them
+    return gemm_bf16_small_m(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc);
   const int64_t a_row = trans_a ? 1 : lda, b_col = trans_b ? ldb : 1;
   split_into_bands(
       m, n, k, kBlock, kBlock,

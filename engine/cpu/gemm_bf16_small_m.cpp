@@ -1,9 +1,9 @@
 // The few-rows bfloat16 product (gemm_bf16_small_m.h).
 //
-// op(A) is at most kSmallM rows: it is copied once, rounded and zero-padded to a whole number of
-// 32-value chunks, into a small buffer, so only B is read where it lies. VDPBF16PS adds, to each
-// float32 lane L, the products of the bfloat16 pairs in lanes 2L and 2L + 1 of its operands; the
-// two layouts of B pair the values differently:
+// op(A) is at most kSmallM rows: it is copied once per call, rounded and zero-padded to a whole
+// number of 32-value chunks, into a small buffer, so only B is read where it lies. VDPBF16PS adds,
+// to each float32 lane L, the products of the bfloat16 pairs in lanes 2L and 2L + 1 of its
+// operands; the two layouts of B pair the values differently:
 //
 //   B^T stored ([n, k], a Linear's weight): a row of B^T and a row of A are both contiguous along
 //   the depth, so each output is a dot product; 32 depths at a time, 4 columns x m rows of
@@ -15,10 +15,11 @@
 
 #include <algorithm>
 #include <type_traits>
-#include <vector>
 
 #include "engine/cpu/bf16_vectors.h"
 #include "engine/cpu/gemm_small_m.h"
+#include "engine/cpu/gemm_threading.h"
+#include "engine/cpu/scratch_buffer.h"
 #include "engine/dtype.h"
 
 namespace qkv::cpu {
@@ -31,20 +32,20 @@ using amx::load32;
 
 #define QKV_SMALL_M QKV_BF16_VECTORS
 
-// Rows of op(A) rounded to bfloat16 and zero-padded to `padded` (a multiple of 32) values.
+// Rows of op(A) rounded to bfloat16 and zero-padded to `padded` (a multiple of 32) values, into
+// rows[m * padded].
 template <typename Source>
-std::vector<uint16_t> rounded_rows(bool trans_a, int64_t m, int64_t k, const Source* a, int64_t lda,
-                                   int64_t padded) {
-  std::vector<uint16_t> rows(size_t(m * padded), 0);
+void round_rows(bool trans_a, int64_t m, int64_t k, const Source* a, int64_t lda, int64_t padded,
+                uint16_t* rows) {
+  std::fill(rows, rows + m * padded, uint16_t(0));
   for (int64_t i = 0; i < m; ++i)
     for (int64_t p = 0; p < k; ++p) {
       const Source v = a[trans_a ? i + p * lda : i * lda + p];
       if constexpr (std::is_same_v<Source, float>)
-        rows[size_t(i * padded + p)] = float_to_bf16(v).bits;
+        rows[i * padded + p] = float_to_bf16(v).bits;
       else
-        rows[size_t(i * padded + p)] = v;
+        rows[i * padded + p] = v;
     }
-  return rows;
 }
 
 // C[i][j] (i < m, j in [j0, j1)) from B^T stored: dot products over the depth.
@@ -117,21 +118,27 @@ QKV_SMALL_M void pair_products(int64_t m, int64_t j0, int64_t j1, int64_t k, con
 }  // namespace
 
 template <typename Source>
-void gemm_bf16_small_m(bool trans_a, bool trans_b, int64_t m, int64_t j0, int64_t j1, int64_t k,
-                       const Source* a, int64_t lda, const Source* b, int64_t ldb, bool accumulate,
-                       float* c, int64_t ldc) {
+void gemm_bf16_small_m(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Source* a,
+                       int64_t lda, const Source* b, int64_t ldb, bool accumulate, float* c,
+                       int64_t ldc) {
+  // A is rounded once, here, and shared by the threads; only B is split between them, in blocks
+  // of 64 columns (the pair path's width). The loops are memory-bound like float32's
+  // gemm_small_m, so they thread at its threshold.
   const int64_t padded = (k + 31) / 32 * 32;
-  const std::vector<uint16_t> a_rows = rounded_rows(trans_a, m, k, a, lda, padded);
-  if (trans_b)
-    dot_products(m, j0, j1, k, a_rows.data(), padded, b, ldb, accumulate, c, ldc);
-  else
-    pair_products(m, j0, j1, k, a_rows.data(), padded, b, ldb, accumulate, c, ldc);
+  thread_local ScratchBuffer scratch;
+  auto* a_rows = static_cast<uint16_t*>(scratch.get(sizeof(uint16_t) * m * padded));
+  round_rows(trans_a, m, k, a, lda, padded, a_rows);
+  split_into_bands(m, n, k, 64, 64, [&](int64_t, int64_t, int64_t j0, int64_t j1) {
+    if (trans_b)
+      dot_products(m, j0, j1, k, a_rows, padded, b, ldb, accumulate, c, ldc);
+    else
+      pair_products(m, j0, j1, k, a_rows, padded, b, ldb, accumulate, c, ldc);
+  });
 }
 
-template void gemm_bf16_small_m<uint16_t>(bool, bool, int64_t, int64_t, int64_t, int64_t,
-                                          const uint16_t*, int64_t, const uint16_t*, int64_t, bool,
-                                          float*, int64_t);
-template void gemm_bf16_small_m<float>(bool, bool, int64_t, int64_t, int64_t, int64_t, const float*,
-                                       int64_t, const float*, int64_t, bool, float*, int64_t);
+template void gemm_bf16_small_m<uint16_t>(bool, bool, int64_t, int64_t, int64_t, const uint16_t*,
+                                          int64_t, const uint16_t*, int64_t, bool, float*, int64_t);
+template void gemm_bf16_small_m<float>(bool, bool, int64_t, int64_t, int64_t, const float*, int64_t,
+                                       const float*, int64_t, bool, float*, int64_t);
 
 }  // namespace qkv::cpu

@@ -9,12 +9,12 @@
 
 namespace qkv::cpu {
 
-// C[:, j0:j1] = op(A) @ op(B)[:, j0:j1] (+ C when accumulate) for m <= kSmallM rows
-// (gemm_small_m.h), k > 0, the conventions of gemm_bf16.h. Source is uint16_t (bfloat16 bits) or
-// float.
+// C = op(A) @ op(B) (+ C when accumulate) for m <= kSmallM rows (gemm_small_m.h) and k > 0, with
+// the conventions of gemm_bf16.h, threaded over the columns. Source is uint16_t (bfloat16 bits)
+// or float.
 template <typename Source>
-void gemm_bf16_small_m(bool trans_a, bool trans_b, int64_t m, int64_t j0, int64_t j1, int64_t k,
-                       const Source* a, int64_t lda, const Source* b, int64_t ldb, bool accumulate,
-                       float* c, int64_t ldc);
+void gemm_bf16_small_m(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Source* a,
+                       int64_t lda, const Source* b, int64_t ldb, bool accumulate, float* c,
+                       int64_t ldc);
 
 }  // namespace qkv::cpu
