@@ -25,19 +25,7 @@
 namespace qkv::bench {
 namespace {
 
-struct Shape {
-  int m, n, k;
-  bool ta, tb;
-  int batch = 1;  // > 1: gemm_batched for qkv, one cblas call per item for OpenBLAS
-};
-
-std::string trans_name(const Shape& s) {
-  return std::string(s.ta ? "T" : "N") + (s.tb ? "T" : "N");
-}
-
-double gflops(const Shape& s, double seconds) {
-  return 2.0 * s.batch * s.m * s.n * s.k / seconds * 1e-9;
-}
+using Shape = GemmShape;
 
 template <typename T>
 std::vector<T> random_vector(size_t n, uint32_t seed) {
@@ -169,6 +157,14 @@ void road(int size) {
 }
 
 }  // namespace
+
+std::string trans_name(const GemmShape& s) {
+  return std::string(s.ta ? "T" : "N") + (s.tb ? "T" : "N");
+}
+
+double gflops(const GemmShape& s, double seconds) {
+  return 2.0 * s.batch * s.m * s.n * s.k / seconds * 1e-9;
+}
 
 int run_gemm_bench(const GemmBenchOptions& options) {
   if (options.device != "cpu") return run_cuda_matmul_bench(options.device);

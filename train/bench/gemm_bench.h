@@ -14,6 +14,15 @@ struct GemmBenchOptions {
   std::string device = "cpu";  // cuda: train/bench/cuda_bench.h instead
 };
 
+// One product the GEMM benchmarks time: op(A) m x k times op(B) k x n, `batch` times.
+struct GemmShape {
+  int m, n, k;
+  bool ta, tb;
+  int batch = 1;  // > 1: gemm_batched for qkv, one cblas call per item for OpenBLAS
+};
+std::string trans_name(const GemmShape& s);         // "NN", "NT", "TN" or "TT"
+double gflops(const GemmShape& s, double seconds);  // 2 m n k batch / seconds, in GFLOP/s
+
 // Prints the results; returns 0 (nonzero only if a result disagreed with OpenBLAS).
 int run_gemm_bench(const GemmBenchOptions& options);
 

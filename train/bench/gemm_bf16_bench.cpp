@@ -26,15 +26,7 @@
 namespace qkv::bench {
 namespace {
 
-struct Shape {
-  int m, n, k;
-  bool ta, tb;
-  int batch = 1;
-};
-
-double gflops(const Shape& s, double seconds) {
-  return 2.0 * s.batch * s.m * s.n * s.k / seconds * 1e-9;
-}
+using Shape = GemmShape;
 
 // Peak GFLOP/s of `threads` cores running TDPBF16PS on registers at once.
 double measured_peak(int threads) {
@@ -111,7 +103,7 @@ bool bench_shape(const Shape& s, int threads, double peak, const GemmBenchOption
     const double ours = gflops(s, seconds), f32 = gflops(s, qkv_f32);
     const double theirs = openblas > 0 ? gflops(s, openblas) : 0;
     const char* source = from_f32 ? "f32>bf16" : "bf16";
-    const std::string trans = std::string(s.ta ? "T" : "N") + (s.tb ? "T" : "N");
+    const std::string trans = trans_name(s);
     if (options.json) {
       char theirs_json[32] = "null";
       if (theirs > 0) std::snprintf(theirs_json, sizeof theirs_json, "%.2f", theirs);
