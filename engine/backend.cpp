@@ -6,6 +6,8 @@
 
 namespace qkv {
 
+bool Backend::supports_matmul_with_two_batch_dims() const { return false; }
+
 bool Backend::supports_matmul_rounding_to_bf16() const { return false; }
 
 void Backend::matmul_rounding_to_bf16(const Tensor&, const Tensor&, const Tensor&, bool) {

@@ -128,6 +128,12 @@ class Backend {
   // precision: bfloat16 products accumulated and returned in float32, engine/autocast.h).
   virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out,
                       bool accumulate = false) = 0;
+  // Optional: a, b and out given as [B1, B2, M, K], [B1, B2, K, N] and [B1, B2, M, N] too, a grid
+  // of products with a stride per batch dim (either may be 0), for operands whose batch dims do
+  // not collapse to one stride: attention's heads, [B, T, H, d] viewed as [B, H, T, d], are then
+  // read in place. Backends that say no here get 3-D operands only (matmul copies the rest);
+  // those that say yes take both forms in matmul and matmul_rounding_to_bf16.
+  virtual bool supports_matmul_with_two_batch_dims() const;
   // Optional: the same mixed-precision product with float32 a and b, each value rounded to
   // bfloat16 (to nearest even) inside the kernel, into a float32 out. It spares autocast a
   // rounded bfloat16 copy of every operand (the CPU's AMX GEMM rounds while it packs). Backends

@@ -76,6 +76,10 @@ void register_engine_gradcheck_cases(OpRegistry& r) {
   add_case("matmul", {{{2, 1, 3, 4}}, {{3, 5, 4}}},
            [](X x) { return matmul(x[0], transpose(x[1], -1, -2)); });
   add_case("matmul", {{{4}}, {{4, 3}}}, [](X x) { return matmul(x[0], x[1]); });
+  // attention's heads: [B, L, H, d] viewed as [B, H, L, d] (two batch strides, read in place)
+  add_case("matmul", {{{2, 3, 2, 4}}, {{2, 5, 2, 4}}}, [](X x) {
+    return matmul(transpose(x[0], 1, 2), transpose(transpose(x[1], 1, 2), -1, -2));
+  });
   // linear: with a bias, without one, a 1-D input, and a weight that is itself a transposed view
   add_case("linear", {{{2, 3, 4}}, {{5, 4}}, {{5}}}, [](X x) { return linear(x[0], x[1], x[2]); });
   add_case("linear", {{{3, 4}}, {{2, 4}}}, [](X x) { return linear(x[0], x[1]); });

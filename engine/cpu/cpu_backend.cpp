@@ -52,19 +52,34 @@ Tensor widened_to_float32(const Tensor& t) {
 // How gemm.h reads the operands of a [batch, m, k] @ [batch, k, n] product. An operand with unit
 // stride along its last dim is read as stored (N, leading dimension = row stride); otherwise the
 // caller made its second-to-last dim unit-stride and it is read transposed in place (T). A leading
-// dimension is just the stride between rows and may be 0 for a broadcast operand.
+// dimension is just the stride between rows and may be 0 for a broadcast operand. The batch is one
+// dim, or two ([B1, B2, rows, cols]: a grid of matrices, batch_strides.h).
 struct GemmOperands {
   int64_t batch, m, n, k;
   bool trans_a, trans_b;
   int64_t lda, ldb;
+  BatchStrides stride_a, stride_b, stride_c;
 };
 
+BatchStrides batch_strides(const Tensor& t) {
+  if (t.dim() == 3) return BatchStrides(t.strides()[0]);
+  return BatchStrides(t.strides()[0], t.strides()[1], t.size(1));
+}
+
 GemmOperands gemm_operands(const Tensor& a, const Tensor& b, const Tensor& out) {
-  GemmOperands g{out.size(0), out.size(1), out.size(2), a.size(2), false, false, 0, 0};
-  g.trans_a = a.strides()[2] != 1 && g.k > 1;
-  g.trans_b = b.strides()[2] != 1 && g.n > 1;
-  g.lda = g.trans_a ? a.strides()[2] : a.strides()[1];
-  g.ldb = g.trans_b ? b.strides()[2] : b.strides()[1];
+  QKV_CHECK((out.dim() == 3 || out.dim() == 4) && a.dim() == out.dim() && b.dim() == out.dim(),
+            "matmul",
+            "the backend takes [batch, rows, cols] or [batch1, batch2, rows, cols] "
+            "operands, got ",
+            shape_str(a.shape()), " @ ", shape_str(b.shape()), " -> ", shape_str(out.shape()));
+  const int r = out.dim() - 2;  // the matrix dims are the last two
+  const int64_t batch = out.dim() == 3 ? out.size(0) : out.size(0) * out.size(1);
+  GemmOperands g{batch, out.size(r),      out.size(r + 1),  a.size(r + 1),     false, false, 0,
+                 0,     batch_strides(a), batch_strides(b), batch_strides(out)};
+  g.trans_a = a.strides()[r + 1] != 1 && g.k > 1;
+  g.trans_b = b.strides()[r + 1] != 1 && g.n > 1;
+  g.lda = g.trans_a ? a.strides()[r + 1] : a.strides()[r];
+  g.ldb = g.trans_b ? b.strides()[r + 1] : b.strides()[r];
   return g;
 }
 
@@ -79,8 +94,8 @@ void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out, boo
   const GemmOperands g = gemm_operands(a, b, out);
   QKV_DISPATCH_FLOAT(out.dtype(), "matmul", [&] {
     gemm_batched<T>(g.batch, g.trans_a, g.trans_b, g.m, g.n, g.k, T(1), a.data<T>(), g.lda,
-                    a.strides()[0], b.data<T>(), g.ldb, b.strides()[0], T(accumulate ? 1 : 0),
-                    out.data<T>(), g.n, g.m * g.n);
+                    g.stride_a, b.data<T>(), g.ldb, g.stride_b, T(accumulate ? 1 : 0),
+                    out.data<T>(), g.n, g.stride_c);
   });
 }
 
@@ -97,9 +112,11 @@ void CpuBackend::matmul_bf16(const Tensor& a, const Tensor& b, const Tensor& out
     return matmul(widened_to_float32(a), widened_to_float32(b), out, accumulate);
   const GemmOperands g = gemm_operands(a, b, out);
   gemm_bf16_batched(g.batch, g.trans_a, g.trans_b, g.m, g.n, g.k, a.data<bf16_t>(), g.lda,
-                    a.strides()[0], b.data<bf16_t>(), g.ldb, b.strides()[0], accumulate,
-                    out.data<float>(), g.n, g.m * g.n);
+                    g.stride_a, b.data<bf16_t>(), g.ldb, g.stride_b, accumulate, out.data<float>(),
+                    g.n, g.stride_c);
 }
+
+bool CpuBackend::supports_matmul_with_two_batch_dims() const { return true; }
 
 bool CpuBackend::supports_matmul_rounding_to_bf16() const { return amx_bf16_available(); }
 
@@ -112,8 +129,8 @@ void CpuBackend::matmul_rounding_to_bf16(const Tensor& a, const Tensor& b, const
             dtype_name(a.dtype()), ", ", dtype_name(b.dtype()), " -> ", dtype_name(out.dtype()));
   const GemmOperands g = gemm_operands(a, b, out);
   gemm_bf16_batched(g.batch, g.trans_a, g.trans_b, g.m, g.n, g.k, a.data<float>(), g.lda,
-                    a.strides()[0], b.data<float>(), g.ldb, b.strides()[0], accumulate,
-                    out.data<float>(), g.n, g.m * g.n);
+                    g.stride_a, b.data<float>(), g.ldb, g.stride_b, accumulate, out.data<float>(),
+                    g.n, g.stride_c);
 }
 
 }  // namespace cpu

@@ -78,11 +78,11 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
 
 template <typename T>
 void gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                  T alpha, const T* a, int64_t lda, int64_t stride_a, const T* b, int64_t ldb,
-                  int64_t stride_b, T beta, T* c, int64_t ldc, int64_t stride_c) {
+                  T alpha, const T* a, int64_t lda, BatchStrides stride_a, const T* b, int64_t ldb,
+                  BatchStrides stride_b, T beta, T* c, int64_t ldc, BatchStrides stride_c) {
   for_each_product(batch, m, n, k, [&](int64_t i) {
-    gemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
-         c + i * stride_c, ldc);
+    gemm(trans_a, trans_b, m, n, k, alpha, a + stride_a.offset(i), lda, b + stride_b.offset(i), ldb,
+         beta, c + stride_c.offset(i), ldc);
   });
 }
 
@@ -91,10 +91,10 @@ template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const fl
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
                            const double*, int64_t, double, double*, int64_t);
 template void gemm_batched<float>(int64_t, bool, bool, int64_t, int64_t, int64_t, float,
-                                  const float*, int64_t, int64_t, const float*, int64_t, int64_t,
-                                  float, float*, int64_t, int64_t);
+                                  const float*, int64_t, BatchStrides, const float*, int64_t,
+                                  BatchStrides, float, float*, int64_t, BatchStrides);
 template void gemm_batched<double>(int64_t, bool, bool, int64_t, int64_t, int64_t, double,
-                                   const double*, int64_t, int64_t, const double*, int64_t, int64_t,
-                                   double, double*, int64_t, int64_t);
+                                   const double*, int64_t, BatchStrides, const double*, int64_t,
+                                   BatchStrides, double, double*, int64_t, BatchStrides);
 
 }  // namespace qkv::cpu

@@ -2,11 +2,14 @@
 //
 // op(A) is M x K: A itself (trans_a = false, lda >= K) or the transpose of a K x M matrix
 // (trans_a = true, lda >= M); likewise op(B) is K x N. Transposes are read in place, never
-// materialized. The batched form repeats the product over `batch` matrices spaced by the given
-// strides (a stride of 0 broadcasts one operand over the batch).
+// materialized. The batched form repeats the product over `batch` matrices, where each operand's
+// BatchStrides say where its i-th matrix starts (one stride, or two for a grid of matrices such as
+// attention's heads; a stride of 0 broadcasts that operand).
 #pragma once
 
 #include <cstdint>
+
+#include "engine/cpu/batch_strides.h"
 
 namespace qkv::cpu {
 
@@ -16,7 +19,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
 
 template <typename T>
 void gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                  T alpha, const T* a, int64_t lda, int64_t stride_a, const T* b, int64_t ldb,
-                  int64_t stride_b, T beta, T* c, int64_t ldc, int64_t stride_c);
+                  T alpha, const T* a, int64_t lda, BatchStrides stride_a, const T* b, int64_t ldb,
+                  BatchStrides stride_b, T beta, T* c, int64_t ldc, BatchStrides stride_c);
 
 }  // namespace qkv::cpu

@@ -7,12 +7,14 @@
 // inputs and results to zero, as the instruction is specified to.
 //
 // Layout conventions are gemm.h's: op(A) is M x K, A itself (lda >= K) or the transpose of a
-// K x M matrix (lda >= M); likewise op(B) is K x N; strides of 0 broadcast an operand over the
-// batch, leading dimensions of 0 repeat one row.
+// K x M matrix (lda >= M); likewise op(B) is K x N; BatchStrides place each operand's matrices
+// (batch_strides.h; 0 broadcasts an operand over the batch), leading dimensions of 0 repeat one
+// row.
 #pragma once
 
 #include <cstdint>
 
+#include "engine/cpu/batch_strides.h"
 #include "engine/dtype.h"
 
 namespace qkv::cpu {
@@ -20,15 +22,17 @@ namespace qkv::cpu {
 // Throws qkv::Error unless amx_bf16_available() (engine/cpu/amx.h). accumulate: C += product,
 // otherwise C = product (C is then only written: it may hold NaN or garbage).
 void gemm_bf16_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                       const bf16_t* a, int64_t lda, int64_t stride_a, const bf16_t* b, int64_t ldb,
-                       int64_t stride_b, bool accumulate, float* c, int64_t ldc, int64_t stride_c);
+                       const bf16_t* a, int64_t lda, BatchStrides stride_a, const bf16_t* b,
+                       int64_t ldb, BatchStrides stride_b, bool accumulate, float* c, int64_t ldc,
+                       BatchStrides stride_c);
 
 // The same product of float32 operands rounded to bfloat16 (to nearest even) as they are packed:
 // what a cast to bfloat16 followed by the call above computes, without the rounded copies. (The
 // rounding reads float32 subnormals as zero; TDPBF16PS reads bfloat16 subnormals as zero anyway,
 // so the two differ only where a subnormal float32 rounds up to the smallest normal bfloat16.)
 void gemm_bf16_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                       const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
-                       int64_t stride_b, bool accumulate, float* c, int64_t ldc, int64_t stride_c);
+                       const float* a, int64_t lda, BatchStrides stride_a, const float* b,
+                       int64_t ldb, BatchStrides stride_b, bool accumulate, float* c, int64_t ldc,
+                       BatchStrides stride_c);
 
 }  // namespace qkv::cpu

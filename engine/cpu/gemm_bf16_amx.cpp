@@ -159,16 +159,16 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
 
 template <typename Source>
 void gemm_bf16_batched_from(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                            int64_t k, const Source* a, int64_t lda, int64_t stride_a,
-                            const Source* b, int64_t ldb, int64_t stride_b, bool accumulate,
-                            float* c, int64_t ldc, int64_t stride_c) {
+                            int64_t k, const Source* a, int64_t lda, BatchStrides stride_a,
+                            const Source* b, int64_t ldb, BatchStrides stride_b, bool accumulate,
+                            float* c, int64_t ldc, BatchStrides stride_c) {
   // Without the permission amx_bf16_available() asks for, the first tile instruction is SIGILL.
   QKV_CHECK(amx_bf16_available(), "gemm_bf16", "AMX bf16 tiles are not available on this machine");
   for_each_product(
       batch, m, n, k,
       [&](int64_t i) {
-        gemm_bf16(trans_a, trans_b, m, n, k, a + i * stride_a, lda, b + i * stride_b, ldb,
-                  accumulate, c + i * stride_c, ldc);
+        gemm_bf16(trans_a, trans_b, m, n, k, a + stride_a.offset(i), lda, b + stride_b.offset(i),
+                  ldb, accumulate, c + stride_c.offset(i), ldc);
       },
       kAmxMinParallelMacs);
 }
@@ -176,8 +176,9 @@ void gemm_bf16_batched_from(int64_t batch, bool trans_a, bool trans_b, int64_t m
 }  // namespace
 
 void gemm_bf16_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                       const bf16_t* a, int64_t lda, int64_t stride_a, const bf16_t* b, int64_t ldb,
-                       int64_t stride_b, bool accumulate, float* c, int64_t ldc, int64_t stride_c) {
+                       const bf16_t* a, int64_t lda, BatchStrides stride_a, const bf16_t* b,
+                       int64_t ldb, BatchStrides stride_b, bool accumulate, float* c, int64_t ldc,
+                       BatchStrides stride_c) {
   static_assert(sizeof(bf16_t) == sizeof(uint16_t));
   gemm_bf16_batched_from(batch, trans_a, trans_b, m, n, k, reinterpret_cast<const uint16_t*>(a),
                          lda, stride_a, reinterpret_cast<const uint16_t*>(b), ldb, stride_b,
@@ -185,8 +186,9 @@ void gemm_bf16_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int
 }
 
 void gemm_bf16_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                       const float* a, int64_t lda, int64_t stride_a, const float* b, int64_t ldb,
-                       int64_t stride_b, bool accumulate, float* c, int64_t ldc, int64_t stride_c) {
+                       const float* a, int64_t lda, BatchStrides stride_a, const float* b,
+                       int64_t ldb, BatchStrides stride_b, bool accumulate, float* c, int64_t ldc,
+                       BatchStrides stride_c) {
   gemm_bf16_batched_from(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b,
                          accumulate, c, ldc, stride_c);
 }

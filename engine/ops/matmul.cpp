@@ -5,6 +5,8 @@
 // Under autocast (engine/autocast.h) float32 operands are rounded to bfloat16 first and the backend
 // multiplies them with float32 accumulation into a float32 result; the backward products run the
 // same way because autograd replays each node under the autocast dtype it was recorded with.
+#include <optional>
+
 #include "engine/autocast.h"
 #include "engine/ops.h"
 #include "engine/ops/op_helpers.h"
@@ -49,53 +51,67 @@ void backend_matmul(const Tensor& a, const Tensor& b, const Tensor& out, DType c
     a.backend().matmul(a, b, out, accumulate);
 }
 
-// A [batch..., r, c] operand as a 3-D view the kernel can read in place: unit stride along one of
-// the two matrix dims, and one batch stride (0 when broadcast). Copies only when it must.
-Tensor as_batched_matrix(const Tensor& t, const Shape& batch, int64_t batch_count) {
+// One stride that walks dims [begin, end) of `v` in order of their flattened index, if there is
+// one. Dims of size 1 do not count; dims broadcast together give 0.
+std::optional<int64_t> collapsed_stride(const Tensor& v, int begin, int end) {
+  int64_t stride = 0, expect = 0;
+  bool have = false;
+  for (int d = end - 1; d >= begin; --d) {
+    if (v.shape()[d] == 1) continue;
+    if (!have) {
+      stride = v.strides()[d];
+      have = true;
+    } else if (v.strides()[d] != expect) {
+      return std::nullopt;
+    }
+    expect = v.strides()[d] * v.shape()[d];
+  }
+  return stride;
+}
+
+// A [batch..., r, c] operand as a [batch, r, c] view (broadcast, not copied).
+Tensor broadcast_matrices(const Tensor& t, const Shape& batch) {
   Shape full = batch;
   full.push_back(t.shape()[t.dim() - 2]);
   full.push_back(t.shape()[t.dim() - 1]);
-  Tensor v = detail::broadcast_view(t, full);
+  return detail::broadcast_view(t, full);
+}
+
+// `v`, [batch..., r, c], as a view the backend's matmul reads in place (backend.h): unit stride
+// along one of the two matrix dims, and the batch as one dim with one stride ([count, r, c]), or
+// with `two_batch_dims` as [outer, inner, r, c] where inner is the last batch dim and outer all
+// the others. Empty when `v` cannot be read that way.
+std::optional<Tensor> batch_view(const Tensor& v, bool two_batch_dims) {
   const int r = v.dim() - 2;
-  auto matrix_ok = [&](const Tensor& m) {
-    int64_t rows = m.shape()[r], cols = m.shape()[r + 1];
-    return m.strides()[r + 1] == 1 || cols == 1 || m.strides()[r] == 1 || rows == 1;
-  };
-  // the batch dims must collapse to a single stride
-  auto batch_stride = [&](const Tensor& m, int64_t& stride) {
-    stride = 0;
-    bool have = false;
-    int64_t expect = 0;
-    for (int d = r - 1; d >= 0; --d) {
-      if (m.shape()[d] == 1) continue;
-      if (!have) {
-        stride = m.strides()[d];
-        expect = stride * m.shape()[d];
-        have = true;
-      } else {
-        if (m.strides()[d] != expect) return false;
-        expect *= m.shape()[d];
-      }
-    }
-    // broadcast over every batch dim at once is fine (stride 0 throughout)
-    return true;
-  };
-  int64_t stride = 0;
-  bool all_broadcast = true;
-  for (int d = 0; d < r; ++d)
-    all_broadcast = all_broadcast && (v.shape()[d] == 1 || v.strides()[d] == 0);
-  if (!(matrix_ok(v) && (all_broadcast ? (stride = 0, true) : batch_stride(v, stride)))) {
-    v = detail::contiguous_data(v);
-    stride = v.shape()[r] * v.shape()[r + 1];
+  const int64_t rows = v.shape()[r], cols = v.shape()[r + 1];
+  if (!(v.strides()[r + 1] == 1 || cols == 1 || v.strides()[r] == 1 || rows == 1))
+    return std::nullopt;
+  // Degenerate matrix dims are normalized so the kernel's "unit stride in one dim" rule holds.
+  int64_t row_stride = v.strides()[r], col_stride = v.strides()[r + 1];
+  if (cols == 1)
+    col_stride = 1;
+  else if (rows == 1 && col_stride != 1)
+    row_stride = 1;
+  int64_t count = 1;
+  for (int d = 0; d < r; ++d) count *= v.shape()[d];
+  if (!two_batch_dims) {
+    const std::optional<int64_t> stride = collapsed_stride(v, 0, r);
+    if (!stride) return std::nullopt;
+    return make_view(v, {count, rows, cols}, {*stride, row_stride, col_stride}, v.offset());
   }
-  Tensor m = v;
-  Strides s{stride, m.strides()[r], m.strides()[r + 1]};
-  // normalize degenerate dims so the kernel's "unit stride in one dim" rule holds
-  if (m.shape()[r + 1] == 1)
-    s[2] = 1;
-  else if (m.shape()[r] == 1 && s[2] != 1)
-    s[1] = 1;
-  return make_view(m, {batch_count, m.shape()[r], m.shape()[r + 1]}, s, m.offset());
+  const std::optional<int64_t> outer = collapsed_stride(v, 0, r - 1);
+  if (!outer) return std::nullopt;
+  const int64_t inner_count = v.shape()[r - 1], inner = inner_count == 1 ? 0 : v.strides()[r - 1];
+  return make_view(v, {count / inner_count, inner_count, rows, cols},
+                   {*outer, inner, row_stride, col_stride}, v.offset());
+}
+
+// An operand broadcast to `batch` as batch_view reads it: in place when it can be, else from a
+// contiguous copy (of the broadcast, so that the copy has every batch entry).
+Tensor as_batched_matrix(const Tensor& t, const Shape& batch, bool two_batch_dims = false) {
+  const Tensor v = broadcast_matrices(t, batch);
+  if (std::optional<Tensor> view = batch_view(v, two_batch_dims)) return *view;
+  return *batch_view(detail::contiguous_data(v), two_batch_dims);
 }
 
 Tensor matmul_nd(const Tensor& a_in, const Tensor& b_in) {
@@ -121,12 +137,23 @@ Tensor matmul_nd(const Tensor& a_in, const Tensor& b_in) {
   // A 2-D right operand (a Linear layer's weight) folds the batch into M: one big GEMM.
   if (b.dim() == 2 && a.dim() > 2 && a.is_contiguous()) {
     Tensor a2 = make_view(a, {1, batch_count * m, k}, {0, k, 1}, a.offset());
-    Tensor b2 = as_batched_matrix(b, {1}, 1);
+    Tensor b2 = as_batched_matrix(b, {1});
     backend_matmul(a2, b2, make_view(out, {1, batch_count * m, n}, {0, n, 1}, 0), compute);
     return out;
   }
-  backend_matmul(as_batched_matrix(a, batch, batch_count), as_batched_matrix(b, batch, batch_count),
-                 make_view(out, {batch_count, m, n}, {m * n, n, 1}, 0), compute);
+  // Operands whose batch dims take two strides (attention's heads) are read in place where the
+  // backend can; elsewhere they are copied to contiguous memory.
+  const bool two_batch_dims = batch.size() >= 2 &&
+                              out.backend().supports_matmul_with_two_batch_dims() &&
+                              (!batch_view(broadcast_matrices(a, batch), false) ||
+                               !batch_view(broadcast_matrices(b, batch), false));
+  const int64_t inner_count = two_batch_dims ? batch.back() : 1;
+  const Tensor out_view = two_batch_dims
+                              ? make_view(out, {batch_count / inner_count, inner_count, m, n},
+                                          {inner_count * m * n, m * n, n, 1}, 0)
+                              : make_view(out, {batch_count, m, n}, {m * n, n, 1}, 0);
+  backend_matmul(as_batched_matrix(a, batch, two_batch_dims),
+                 as_batched_matrix(b, batch, two_batch_dims), out_view, compute);
   return out;
 }
 

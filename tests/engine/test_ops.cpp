@@ -3,6 +3,8 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 
+#include "engine/autocast.h"
+#include "engine/backend.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
 #include "tests/engine/helpers.h"
@@ -121,6 +123,70 @@ BOOST_AUTO_TEST_CASE(matmul_against_naive_loops) {
         for (int p = 0; p < k; ++p) expect[i * n + j] += av[i * k + p] * bv[p * n + j];
     check_values(matmul(a, b), expect, 1e-10);
     check_values(matmul(a.to(DType::f32), b.to(DType::f32)), expect, 1e-3);
+  }
+}
+
+// Attention's products: q, k, v projected as [B, L, H, d] and viewed as [B, H, L, d], whose batch
+// dims take two strides. The CPU backend reads them in place (backend.h, two batch dims); the
+// products must equal loops over the original [B, L, H, d] layout, and allocate only the result.
+BOOST_AUTO_TEST_CASE(matmul_reads_attention_heads_in_place) {
+  manual_seed(12);
+  const int B = 2, T = 8, S = 8, H = 4, D = 8;
+  Tensor q4 = randn({B, T, H, D}, {DType::f64}), k4 = randn({B, S, H, D}, {DType::f64});
+  Tensor v4 = randn({B, S, H, D}, {DType::f64});
+  auto qv = q4.to_vector<double>(), kv = k4.to_vector<double>(), vv = v4.to_vector<double>();
+  auto at = [&](const std::vector<double>& x, int L, int b, int l, int h, int d) {
+    return x[((b * L + l) * H + h) * D + d];
+  };
+  std::vector<double> scores(B * H * T * S, 0.0), out(B * H * T * D, 0.0);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int t = 0; t < T; ++t)
+        for (int s = 0; s < S; ++s)
+          for (int d = 0; d < D; ++d)
+            scores[((b * H + h) * T + t) * S + s] += at(qv, T, b, t, h, d) * at(kv, S, b, s, h, d);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int t = 0; t < T; ++t)
+        for (int e = 0; e < D; ++e)
+          for (int s = 0; s < S; ++s)
+            out[((b * H + h) * T + t) * D + e] +=
+                scores[((b * H + h) * T + t) * S + s] * at(vv, S, b, s, h, e);
+
+  const Tensor q = q4.transpose(1, 2), k = k4.transpose(1, 2), v = v4.transpose(1, 2);
+  Backend& cpu = backend_for(Device::cpu());
+  BOOST_REQUIRE(cpu.supports_matmul_with_two_batch_dims());
+  const size_t before = cpu.memory_stats().bytes_in_use;
+  cpu.reset_peak_memory();
+  Tensor s = matmul(q, k.transpose(-2, -1));
+  // 4 KiB each, a power of two: the allocator's rounding cannot blur a copy of q or of k
+  const size_t result_bytes = size_t(s.numel()) * sizeof(double);
+  BOOST_CHECK_LT(cpu.memory_stats().peak_bytes - before, result_bytes + size_t(q.numel()) * 8);
+  check_values(s, scores, 1e-10);
+  check_values(matmul(s, v), out, 1e-10);
+
+  // an operand shared by every head (stride 0 along H) next to a permuted one
+  Tensor w = randn({B, 1, D, 5}, {DType::f64});
+  auto wv = w.to_vector<double>();
+  std::vector<double> qw(B * H * T * 5, 0.0);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int t = 0; t < T; ++t)
+        for (int j = 0; j < 5; ++j)
+          for (int d = 0; d < D; ++d)
+            qw[((b * H + h) * T + t) * 5 + j] += at(qv, T, b, t, h, d) * wv[(b * D + d) * 5 + j];
+  check_values(matmul(q, w), qw, 1e-10);
+
+  // float32, and bfloat16 under autocast: in place gives the very bits the contiguous copies give
+  for (DType compute : {DType::f32, DType::bf16}) {
+    Autocast autocast(compute);
+    const Tensor qf = q.to(DType::f32), kf = k.to(DType::f32), vf = v.to(DType::f32);
+    Tensor in_place = matmul(matmul(qf, kf.transpose(-2, -1)), vf);
+    Tensor copied =
+        matmul(matmul(qf.contiguous(), kf.contiguous().transpose(-2, -1)), vf.contiguous());
+    BOOST_TEST(in_place.to_vector<float>() == copied.to_vector<float>(),
+               boost::test_tools::per_element());
+    check_values(in_place, out, compute == DType::f32 ? 1e-3 : 0.3);
   }
 }
 
