@@ -1,0 +1,20 @@
+// Bernoulli fills sixteen Philox blocks at a time (AVX-512F + BMI2), for CpuBackend's
+// random_bernoulli on float32 tensors: the largest random fill of a training step (dropout).
+#pragma once
+
+#include <cstdint>
+
+namespace qkv::cpu {
+
+// Whether this CPU can run fill_bernoulli_avx512.
+bool bernoulli_avx512_available();
+
+// Writes the values of the blocks first_block .. first_block + blocks - 1 (counters of
+// philox::generate with `seed`) as philox::bernoulli defines them: out[4 b + j] = value when word
+// j of block first_block + b is below `threshold` (philox::bernoulli_threshold), else 0. Only
+// whole groups of sixteen blocks are written; returns how many blocks were (a multiple of 16),
+// and the caller does the rest.
+int64_t fill_bernoulli_avx512(float* out, uint64_t seed, uint64_t first_block, int64_t blocks,
+                              uint64_t threshold, float value);
+
+}  // namespace qkv::cpu
