@@ -31,9 +31,8 @@ __global__ void random_kernel(int64_t n, T* out, Distribution dist, uint64_t see
       case Distribution::normal:
         v = philox::normal_with(a, b, philox::normal(seed, ctr));
         break;
-      default:  // four draws per Philox block, as on the CPU (engine/random.h)
-        v = philox::bernoulli(seed, offset, uint64_t(i), philox::bernoulli_threshold(a)) ? 1.0
-                                                                                         : 0.0;
+      default:  // four draws per Philox block, as on the CPU (engine/random.h); b when drawn
+        v = philox::bernoulli(seed, offset, uint64_t(i), philox::bernoulli_threshold(a)) ? b : 0.0;
         break;
     }
     out[i] = T(v);
@@ -84,8 +83,9 @@ void CudaBackend::random_normal(const Tensor& out, uint64_t seed, uint64_t offse
   fill_random(out, Distribution::normal, seed, offset, mean, std, stream_);
 }
 
-void CudaBackend::random_bernoulli(const Tensor& out, uint64_t seed, uint64_t offset, double p) {
-  fill_random(out, Distribution::bernoulli, seed, offset, p, 0, stream_);
+void CudaBackend::random_bernoulli(const Tensor& out, uint64_t seed, uint64_t offset, double p,
+                                   double value) {
+  fill_random(out, Distribution::bernoulli, seed, offset, p, value, stream_);
 }
 
 void CudaBackend::adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,

@@ -181,8 +181,10 @@ class Backend {
                               double high) = 0;
   virtual void random_normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean,
                              double std) = 0;
-  // out = 1 with probability p else 0, in out's dtype.
-  virtual void random_bernoulli(const Tensor& out, uint64_t seed, uint64_t offset, double p) = 0;
+  // out = value with probability p else 0, in out's dtype. A value other than 1 is dropout's mask
+  // with its 1 / (1 - p) scale folded in, which spares a pass over the mask.
+  virtual void random_bernoulli(const Tensor& out, uint64_t seed, uint64_t offset, double p,
+                                double value) = 0;
 
   // ---- optimizer ------------------------------------------------------------------------------
   // One fused Adam/AdamW step over a contiguous parameter and its state (all same shape/dtype).

@@ -28,7 +28,9 @@ Tensor rand(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullpt
 Tensor randn(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);  // N(0,1)
 Tensor uniform(const Shape& shape, double low, double high, TensorOptions opts = {},
                Generator* gen = nullptr);
-Tensor bernoulli(const Shape& shape, double p, TensorOptions opts = {}, Generator* gen = nullptr);
+// `value` (1 unless given) with probability p, else 0; dropout asks for 1 / (1 - p), its scale.
+Tensor bernoulli(const Shape& shape, double p, TensorOptions opts = {}, Generator* gen = nullptr,
+                 double value = 1);
 // From host values (row-major), converted to opts.dtype. numel(shape) must equal values.size();
 // an empty shape means 1-D of values.size().
 Tensor tensor(const std::vector<double>& values, const Shape& shape = {}, TensorOptions opts = {});

@@ -48,7 +48,8 @@ class CpuBackend final : public Backend {
                       double high) override;
   void random_normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean,
                      double std) override;
-  void random_bernoulli(const Tensor& out, uint64_t seed, uint64_t offset, double p) override;
+  void random_bernoulli(const Tensor& out, uint64_t seed, uint64_t offset, double p,
+                        double value) override;
   void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                  const Tensor& exp_avg_sq, double lr, double beta1, double beta2, double eps,
                  double weight_decay, bool decoupled, int64_t step) override;

@@ -25,12 +25,12 @@ void fill_with(const Tensor& out, F value_at) {
 // Whole blocks from the start of `blocks`, sixteen at a time where the CPU has AVX-512 (float32
 // only); returns how many it wrote, and the caller's loop does the rest.
 int64_t fill_bernoulli_vectorized(float* out, uint64_t seed, uint64_t first_block, int64_t blocks,
-                                  uint64_t threshold) {
+                                  uint64_t threshold, float value) {
   static const bool available = bernoulli_avx512_available();
-  return available ? fill_bernoulli_avx512(out, seed, first_block, blocks, threshold, 1.0f) : 0;
+  return available ? fill_bernoulli_avx512(out, seed, first_block, blocks, threshold, value) : 0;
 }
 template <typename T>
-int64_t fill_bernoulli_vectorized(T*, uint64_t, uint64_t, int64_t, uint64_t) {
+int64_t fill_bernoulli_vectorized(T*, uint64_t, uint64_t, int64_t, uint64_t, T) {
   return 0;
 }
 }  // namespace
@@ -49,14 +49,16 @@ void CpuBackend::random_normal(const Tensor& out, uint64_t seed, uint64_t offset
   });
 }
 
-void CpuBackend::random_bernoulli(const Tensor& out, uint64_t seed, uint64_t offset, double p) {
+void CpuBackend::random_bernoulli(const Tensor& out, uint64_t seed, uint64_t offset, double p,
+                                  double value) {
   // The values of philox::bernoulli, one Philox block per four elements: the threads' ranges may
   // start or end inside a block, and those few elements draw their block on their own.
   const uint64_t threshold = philox::bernoulli_threshold(p);
   QKV_DISPATCH_FLOAT(out.dtype(), "random_bernoulli", [&] {
     T* o = out.data<T>();
+    const T kept = T(value);
     auto one = [&](int64_t i) {
-      o[i] = philox::bernoulli(seed, offset, uint64_t(i), threshold) ? T(1) : T(0);
+      o[i] = philox::bernoulli(seed, offset, uint64_t(i), threshold) ? kept : T(0);
     };
     parallel_for(0, out.numel(), 16384, [&](int64_t b, int64_t e) {
       const int64_t first_block = (b + 3) / 4, end_block = e / 4;
@@ -68,10 +70,10 @@ void CpuBackend::random_bernoulli(const Tensor& out, uint64_t seed, uint64_t off
       const int64_t k0 =
           first_block + fill_bernoulli_vectorized(o + 4 * first_block, seed,
                                                   offset + uint64_t(first_block),
-                                                  end_block - first_block, threshold);
+                                                  end_block - first_block, threshold, kept);
       _Pragma("omp simd") for (int64_t k = k0; k < end_block; ++k) {
         const philox::Block w = philox::generate(seed, offset + uint64_t(k));
-        for (int j = 0; j < 4; ++j) o[4 * k + j] = w.v[j] < threshold ? T(1) : T(0);
+        for (int j = 0; j < 4; ++j) o[4 * k + j] = w.v[j] < threshold ? kept : T(0);
       }
       for (int64_t i = 4 * end_block; i < e; ++i) one(i);
     });

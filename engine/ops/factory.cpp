@@ -77,11 +77,11 @@ Tensor randn(const Shape& shape, TensorOptions opts, Generator* gen) {
   t.backend().random_normal(t, g.seed(), g.take(t.numel()), 0.0, 1.0);
   return finish(t, opts);
 }
-Tensor bernoulli(const Shape& shape, double p, TensorOptions opts, Generator* gen) {
+Tensor bernoulli(const Shape& shape, double p, TensorOptions opts, Generator* gen, double value) {
   QKV_CHECK(p >= 0 && p <= 1, "bernoulli", "probability ", p, " is outside [0, 1]");
   Tensor t = Tensor::empty(shape, opts.dtype, opts.device);
   Generator& g = pick(gen);
-  t.backend().random_bernoulli(t, g.seed(), g.take(t.numel()), p);
+  t.backend().random_bernoulli(t, g.seed(), g.take(t.numel()), p, value);
   return t;
 }
 

@@ -87,9 +87,9 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   QKV_CHECK(p >= 0 && p <= 1, "dropout", "probability ", p, " is outside [0, 1]");
   if (!training || p == 0) return x;
   if (p == 1) return mul(x, 0.0);
-  // keep with probability 1-p, scaled so the expectation is unchanged
-  Tensor mask = bernoulli(x.shape(), 1 - p, {x.dtype(), x.device()}, gen);
-  return mul(x, mul(mask, 1.0 / (1 - p)));
+  // keep with probability 1-p, scaled so the expectation is unchanged: the mask holds the scale
+  Tensor mask = bernoulli(x.shape(), 1 - p, {x.dtype(), x.device()}, gen, 1.0 / (1 - p));
+  return mul(x, mask);
 }
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index,

@@ -16,8 +16,8 @@ BOOST_AUTO_TEST_CASE(uniform_and_bernoulli_fills_equal_the_cpu_bit_for_bit,
       host().random_uniform(want, 42, offset, -2, 3);
       gpu().random_uniform(got, 42, offset, -2, 3);
       check_equal(got, want, std::string("uniform ") + dtype_name(t));
-      host().random_bernoulli(want, 43, offset, 0.3);
-      gpu().random_bernoulli(got, 43, offset, 0.3);
+      host().random_bernoulli(want, 43, offset, 0.3, 1 / 0.7);  // dropout's scaled mask
+      gpu().random_bernoulli(got, 43, offset, 0.3, 1 / 0.7);
       check_equal(got, want, std::string("bernoulli ") + dtype_name(t));
     }
   }

@@ -55,24 +55,26 @@ BOOST_AUTO_TEST_CASE(random_is_seeded_and_has_the_right_moments) {
 BOOST_AUTO_TEST_CASE(bernoulli_fills_match_the_elementwise_definition) {
   // float32 takes the sixteen-block AVX-512 path where the CPU has it, float64 the plain loop;
   // an offset just below 2^32 makes the counters' low word wrap inside a group of sixteen, and a
-  // seed above 2^32 uses both key words.
+  // seed above 2^32 uses both key words. Kept elements hold `value` (dropout's is 1 / (1 - p)).
   const int saved = num_threads();
   const uint64_t wraps = (uint64_t(1) << 32) - 37;
+  const uint64_t threshold = philox::bernoulli_threshold(0.3);
   for (int threads : {1, 2})
     for (DType dtype : {DType::f32, DType::f64})
       for (uint64_t offset : {uint64_t(0), uint64_t(1), uint64_t(3), uint64_t(6), wraps})
         for (uint64_t seed : {uint64_t(77), (uint64_t(5) << 40) + 3}) {
           set_num_threads(threads);
+          const double value = offset % 2 ? 1.0 : 1 / 0.7;
+          const double kept = dtype == DType::f32 ? double(float(value)) : value;
           const int64_t n = 50003;  // several parallel ranges, not a multiple of 4
           Tensor t = Tensor::empty({n}, {dtype});
-          backend_for(Device::cpu()).random_bernoulli(t, seed, offset, 0.3);
+          backend_for(Device::cpu()).random_bernoulli(t, seed, offset, 0.3, value);
           std::vector<double> got = t.to_vector<double>();
           int64_t ones = 0, wrong = 0;
-          const uint64_t threshold = philox::bernoulli_threshold(0.3);
           for (int64_t i = 0; i < n; ++i) {
-            const double want = philox::bernoulli(seed, offset, uint64_t(i), threshold) ? 1 : 0;
-            wrong += got[size_t(i)] != want;
-            ones += got[size_t(i)] == 1;
+            const bool draw = philox::bernoulli(seed, offset, uint64_t(i), threshold);
+            wrong += got[size_t(i)] != (draw ? kept : 0.0);
+            ones += draw;
           }
           BOOST_TEST(wrong == 0, threads << " threads, " << dtype_name(dtype) << ", offset "
                                          << offset << ", seed " << seed);
