@@ -120,9 +120,17 @@ QKV_AMX double measure_peak_flops(double seconds) {
 
 }  // namespace
 
-AmxTileScope::AmxTileScope() { load_tile_config(); }
+namespace {
+thread_local int tile_scope_depth = 0;  // AmxTileScopes alive on this thread
+}  // namespace
 
-AmxTileScope::~AmxTileScope() { release_tiles(); }
+AmxTileScope::AmxTileScope() {
+  if (tile_scope_depth++ == 0) load_tile_config();
+}
+
+AmxTileScope::~AmxTileScope() {
+  if (--tile_scope_depth == 0) release_tiles();
+}
 
 double amx_bf16_peak_flops(double seconds) {
   AmxTileScope tiles;

@@ -20,7 +20,9 @@ const char* amx_bf16_unavailable_reason();
 
 // Configures this thread's tiles the one way qkv uses them, all eight 16 rows x 64 bytes (16
 // float32 or 32 bfloat16 per row), and releases them at the end of the scope: released tiles make
-// the thread's saved context 8 KiB smaller at every context switch. Only when amx_bf16_available().
+// the thread's saved context 8 KiB smaller at every context switch. Scopes nest: only the
+// outermost one on a thread configures and releases (so a batch of small products configures
+// once, not once per product). Only when amx_bf16_available().
 class AmxTileScope {
  public:
   AmxTileScope();

@@ -40,18 +40,16 @@ void split_into_bands(int64_t m, int64_t n, int64_t k, int mr, int nr,
 }
 
 void for_each_product(int64_t batch, int64_t m, int64_t n, int64_t k,
-                      const std::function<void(int64_t)>& product, int64_t min_parallel_macs) {
+                      const std::function<void(int64_t, int64_t)>& products,
+                      int64_t min_parallel_macs) {
   const int threads = in_parallel_region() ? 1 : num_threads();
   const bool split_batch =
       threads > 1 && batch >= threads &&
       (batch % threads == 0 || batch >= 4 * threads || m * n * k < min_parallel_macs);
-  if (split_batch) {
-    parallel_for(0, batch, 1, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) product(i);
-    });
-  } else {
-    for (int64_t i = 0; i < batch; ++i) product(i);
-  }
+  if (split_batch)
+    parallel_for(0, batch, 1, products);
+  else
+    products(0, batch);
 }
 
 template <typename T>
@@ -80,9 +78,10 @@ template <typename T>
 void gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                   T alpha, const T* a, int64_t lda, BatchStrides stride_a, const T* b, int64_t ldb,
                   BatchStrides stride_b, T beta, T* c, int64_t ldc, BatchStrides stride_c) {
-  for_each_product(batch, m, n, k, [&](int64_t i) {
-    gemm(trans_a, trans_b, m, n, k, alpha, a + stride_a.offset(i), lda, b + stride_b.offset(i), ldb,
-         beta, c + stride_c.offset(i), ldc);
+  for_each_product(batch, m, n, k, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      gemm(trans_a, trans_b, m, n, k, alpha, a + stride_a.offset(i), lda, b + stride_b.offset(i),
+           ldb, beta, c + stride_c.offset(i), ldc);
   });
 }
 

@@ -27,12 +27,14 @@ void split_into_bands(int64_t m, int64_t n, int64_t k, int mr, int nr,
                       const std::function<void(int64_t, int64_t, int64_t, int64_t)>& band,
                       int64_t min_parallel_macs = kMinParallelMacs);
 
-// Calls product(i) for i < batch. Many small products (attention's [batch*heads, T, d] matmuls)
-// are best spread over the batch: each thread runs whole products serially, with no
-// synchronization inside them. A few large products are better threaded inside (by product
-// itself), where the split is even whatever the batch size.
+// Calls products(i0, i1) on ranges that cover [0, batch) once, each to run products i0 .. i1 - 1.
+// Many small products (attention's [batch*heads, T, d] matmuls) are best spread over the batch:
+// each thread runs a range of whole products serially, with no synchronization inside them (and
+// per-range setup, such as the AMX tile configuration, is paid once per range). A few large
+// products are better threaded inside (by each product itself), where the split is even whatever
+// the batch size; they come as one range on the calling thread.
 void for_each_product(int64_t batch, int64_t m, int64_t n, int64_t k,
-                      const std::function<void(int64_t)>& product,
+                      const std::function<void(int64_t, int64_t)>& products,
                       int64_t min_parallel_macs = kMinParallelMacs);
 
 }  // namespace qkv::cpu

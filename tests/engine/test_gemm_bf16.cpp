@@ -171,6 +171,12 @@ BOOST_AUTO_TEST_CASE(accumulates_and_respects_leading_dimensions) {
       cases.push_back({ta, tb, 45, 70, 600, true, 1, 2, 3});  // accumulate across depth blocks
       cases.push_back({ta, tb, 5, 6, 0, true});               // k = 0 leaves C alone ...
       cases.push_back({ta, tb, 5, 6, 0, false, 0, 0, 2});     // ... or zeroes it
+      // attention-sized products: edge blocks only, 20 of 32 columns (past 16: both halves of a
+      // row) and 9, with padding after each row of C that must stay untouched
+      for (bool accumulate : {false, true}) {
+        cases.push_back({ta, tb, 20, 20, 32, accumulate, 1, 2, 3, 4});
+        cases.push_back({ta, tb, 20, 9, 20, accumulate, 0, 0, 1, 4});
+      }
     }
   check(cases);
 }
