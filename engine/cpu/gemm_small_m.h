@@ -17,8 +17,7 @@ constexpr int64_t kSmallM = 4;
 // C = alpha * op(A) @ op(B) + beta * C for m <= kSmallM, same conventions as gemm() in gemm.h;
 // columns [j0, j1) only, so callers can split the columns between threads. Requires k > 0.
 template <typename T>
-void gemm_small_m(bool trans_a, bool trans_b, int64_t m, int64_t j0, int64_t j1, int64_t k,
-                  T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c,
-                  int64_t ldc);
+void gemm_small_m(bool trans_a, bool trans_b, int64_t m, int64_t j0, int64_t j1, int64_t k, T alpha,
+                  const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
 
 }  // namespace qkv::cpu
