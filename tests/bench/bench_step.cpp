@@ -2,10 +2,10 @@
 // model and shapes as tests/bench/torch_step.py (d_model 128, 4 heads, 2+2 post-norm layers,
 // feed-forward 256, dropout 0.1, batch 64, lengths 20, vocabulary 40, Adam). Prints the median
 // ms/step and where the time goes (forward, backward, optimizer).
-// Usage: bench_step [threads] [cpu|cuda] [dropout] [f32|bf16]. On cuda the device is synchronized
-// around each timed phase (kernels run asynchronously); with dropout 0 attention takes the fused
-// kernel. bf16 runs the forward under Autocast (--precision bf16; on the CPU, AMX tiles where the
-// CPU has them: compare with QKV_CPU_AMX=0).
+// Usage: bench_step [threads] [cpu|cuda] [dropout] [f32|bf16] [timed steps, 30]. On cuda the
+// device is synchronized around each timed phase (kernels run asynchronously); with dropout 0
+// attention takes the fused kernel. bf16 runs the forward under Autocast (--precision bf16; on the
+// CPU, AMX tiles where the CPU has them: compare with QKV_CPU_AMX=0).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -78,6 +78,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   const DType compute_dtype = precision == "bf16" ? DType::bf16 : DType::f32;
+  // Fewer timed steps only for tests/gpu/tables_test.sh, which checks the output's format.
+  const int timed_steps = argc > 5 ? std::atoi(argv[5]) : 30, warm_up = 5;
+  if (timed_steps < 1) {
+    std::fprintf(stderr, "bench_step: timed steps must be at least 1, got '%s'\n", argv[5]);
+    return 2;
+  }
   const int64_t batch = 64, len = 20, vocab = 40, pad = 0;
   manual_seed(0);
   models::Seq2SeqConfig cfg{.src_vocab = vocab,
@@ -111,7 +117,7 @@ int main(int argc, char** argv) {
   Tensor src_mask = eq(src, double(pad)), tgt_mask = eq(tgt_in, double(pad));
 
   std::vector<double> total, fwd, bwd, upd;
-  for (int it = 0; it < 35; ++it) {
+  for (int it = 0; it < warm_up + timed_steps; ++it) {
     wait_for(device);
     auto t0 = Clock::now();
     opt.zero_grad();
@@ -131,7 +137,7 @@ int main(int argc, char** argv) {
     opt.step();
     wait_for(device);
     const double u = ms_since(t2);
-    if (it < 5) continue;  // warm-up: allocator caches, thread pool
+    if (it < warm_up) continue;  // allocator caches, thread pool
     fwd.push_back(f), bwd.push_back(b), upd.push_back(u), total.push_back(ms_since(t0));
   }
   std::printf("qkv threads %d device %s dropout %g precision %s\n", num_threads(),

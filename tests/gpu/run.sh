@@ -100,37 +100,14 @@ if [[ -f "$LOGS/torch.log" ]]; then
 fi
 if [[ -f "$LOGS/torch.log" && -f "$LOGS/bench.log" ]]; then
   echo "qkv against PyTorch, same name and shape (torch ms / qkv ms; above 1: qkv is faster):"
-  awk -F'|' '
-    function trim(x) { gsub(/^ +| +$/, "", x); return x }
-    FNR == 1 { side = (FILENAME ~ /torch\.log$/) ? "torch" : "qkv" }
-    /^RESULT/ {
-      key = trim($2) " | " trim($3); split(trim($4), f, " "); ms[side, key] = f[2]
-      if (side == "qkv") order[++n] = key
-    }
-    END {
-      for (i = 1; i <= n; ++i) {
-        k = order[i]
-        if (("torch", k) in ms && ms["qkv", k] > 0)
-          printf "  %-46s qkv %9.3f ms  torch %9.3f ms  %.2fx\n", k, ms["qkv", k], ms["torch", k],
-                 ms["torch", k] / ms["qkv", k]
-      }
-    }' "$LOGS/bench.log" "$LOGS/torch.log"
+  awk -f tests/gpu/result_table.awk "$LOGS/bench.log" "$LOGS/torch.log"
 fi
 if [[ -f "$LOGS/step.log" ]]; then
   echo "Training step, toy translation model (batch 64, length 20, d 128), median ms/step;"
   echo "qkv/torch = qkv's time over PyTorch eager's (above 1: qkv is slower):"
   step_logs=("$LOGS/step.log")
   [[ -f "$LOGS/torch_step.log" ]] && step_logs+=("$LOGS/torch_step.log")
-  awk 'FNR == 1 { side = (FILENAME ~ /torch_step/) ? "torch" : "qkv" }
-       / dropout / { d = $NF }
-       /^ms\/step/ { ms[side, d] = $2; if (!(d in seen)) order[++n] = d; seen[d] = 1 }
-       END {
-         for (i = 1; i <= n; ++i) {
-           d = order[i]; q = ms["qkv", d]; t = ms["torch", d]
-           printf "  dropout %-4s qkv %9s  torch %9s  qkv/torch %s\n", d, (q == "" ? "-" : q),
-                  (t == "" ? "-" : t), (q != "" && t != "" && t > 0 ? sprintf("%.2fx", q / t) : "-")
-         }
-       }' "${step_logs[@]}"
+  awk -f tests/gpu/step_table.awk "${step_logs[@]}"
 fi
 # The script's own status: the tests' verdict (benchmarks only report).
 grep -q '^tests  *PASS' <(printf '%s\n' "${SUMMARY[@]}")
