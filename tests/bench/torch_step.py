@@ -5,8 +5,9 @@ Same shapes as tests/bench/bench_step.cpp (qkv's Seq2SeqTransformer): d_model 12
 2 encoder + 2 decoder layers (post-norm), feed-forward 256, dropout 0.1, sinusoidal positions,
 batch 64, source and target length 20, vocabulary 40, Adam, cross-entropy ignoring padding.
 Prints "ms/step <median>" for compare_step.sh and tests/gpu/run.sh.
-Usage: torch_step.py [threads] [cpu|cuda] [dropout]. On cuda each timed step ends with a
-synchronization, as bench_step's do.
+Usage: torch_step.py [threads] [cpu|cuda] [dropout] [f32|bf16]. On cuda each timed step ends with
+a synchronization, as bench_step's do. bf16 runs the forward and the loss under
+torch.autocast(dtype=torch.bfloat16), as bench_step's bf16 runs qkv's under Autocast.
 """
 import math
 import sys
@@ -18,6 +19,9 @@ import torch.nn as nn
 THREADS = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 DEVICE = torch.device(sys.argv[2] if len(sys.argv) > 2 else "cpu")
 DROPOUT = float(sys.argv[3]) if len(sys.argv) > 3 else 0.1
+PRECISION = sys.argv[4] if len(sys.argv) > 4 else "f32"
+if PRECISION not in ("f32", "bf16"):
+    sys.exit(f"torch_step.py: unknown precision '{PRECISION}' (f32 or bf16)")
 D, HEADS, LAYERS, FF, BATCH, LEN, VOCAB, PAD = 128, 4, 2, 256, 64, 20, 40, 0
 
 
@@ -67,8 +71,9 @@ def main():
 
     def step():
         opt.zero_grad(set_to_none=True)
-        logits = model(src, tgt_in)
-        loss = loss_fn(logits.reshape(-1, VOCAB), tgt_out.reshape(-1))
+        with torch.autocast(DEVICE.type, dtype=torch.bfloat16, enabled=PRECISION == "bf16"):
+            logits = model(src, tgt_in)
+            loss = loss_fn(logits.reshape(-1, VOCAB), tgt_out.reshape(-1))
         loss.backward()
         opt.step()
 
@@ -82,7 +87,8 @@ def main():
         wait()
         times.append((time.perf_counter() - t0) * 1e3)
     times.sort()
-    print(f"torch {torch.__version__} threads {THREADS} device {DEVICE} dropout {DROPOUT:g}")
+    print(f"torch {torch.__version__} threads {THREADS} device {DEVICE} dropout {DROPOUT:g} "
+          f"precision {PRECISION}")
     print(f"ms/step {times[len(times) // 2]:.2f} (best {times[0]:.2f})")
 
 
