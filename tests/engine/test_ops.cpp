@@ -1,7 +1,10 @@
 // Forward values of the ops against hand-computed or independently computed numbers, and the
 // errors that misuse raises.
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <numeric>
+#include <random>
 
 #include "engine/autocast.h"
 #include "engine/backend.h"
@@ -187,6 +190,66 @@ BOOST_AUTO_TEST_CASE(matmul_reads_attention_heads_in_place) {
     BOOST_TEST(in_place.to_vector<float>() == copied.to_vector<float>(),
                boost::test_tools::per_element());
     check_values(in_place, out, compute == DType::f32 ? 1e-3 : 0.3);
+  }
+}
+
+// matmul picks, per operand, one batch stride, two, or a contiguous copy (engine/ops/matmul.cpp).
+// Random layouts - permuted batch dims, transposed matrices, broadcast (expanded) dims, size-1
+// dims, sliced storage - against the product of contiguous copies computed by naive loops.
+BOOST_AUTO_TEST_CASE(matmul_of_random_layouts_matches_contiguous_loops) {
+  std::mt19937 rng(2024);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  // A view of shape `shape` over fresh random storage, laid out at random: its dims permuted in
+  // memory, maybe every other element (a slice), maybe stride 0 along one dim of size > 1.
+  auto random_layout = [&](const Shape& shape) {
+    std::vector<int> order(shape.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    Shape stored;
+    for (int d : order) stored.push_back(shape[size_t(d)]);
+    const bool sliced = pick(0, 3) == 0;
+    if (sliced) stored.back() *= 2;
+    Tensor t = randn(stored, {DType::f64});
+    if (sliced) t = narrow(t, int(stored.size()) - 1, 0, stored.back() / 2);
+    std::vector<int> back(shape.size());  // the permutation that undoes `order`
+    for (size_t i = 0; i < order.size(); ++i) back[size_t(order[i])] = int(i);
+    t = permute(t, back);
+    const int d = pick(0, int(shape.size()) - 1);
+    if (pick(0, 3) == 0 && shape[size_t(d)] > 1) {  // broadcast one dim: expand a size-1 slice
+      t = narrow(t, d, 0, 1).expand(shape);
+    }
+    return t;
+  };
+  auto naive = [](const Tensor& a, const Tensor& b) {  // [batch, m, k] @ [batch, k, n], contiguous
+    const int64_t batch = a.size(0), m = a.size(1), k = a.size(2), n = b.size(2);
+    auto av = a.to_vector<double>(), bv = b.to_vector<double>();
+    std::vector<double> out(size_t(batch * m * n), 0.0);
+    for (int64_t i = 0; i < batch; ++i)
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t c = 0; c < n; ++c)
+          for (int64_t p = 0; p < k; ++p)
+            out[size_t((i * m + r) * n + c)] +=
+                av[size_t((i * m + r) * k + p)] * bv[size_t((i * k + p) * n + c)];
+    return out;
+  };
+  for (int trial = 0; trial < 200; ++trial) {
+    const int batch_dims = pick(0, 3);
+    Shape batch;
+    for (int d = 0; d < batch_dims; ++d) batch.push_back(pick(1, 4));
+    const int64_t m = pick(1, 9), k = pick(1, 9), n = pick(1, 9);
+    Shape a_shape = batch, b_shape = batch;
+    a_shape.insert(a_shape.end(), {m, k});
+    b_shape.insert(b_shape.end(), {k, n});
+    const Tensor a = random_layout(a_shape), b = random_layout(b_shape);
+    const int64_t count = numel(batch);
+    const std::vector<double> expected =
+        naive(a.contiguous().reshape({count, m, k}), b.contiguous().reshape({count, k, n}));
+    Tensor product = matmul(a, b);
+    BOOST_TEST_CONTEXT("trial " << trial << ": " << shape_str(a.shape()) << " strides "
+                                << shape_str(a.strides()) << " @ " << shape_str(b.shape())
+                                << " strides " << shape_str(b.strides())) {
+      check_values(product, expected, 1e-12);
+    }
   }
 }
 
