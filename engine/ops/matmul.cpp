@@ -106,10 +106,9 @@ std::optional<Tensor> batch_view(const Tensor& v, bool two_batch_dims) {
                    {*outer, inner, row_stride, col_stride}, v.offset());
 }
 
-// An operand broadcast to `batch` as batch_view reads it: in place when it can be, else from a
-// contiguous copy (of the broadcast, so that the copy has every batch entry).
-Tensor as_batched_matrix(const Tensor& t, const Shape& batch, bool two_batch_dims = false) {
-  const Tensor v = broadcast_matrices(t, batch);
+// batch_view of `v` (broadcast_matrices' result): in place when it can be, else of a contiguous
+// copy (of the broadcast, so that the copy has every batch entry).
+Tensor as_batched_matrix(const Tensor& v, bool two_batch_dims = false) {
   if (std::optional<Tensor> view = batch_view(v, two_batch_dims)) return *view;
   return *batch_view(detail::contiguous_data(v), two_batch_dims);
 }
@@ -137,23 +136,23 @@ Tensor matmul_nd(const Tensor& a_in, const Tensor& b_in) {
   // A 2-D right operand (a Linear layer's weight) folds the batch into M: one big GEMM.
   if (b.dim() == 2 && a.dim() > 2 && a.is_contiguous()) {
     Tensor a2 = make_view(a, {1, batch_count * m, k}, {0, k, 1}, a.offset());
-    Tensor b2 = as_batched_matrix(b, {1});
+    Tensor b2 = as_batched_matrix(broadcast_matrices(b, {1}));
     backend_matmul(a2, b2, make_view(out, {1, batch_count * m, n}, {0, n, 1}, 0), compute);
     return out;
   }
   // Operands whose batch dims take two strides (attention's heads) are read in place where the
   // backend can; elsewhere they are copied to contiguous memory.
+  const Tensor a_batched = broadcast_matrices(a, batch), b_batched = broadcast_matrices(b, batch);
   const bool two_batch_dims = batch.size() >= 2 &&
                               out.backend().supports_matmul_with_two_batch_dims() &&
-                              (!batch_view(broadcast_matrices(a, batch), false) ||
-                               !batch_view(broadcast_matrices(b, batch), false));
+                              (!batch_view(a_batched, false) || !batch_view(b_batched, false));
   const int64_t inner_count = two_batch_dims ? batch.back() : 1;
   const Tensor out_view = two_batch_dims
                               ? make_view(out, {batch_count / inner_count, inner_count, m, n},
                                           {inner_count * m * n, m * n, n, 1}, 0)
                               : make_view(out, {batch_count, m, n}, {m * n, n, 1}, 0);
-  backend_matmul(as_batched_matrix(a, batch, two_batch_dims),
-                 as_batched_matrix(b, batch, two_batch_dims), out_view, compute);
+  backend_matmul(as_batched_matrix(a_batched, two_batch_dims),
+                 as_batched_matrix(b_batched, two_batch_dims), out_view, compute);
   return out;
 }
 
