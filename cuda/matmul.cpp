@@ -57,6 +57,11 @@ int as_int(int64_t v, const char* what) {
 }  // namespace
 
 void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
+  // cuBLAS's strided batch has one batch stride: this backend says no to the [B1, B2, ...] grid
+  // (supports_matmul_with_two_batch_dims), so the matmul op only ever sends 3-D operands.
+  QKV_CHECK(a.dim() == 3 && b.dim() == 3 && out.dim() == 3, "matmul",
+            "the CUDA backend takes [batch, rows, cols] operands, got ", shape_str(a.shape()),
+            " @ ", shape_str(b.shape()), " -> ", shape_str(out.shape()));
   const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   if (batch == 0 || m == 0 || n == 0) return;
   if (k == 0) return accumulate ? void() : fill(out, 0.0);

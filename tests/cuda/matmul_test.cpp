@@ -82,6 +82,26 @@ BOOST_AUTO_TEST_CASE(the_matmul_op_folds_and_broadcasts, *utf::precondition(gpu_
   check_close(qkv::matmul(on_gpu(x), on_gpu(y)), qkv::matmul(x, y), 1e-4, "batch broadcast");
 }
 
+BOOST_AUTO_TEST_CASE(permuted_attention_heads_go_through_the_op, *utf::precondition(gpu_present)) {
+  // q and k as attention makes them, [B, T, H, d] viewed as [B, H, T, d]: no single batch stride.
+  // The CUDA backend takes 3-D operands only (one cuBLAS batch stride), so the op copies them.
+  Tensor q = random_tensor({2, 7, 3, 8}, DType::f32, -1, 1, 83).permute({0, 2, 1, 3});
+  Tensor k = random_tensor({2, 9, 3, 8}, DType::f32, -1, 1, 84).permute({0, 2, 1, 3});
+  check_close(qkv::matmul(on_gpu(q), on_gpu(k).transpose(-1, -2)),
+              qkv::matmul(q, k.transpose(-1, -2)), 1e-4, "q @ k^T over permuted heads");
+  // and the backend says so when given the [B1, B2, rows, cols] grid the CPU backend takes
+  BOOST_TEST(!gpu().supports_matmul_with_two_batch_dims());
+  Tensor a = on_gpu(random_tensor({2, 3, 4, 5}, DType::f32, -1, 1, 85));
+  Tensor b = on_gpu(random_tensor({2, 3, 5, 6}, DType::f32, -1, 1, 86));
+  Tensor out = Tensor::empty({2, 3, 4, 6}, DType::f32, Device::cuda());
+  try {
+    gpu().matmul(a, b, out);
+    BOOST_FAIL("the CUDA matmul took 4-D operands");
+  } catch (const Error& e) {
+    BOOST_TEST(std::string(e.what()).find("[batch, rows, cols]") != std::string::npos, e.what());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(linear_accumulates_onto_its_bias, *utf::precondition(gpu_present)) {
   // linear() starts the output as the broadcast bias and asks the backend to accumulate the GEMM
   Tensor x = random_tensor({2, 7, 16}, DType::f32, -1, 1, 80);
