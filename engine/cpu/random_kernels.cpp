@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "engine/cpu/bernoulli_avx512.h"
+#include "engine/cpu/bernoulli_range.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/dispatch.h"
 #include "engine/parallel.h"
@@ -49,33 +50,41 @@ void CpuBackend::random_normal(const Tensor& out, uint64_t seed, uint64_t offset
   });
 }
 
+template <typename T>
+void fill_bernoulli_range(T* out, uint64_t seed, uint64_t offset, uint64_t first, int64_t count,
+                          uint64_t threshold, T value) {
+  // The range may start or end inside a block: those few elements draw their block on their own.
+  auto one = [&](uint64_t i) {
+    out[i - first] = philox::bernoulli(seed, offset, i, threshold) ? value : T(0);
+  };
+  const uint64_t end = first + uint64_t(count);
+  const uint64_t first_block = (first + 3) / 4, end_block = end / 4;
+  if (first_block >= end_block) {
+    for (uint64_t i = first; i < end; ++i) one(i);
+    return;
+  }
+  for (uint64_t i = first; i < 4 * first_block; ++i) one(i);
+  T* blocks = out + (4 * first_block - first);  // element 4 * first_block
+  const int64_t vectorized = fill_bernoulli_vectorized(
+      blocks, seed, offset + first_block, int64_t(end_block - first_block), threshold, value);
+  _Pragma("omp simd") for (int64_t k = vectorized; k < int64_t(end_block - first_block); ++k) {
+    const philox::Block w = philox::generate(seed, offset + first_block + uint64_t(k));
+    for (int j = 0; j < 4; ++j) blocks[4 * k + j] = w.v[j] < threshold ? value : T(0);
+  }
+  for (uint64_t i = 4 * end_block; i < end; ++i) one(i);
+}
+template void fill_bernoulli_range<float>(float*, uint64_t, uint64_t, uint64_t, int64_t, uint64_t,
+                                          float);
+template void fill_bernoulli_range<double>(double*, uint64_t, uint64_t, uint64_t, int64_t, uint64_t,
+                                           double);
+
 void CpuBackend::random_bernoulli(const Tensor& out, uint64_t seed, uint64_t offset, double p,
                                   double value) {
-  // The values of philox::bernoulli, one Philox block per four elements: the threads' ranges may
-  // start or end inside a block, and those few elements draw their block on their own.
   const uint64_t threshold = philox::bernoulli_threshold(p);
   QKV_DISPATCH_FLOAT(out.dtype(), "random_bernoulli", [&] {
     T* o = out.data<T>();
-    const T kept = T(value);
-    auto one = [&](int64_t i) {
-      o[i] = philox::bernoulli(seed, offset, uint64_t(i), threshold) ? kept : T(0);
-    };
     parallel_for(0, out.numel(), 16384, [&](int64_t b, int64_t e) {
-      const int64_t first_block = (b + 3) / 4, end_block = e / 4;
-      if (first_block >= end_block) {
-        for (int64_t i = b; i < e; ++i) one(i);
-        return;
-      }
-      for (int64_t i = b; i < 4 * first_block; ++i) one(i);
-      const int64_t k0 =
-          first_block + fill_bernoulli_vectorized(o + 4 * first_block, seed,
-                                                  offset + uint64_t(first_block),
-                                                  end_block - first_block, threshold, kept);
-      _Pragma("omp simd") for (int64_t k = k0; k < end_block; ++k) {
-        const philox::Block w = philox::generate(seed, offset + uint64_t(k));
-        for (int j = 0; j < 4; ++j) o[4 * k + j] = w.v[j] < threshold ? kept : T(0);
-      }
-      for (int64_t i = 4 * end_block; i < e; ++i) one(i);
+      fill_bernoulli_range(o + b, seed, offset, uint64_t(b), e - b, threshold, T(value));
     });
   });
 }

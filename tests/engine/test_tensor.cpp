@@ -1,10 +1,12 @@
 // Tensor basics: factories, views sharing storage, contiguity, dtype conversion, printing.
 #include <boost/test/unit_test.hpp>
+
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 #endif
 
 #include "engine/backend.h"
+#include "engine/cpu/bernoulli_range.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
 #include "engine/random.h"
@@ -84,6 +86,29 @@ BOOST_AUTO_TEST_CASE(bernoulli_fills_match_the_elementwise_definition) {
   // p = 0 and p = 1 are exact
   BOOST_TEST(sum(bernoulli({1000}, 0.0)).item() == 0.0);
   BOOST_TEST(sum(bernoulli({1000}, 1.0)).item() == 1000.0);
+}
+
+BOOST_AUTO_TEST_CASE(bernoulli_ranges_are_stretches_of_the_whole_fill) {
+  // What a kernel drawing its mask piecewise gets (nn/efficient_attention.cpp): ranges starting
+  // at every position in a block, short (inside one block) to long (several sixteen-block AVX-512
+  // groups), equal to the elementwise definition, in float32 and float64.
+  const uint64_t seed = 1234, offset = 5, threshold = philox::bernoulli_threshold(0.6);
+  for (uint64_t first : {0, 1, 2, 3, 4, 61, 1022})
+    for (int64_t count : {0, 1, 3, 4, 5, 63, 64, 65, 67, 200, 333}) {
+      std::vector<float> f(size_t(count) + 1, -1.0f);
+      std::vector<double> d(size_t(count) + 1, -1.0);
+      cpu::fill_bernoulli_range(f.data(), seed, offset, first, count, threshold, 2.5f);
+      cpu::fill_bernoulli_range(d.data(), seed, offset, first, count, threshold, 2.5);
+      int64_t wrong = 0;
+      for (int64_t j = 0; j < count; ++j) {
+        const double want =
+            philox::bernoulli(seed, offset, first + uint64_t(j), threshold) ? 2.5 : 0.0;
+        wrong += f[size_t(j)] != want || d[size_t(j)] != want;
+      }
+      BOOST_TEST(wrong == 0, "first " << first << ", count " << count);
+      BOOST_TEST((f[size_t(count)] == -1.0f && d[size_t(count)] == -1.0),
+                 "wrote past the range: first " << first << ", count " << count);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(views_share_storage) {

@@ -1,0 +1,20 @@
+// A stretch of a Bernoulli fill, for kernels that draw a dropout mask piece by piece.
+//
+// A fill that starts at counter `offset` gives element i the value philox::bernoulli(seed,
+// offset, i, threshold) defines (word i % 4 of block offset + i / 4). fill_bernoulli_range writes
+// elements [first, first + count) of such a fill, so a mask can be drawn where it is used - one
+// row of a tile of attention scores at a time (nn/efficient_attention.cpp) - and be the very mask
+// a whole-tensor fill (CpuBackend::random_bernoulli, which runs on it per thread) would give.
+#pragma once
+
+#include <cstdint>
+
+namespace qkv::cpu {
+
+// out[j] = value when element first + j of the fill is drawn, else 0, for j in [0, count).
+// Whole Philox blocks go sixteen at a time through AVX-512 where the CPU has it (float32).
+template <typename T>
+void fill_bernoulli_range(T* out, uint64_t seed, uint64_t offset, uint64_t first, int64_t count,
+                          uint64_t threshold, T value);
+
+}  // namespace qkv::cpu
