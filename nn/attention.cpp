@@ -74,9 +74,9 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
   const bool bool_or_no_mask = !attn_mask.defined() || attn_mask.dtype() == DType::b8;
   AttentionPattern pattern;
   pattern.causal = is_causal;
-  if (!need_weights && dropout_p == 0 && bool_or_no_mask &&
-      efficient_attention_supported(q, k, v, {attn_mask}, pattern))
-    return {efficient_attention(q, k, v, {attn_mask}, pattern, s), Tensor()};
+  if (!need_weights && bool_or_no_mask &&
+      efficient_attention_supported(q, k, v, {attn_mask}, pattern, dropout_p))
+    return {efficient_attention(q, k, v, {attn_mask}, pattern, s, dropout_p), Tensor()};
   Tensor scores = mul(matmul(q, k.transpose(-2, -1)), s);
   scores = apply_mask(scores, attn_mask, op);
   if (is_causal)
@@ -169,9 +169,9 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
   const bool want_weights = need_weights || record_weights;
   AttentionPattern efficient_pattern = pattern;
   efficient_pattern.causal = pattern.causal || is_causal;
-  if (memory_efficient && !want_weights && p_drop == 0 && float_terms.empty() &&
-      efficient_attention_supported(q, k, v, bool_masks, efficient_pattern)) {
-    Tensor o = efficient_attention(q, k, v, bool_masks, efficient_pattern);
+  if (memory_efficient && !want_weights && float_terms.empty() &&
+      efficient_attention_supported(q, k, v, bool_masks, efficient_pattern, p_drop)) {
+    Tensor o = efficient_attention(q, k, v, bool_masks, efficient_pattern, -1, p_drop);
     return {out_proj->forward(o.transpose(1, 2).reshape({B, T, embed_dim})), Tensor()};
   }
 

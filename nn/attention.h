@@ -22,8 +22,9 @@ struct AttentionOutput {
 // scores = q k^T * scale (default 1/sqrt(d)), then attn_mask (bool or additive, broadcast to
 // [..., T, S]), then the causal mask if is_causal, softmax over S, dropout on the weights.
 // With need_weights = false the weights come back undefined, and when the operands allow it
-// (CPU, no dropout, no mask or a bool one) the memory-efficient kernel runs instead of the naive
-// one: same output, O(T) memory (nn/efficient_attention.h).
+// (no mask or a bool one; on the CPU with any dropout, on a GPU's fused kernel without) the
+// memory-efficient kernel runs instead of the naive one: same output, and with dropout the same
+// dropped weights from the same generator state, in O(T) memory (nn/efficient_attention.h).
 AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const Tensor& attn_mask = Tensor(),
                                              bool is_causal = false, double dropout_p = 0.0,
@@ -82,7 +83,8 @@ class MultiheadAttention : public Module {
   // weights are needed the same pattern is applied as a dense mask instead.
   AttentionPattern pattern;
   // Use the memory-efficient kernel whenever no weights are needed and nothing forbids it
-  // (dropout while training, additive masks or position biases). Off: always the naive kernel.
+  // (additive masks or position biases; dropout while training, except on the CPU, whose kernel
+  // draws the same dropout masks as the naive one). Off: always the naive kernel.
   bool memory_efficient = true;
 
   // Incremental decoding: the keys and values of the positions seen so far, per head

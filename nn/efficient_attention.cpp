@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/cpu/bernoulli_range.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/vec_math.h"
 #include "engine/error.h"
@@ -22,6 +23,52 @@ inline double tile_exp(double x) { return std::exp(x); }
 // Queries and keys per tile when no block size imposes one: 64 x 64 scores stay in L1/L2.
 constexpr int64_t kTile = 64;
 
+// Offset of problem n's first element in `t` ([lead..., x, y], any strides), for each of the
+// N = prod(lead) problems in row-major order.
+std::vector<int64_t> lead_offsets(const Tensor& t, const Shape& lead) {
+  const Strides& st = t.strides();
+  int64_t N = 1;
+  for (int64_t x : lead) N *= x;
+  std::vector<int64_t> base;
+  base.reserve(size_t(N));
+  for (int64_t n = 0; n < N; ++n) {
+    int64_t rest = n, offset = 0;
+    for (int i = int(lead.size()) - 1; i >= 0; --i) {
+      offset += (rest % lead[size_t(i)]) * st[size_t(i)];
+      rest /= lead[size_t(i)];
+    }
+    base.push_back(offset);
+  }
+  return base;
+}
+
+// An operand [lead..., rows, width] read in place: row r of problem n starts at
+// data + base[n] + r * ld and holds `width` contiguous values. Attention's heads, [B, T, H, d]
+// viewed as [B, H, T, d], are read where the projections wrote them, with no copy. Only a strided
+// last dim is copied to contiguous first.
+struct RowsView {
+  Tensor tensor;  // keeps the storage alive
+  std::vector<int64_t> base;
+  int64_t ld = 0;
+};
+
+RowsView rows_view(const Tensor& t, const Shape& lead) {
+  RowsView r;
+  r.tensor = t.size(-1) <= 1 || t.strides()[size_t(t.dim() - 1)] == 1 ? t : t.contiguous();
+  r.ld = r.tensor.size(-2) > 1 ? r.tensor.strides()[size_t(t.dim() - 2)] : r.tensor.size(-1);
+  r.base = lead_offsets(r.tensor, lead);
+  return r;
+}
+
+// Problem n's rows of a view, as the kernels index them.
+template <typename F>
+struct Rows {
+  const F* data;
+  int64_t ld;
+  Rows(const RowsView& v, int64_t n) : data(v.tensor.data<F>() + v.base[size_t(n)]), ld(v.ld) {}
+  const F* row(int64_t r) const { return data + r * ld; }
+};
+
 // One bool mask read in place: element (n, t, s) is data[base[n] + t * st + s * ss].
 struct MaskView {
   Tensor expanded;  // keeps the storage alive
@@ -30,12 +77,23 @@ struct MaskView {
   int64_t st = 0, ss = 0;
 };
 
+// Dropout on the weights: weight (n, t, s) is element (n T + t) S + s of a Bernoulli fill of
+// N x T x S elements that starts at counter `offset`, as dropout() on the [..., T, S] weights draws
+// it.
+struct WeightDropout {
+  bool on = false;
+  uint64_t seed = 0, offset = 0;
+  uint64_t threshold = 0;  // of keeping a weight: philox::bernoulli_threshold(1 - p)
+  double scale = 1;        // a kept weight's factor, 1 / (1 - p)
+};
+
 struct Problem {
   int64_t N = 0, T = 0, S = 0, d = 0, dv = 0, tile = kTile;
   double scale = 1;
   std::vector<MaskView> masks;
   AttentionPattern pattern;
   bool elementwise = false;  // any mask or pattern to test per score
+  WeightDropout dropout;
 
   bool blocked(int64_t n, int64_t t, int64_t s) const {
     if (!pattern.allows(t, s)) return true;
@@ -59,31 +117,38 @@ MaskView mask_view(const Tensor& mask, const Shape& lead, int64_t T, int64_t S) 
   const Strides& st = m.expanded.strides();
   m.st = st[st.size() - 2];
   m.ss = st[st.size() - 1];
-  int64_t N = 1;
-  for (int64_t x : lead) N *= x;
-  for (int64_t n = 0; n < N; ++n) {
-    int64_t rest = n, offset = 0;
-    for (int i = int(lead.size()) - 1; i >= 0; --i) {
-      offset += (rest % lead[size_t(i)]) * st[size_t(i)];
-      rest /= lead[size_t(i)];
-    }
-    m.base.push_back(offset);
-  }
+  m.base = lead_offsets(m.expanded, lead);
   return m;
 }
 
 // Scaled, masked scores of queries [t0, t0 + rows) against keys [s0, s0 + cols) into sc (row
 // stride tile): one GEMM, Q_tile @ K_tile^T with K read transposed in place.
 template <typename F>
-void tile_scores(const Problem& p, const F* qn, const F* kn, int64_t n, int64_t t0, int64_t rows,
-                 int64_t s0, int64_t cols, F* sc) {
-  const int64_t d = p.d, tile = p.tile;
-  cpu::gemm<F>(false, true, rows, cols, d, F(p.scale), qn + t0 * d, d, kn + s0 * d, d, F(0), sc,
+void tile_scores(const Problem& p, const Rows<F>& q, const Rows<F>& k, int64_t n, int64_t t0,
+                 int64_t rows, int64_t s0, int64_t cols, F* sc) {
+  const int64_t tile = p.tile;
+  cpu::gemm<F>(false, true, rows, cols, p.d, F(p.scale), q.row(t0), q.ld, k.row(s0), k.ld, F(0), sc,
                tile);
   if (p.elementwise)
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j)
         if (p.blocked(n, t0 + i, s0 + j)) sc[i * tile + j] = -std::numeric_limits<F>::infinity();
+}
+
+// Dropout factors of the tile's weights, 1 / (1 - p) kept and 0 dropped, into keep (row stride
+// cols). Forward and backward draw the same tile from the same counters, so nothing is stored.
+// A tile spanning all keys is one stretch of the fill; otherwise each row is.
+template <typename F>
+void draw_dropout_tile(const Problem& p, int64_t n, int64_t t0, int64_t rows, int64_t s0,
+                       int64_t cols, F* keep) {
+  const WeightDropout& dr = p.dropout;
+  const uint64_t first = uint64_t((n * p.T + t0) * p.S + s0);
+  if (cols == p.S)
+    return cpu::fill_bernoulli_range(keep, dr.seed, dr.offset, first, rows * cols, dr.threshold,
+                                     F(dr.scale));
+  for (int64_t i = 0; i < rows; ++i)
+    cpu::fill_bernoulli_range(keep + i * cols, dr.seed, dr.offset, first + uint64_t(i * p.S), cols,
+                              dr.threshold, F(dr.scale));
 }
 
 // Work items (query tiles, or whole problems) per thread chunk: enough multiply-adds that
@@ -96,7 +161,8 @@ int64_t grain_for(int64_t macs_per_item) {
 }
 
 template <typename F>
-void forward_kernel(const Problem& p, const F* q, const F* k, const F* v, F* out, F* lse) {
+void forward_kernel(const Problem& p, const RowsView& qv, const RowsView& kv, const RowsView& vv,
+                    F* out, F* lse) {
   const int64_t T = p.T, S = p.S, d = p.d, dv = p.dv, tile = p.tile;
   const int64_t tiles = (T + tile - 1) / tile;
   const F inf = std::numeric_limits<F>::infinity();
@@ -104,18 +170,18 @@ void forward_kernel(const Problem& p, const F* q, const F* k, const F* v, F* out
   parallel_for(0, p.N * tiles, grain, [&](int64_t begin, int64_t end) {
     std::vector<F> sc(static_cast<size_t>(tile * tile)), acc(static_cast<size_t>(tile * dv));
     std::vector<F> m(static_cast<size_t>(tile)), l(static_cast<size_t>(tile));
+    std::vector<F> keep(static_cast<size_t>(p.dropout.on ? tile * tile : 0));
     for (int64_t idx = begin; idx < end; ++idx) {
       const int64_t n = idx / tiles, t0 = (idx % tiles) * tile, rows = std::min(tile, T - t0);
-      const F* qn = q + n * T * d;
-      const F* kn = k + n * S * d;
-      const F* vn = v + n * S * dv;
+      const Rows<F> q(qv, n), k(kv, n), v(vv, n);
       std::fill(m.begin(), m.end(), -inf);
       std::fill(l.begin(), l.end(), F(0));
       std::fill(acc.begin(), acc.end(), F(0));
       for (int64_t s0 = 0; s0 < S; s0 += tile) {
         const int64_t cols = std::min(tile, S - s0);
         if (!p.pattern.tile_visible(t0, t0 + rows, s0, s0 + cols)) continue;  // never computed
-        tile_scores(p, qn, kn, n, t0, rows, s0, cols, sc.data());
+        tile_scores(p, q, k, n, t0, rows, s0, cols, sc.data());
+        if (p.dropout.on) draw_dropout_tile(p, n, t0, rows, s0, cols, keep.data());
         // online softmax: rescale what was accumulated when a row's running max grows
         for (int64_t i = 0; i < rows; ++i) {
           F* srow = sc.data() + i * tile;
@@ -135,9 +201,15 @@ void forward_kernel(const Problem& p, const F* q, const F* k, const F* v, F* out
           m[size_t(i)] = mx;
           F* a = acc.data() + i * dv;
           for (int64_t c = 0; c < dv; ++c) a[c] *= alpha;
+          // Dropout acts on the normalized weights, so l sums them all and only the output
+          // accumulates the dropped ones: out = sum_j keep_j P_j V_j.
+          if (p.dropout.on) {
+            const F* z = keep.data() + i * cols;
+            _Pragma("omp simd") for (int64_t j = 0; j < cols; ++j) srow[j] *= z[j];
+          }
         }
         // acc += P_tile @ V_tile
-        cpu::gemm<F>(false, false, rows, dv, cols, F(1), sc.data(), tile, vn + s0 * dv, dv, F(1),
+        cpu::gemm<F>(false, false, rows, dv, cols, F(1), sc.data(), tile, v.row(s0), v.ld, F(1),
                      acc.data(), dv);
       }
       for (int64_t i = 0; i < rows; ++i) {
@@ -150,33 +222,33 @@ void forward_kernel(const Problem& p, const F* q, const F* k, const F* v, F* out
   });
 }
 
-// gq, gk, gv arrive zeroed. Parallel over the N independent (batch, head) problems, so the
-// accumulations into gk and gv never race.
+// gq, gk, gv arrive zeroed and contiguous. Parallel over the N independent (batch, head)
+// problems, so the accumulations into gk and gv never race. With dropout (factors Z, out =
+// (Z * P) V): dV takes the dropped weights Z * P, the weights' gradient is Z * dP with dP = dO V^T,
+// and D = rowsum(dO * O) is still sum_j P_ij (Z dP)_ij.
 template <typename F>
-void backward_kernel(const Problem& p, const F* q, const F* k, const F* v, const F* out,
-                     const F* lse, const F* gout, F* gq, F* gk, F* gv) {
+void backward_kernel(const Problem& p, const RowsView& qv, const RowsView& kv, const RowsView& vv,
+                     const F* out, const F* lse, const RowsView& gov, F* gq, F* gk, F* gv) {
   const int64_t T = p.T, S = p.S, d = p.d, dv = p.dv, tile = p.tile;
   const F inf = std::numeric_limits<F>::infinity();
   parallel_for(0, p.N, grain_for(2 * T * S * (d + dv)), [&](int64_t begin, int64_t end) {
     std::vector<F> sc(static_cast<size_t>(tile * tile)), dp(static_cast<size_t>(tile * tile)),
-        D(static_cast<size_t>(tile));
+        D(static_cast<size_t>(tile)), keep(static_cast<size_t>(p.dropout.on ? tile * tile : 0));
     for (int64_t n = begin; n < end; ++n) {
-      const F* qn = q + n * T * d;
-      const F* kn = k + n * S * d;
-      const F* vn = v + n * S * dv;
+      const Rows<F> q(qv, n), k(kv, n), v(vv, n), gout(gov, n);
       for (int64_t t0 = 0; t0 < T; t0 += tile) {
         const int64_t rows = std::min(tile, T - t0);
-        const F* go = gout + (n * T + t0) * dv;  // dO of this query tile, [rows, dv]
         for (int64_t i = 0; i < rows; ++i) {
           const F* o = out + (n * T + t0 + i) * dv;
+          const F* go = gout.row(t0 + i);
           F s = 0;
-          for (int64_t c = 0; c < dv; ++c) s += go[i * dv + c] * o[c];
+          for (int64_t c = 0; c < dv; ++c) s += go[c] * o[c];
           D[size_t(i)] = s;  // rowsum(dO * O) = sum_j P_ij dP_ij
         }
         for (int64_t s0 = 0; s0 < S; s0 += tile) {
           const int64_t cols = std::min(tile, S - s0);
           if (!p.pattern.tile_visible(t0, t0 + rows, s0, s0 + cols)) continue;
-          tile_scores(p, qn, kn, n, t0, rows, s0, cols, sc.data());
+          tile_scores(p, q, k, n, t0, rows, s0, cols, sc.data());
           for (int64_t i = 0; i < rows; ++i) {  // scores -> probabilities in place
             const F L = lse[n * T + t0 + i];
             F* prow = sc.data() + i * tile;
@@ -186,23 +258,34 @@ void backward_kernel(const Problem& p, const F* q, const F* k, const F* v, const
             }
             _Pragma("omp simd") for (int64_t j = 0; j < cols; ++j) prow[j] = tile_exp(prow[j] - L);
           }
-          // dV_tile += P^T @ dO ;  dP = dO @ V_tile^T
-          cpu::gemm<F>(true, false, cols, dv, rows, F(1), sc.data(), tile, go, dv, F(1),
-                       gv + (n * S + s0) * dv, dv);
-          cpu::gemm<F>(false, true, rows, cols, dv, F(1), go, dv, vn + s0 * dv, dv, F(0), dp.data(),
-                       tile);
-          // dS = P * (dP - D) * scale, written over dP
+          // dP = dO @ V_tile^T
+          cpu::gemm<F>(false, true, rows, cols, dv, F(1), gout.row(t0), gout.ld, v.row(s0), v.ld,
+                       F(0), dp.data(), tile);
+          // dS = P * (dP - D) * scale, written over dP (with dropout: P * (Z dP - D) * scale, and
+          // P becomes Z P for dV)
+          if (p.dropout.on) draw_dropout_tile(p, n, t0, rows, s0, cols, keep.data());
           for (int64_t i = 0; i < rows; ++i) {
-            const F* prow = sc.data() + i * tile;
+            F* prow = sc.data() + i * tile;
             F* drow = dp.data() + i * tile;
             const F Di = D[size_t(i)];
-            _Pragma("omp simd") for (int64_t j = 0; j < cols; ++j) drow[j] =
-                prow[j] * (drow[j] - Di) * F(p.scale);
+            if (p.dropout.on) {
+              const F* z = keep.data() + i * cols;
+              _Pragma("omp simd") for (int64_t j = 0; j < cols; ++j) {
+                drow[j] = prow[j] * (z[j] * drow[j] - Di) * F(p.scale);
+                prow[j] *= z[j];
+              }
+            } else {
+              _Pragma("omp simd") for (int64_t j = 0; j < cols; ++j) drow[j] =
+                  prow[j] * (drow[j] - Di) * F(p.scale);
+            }
           }
+          // dV_tile += P^T @ dO
+          cpu::gemm<F>(true, false, cols, dv, rows, F(1), sc.data(), tile, gout.row(t0), gout.ld,
+                       F(1), gv + (n * S + s0) * dv, dv);
           // dQ_tile += dS @ K_tile ;  dK_tile += dS^T @ Q_tile
-          cpu::gemm<F>(false, false, rows, d, cols, F(1), dp.data(), tile, kn + s0 * d, d, F(1),
+          cpu::gemm<F>(false, false, rows, d, cols, F(1), dp.data(), tile, k.row(s0), k.ld, F(1),
                        gq + (n * T + t0) * d, d);
-          cpu::gemm<F>(true, false, cols, d, rows, F(1), dp.data(), tile, qn + t0 * d, d, F(1),
+          cpu::gemm<F>(true, false, cols, d, rows, F(1), dp.data(), tile, q.row(t0), q.ld, F(1),
                        gk + (n * S + s0) * d, d);
         }
       }
@@ -214,9 +297,10 @@ void backward_kernel(const Problem& p, const F* q, const F* k, const F* v, const
 
 bool efficient_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v,
                                    const std::vector<Tensor>& masks,
-                                   const AttentionPattern& pattern) {
+                                   const AttentionPattern& pattern, double dropout_p) {
+  if (!(dropout_p >= 0 && dropout_p < 1)) return false;
   if (q.defined() && !q.device().is_cpu())
-    return fused_attention_supported(q, k, v, masks, pattern);
+    return dropout_p == 0 && fused_attention_supported(q, k, v, masks, pattern);
   if (q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim()) return false;
   if (!q.device().is_cpu() || !k.device().is_cpu() || !v.device().is_cpu()) return false;
   if (q.dtype() != k.dtype() || q.dtype() != v.dtype()) return false;
@@ -231,8 +315,15 @@ bool efficient_attention_supported(const Tensor& q, const Tensor& k, const Tenso
 
 Tensor efficient_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                            const std::vector<Tensor>& masks, const AttentionPattern& pattern,
-                           double scale) {
-  if (q.defined() && !q.device().is_cpu()) return fused_attention(q, k, v, masks, pattern, scale);
+                           double scale, double dropout_p, Generator* gen) {
+  QKV_CHECK(dropout_p >= 0 && dropout_p < 1, "efficient_attention", "dropout_p ", dropout_p,
+            " is outside [0, 1)");
+  if (q.defined() && !q.device().is_cpu()) {
+    QKV_CHECK(dropout_p == 0, "efficient_attention",
+              "dropout inside the fused attention kernel is ", "CPU only; q is on ",
+              q.device().str());
+    return fused_attention(q, k, v, masks, pattern, scale);
+  }
   QKV_CHECK(efficient_attention_supported(q, k, v, masks), "efficient_attention",
             "needs CPU float32/float64 q, k, v with equal leading dims and bool masks, got ",
             shape_str(q.shape()), ", ", shape_str(k.shape()), ", ", shape_str(v.shape()));
@@ -254,31 +345,36 @@ Tensor efficient_attention(const Tensor& q, const Tensor& k, const Tensor& v,
   for (const Tensor& m : masks)
     if (m.defined()) p.masks.push_back(mask_view(m, lead, p.T, p.S));
   p.elementwise = !p.masks.empty() || pattern.causal || pattern.sparse();
+  if (dropout_p > 0) {  // the counters dropout() on the [..., T, S] weights would take
+    Generator& g = gen ? *gen : default_generator();
+    p.dropout = {true, g.seed(), g.take(uint64_t(p.N * p.T * p.S)),
+                 philox::bernoulli_threshold(1 - dropout_p), 1 / (1 - dropout_p)};
+  }
 
-  Tensor qc = q.detach().contiguous(), kc = k.detach().contiguous(), vc = v.detach().contiguous();
+  // q, k, v are read where they lie (attention's heads are strided views); out and lse are ours.
+  const RowsView qv = rows_view(q.detach(), lead), kv = rows_view(k.detach(), lead),
+                 vv = rows_view(v.detach(), lead);
   Shape out_shape = lead;
   out_shape.push_back(p.T);
   out_shape.push_back(p.dv);
   Tensor out = Tensor::empty(out_shape, q.dtype());
   Tensor lse = Tensor::empty({p.N * p.T}, q.dtype());
   if (q.dtype() == DType::f32)
-    forward_kernel(p, qc.data<float>(), kc.data<float>(), vc.data<float>(), out.data<float>(),
-                   lse.data<float>());
+    forward_kernel(p, qv, kv, vv, out.data<float>(), lse.data<float>());
   else
-    forward_kernel(p, qc.data<double>(), kc.data<double>(), vc.data<double>(), out.data<double>(),
-                   lse.data<double>());
+    forward_kernel(p, qv, kv, vv, out.data<double>(), lse.data<double>());
 
   return record("efficient_attention", {q, k, v}, out,
-                [p, qc, kc, vc, o = out.detach(), lse](const Tensor& gy) -> grads {
-                  Tensor g = gy.contiguous();
-                  Tensor gq = zeros_like(qc), gk = zeros_like(kc), gv = zeros_like(vc);
-                  if (qc.dtype() == DType::f32)
-                    backward_kernel(p, qc.data<float>(), kc.data<float>(), vc.data<float>(),
-                                    o.data<float>(), lse.data<float>(), g.data<float>(),
+                [p, qv, kv, vv, lead, o = out.detach(), lse](const Tensor& gy) -> grads {
+                  const RowsView gov = rows_view(gy, lead);
+                  Tensor gq = zeros(qv.tensor.shape(), {qv.tensor.dtype()}),
+                         gk = zeros(kv.tensor.shape(), {kv.tensor.dtype()}),
+                         gv = zeros(vv.tensor.shape(), {vv.tensor.dtype()});
+                  if (o.dtype() == DType::f32)
+                    backward_kernel(p, qv, kv, vv, o.data<float>(), lse.data<float>(), gov,
                                     gq.data<float>(), gk.data<float>(), gv.data<float>());
                   else
-                    backward_kernel(p, qc.data<double>(), kc.data<double>(), vc.data<double>(),
-                                    o.data<double>(), lse.data<double>(), g.data<double>(),
+                    backward_kernel(p, qv, kv, vv, o.data<double>(), lse.data<double>(), gov,
                                     gq.data<double>(), gk.data<double>(), gv.data<double>());
                   return grads{gq, gk, gv};
                 });

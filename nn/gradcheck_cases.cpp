@@ -55,6 +55,20 @@ void register_gradcheck_cases(OpRegistry& r) {
          "nn",
          {{{2, 5, 4}}, {{2, 6, 4}}, {{2, 6, 3}}, {{5, 6}, mask}},
          [](X x) { return efficient_attention(x[0], x[1], x[2], {x[3]}); }});
+  // Dropout drawn inside the kernel, forward and again in backward: a generator made afresh per
+  // evaluation keeps the mask fixed, as gradcheck needs.
+  add_case("efficient_attention.dropout", {{{2, 5, 4}}, {{2, 6, 4}}, {{2, 6, 3}}, {{5, 6}, mask}},
+           [](X x) {
+             Generator gen(99);
+             return efficient_attention(x[0], x[1], x[2], {x[3]}, {}, -1, 0.3, &gen);
+           });
+  // Operands read in place: q and k as attention's heads ([B, T, H, d] viewed as [B, H, T, d]),
+  // v transposed (a strided last dim, copied to contiguous first).
+  add_case("efficient_attention.strided", {{{2, 5, 3, 4}}, {{2, 6, 3, 4}}, {{2, 3, 3, 6}}},
+           [](X x) {
+             return efficient_attention(x[0].permute({0, 2, 1, 3}), x[1].permute({0, 2, 1, 3}),
+                                        x[2].transpose(-1, -2));
+           });
   add_case("efficient_attention.causal", {{{2, 5, 4}}, {{2, 5, 4}}, {{2, 5, 3}}}, [](X x) {
     AttentionPattern p;
     p.causal = true;

@@ -104,21 +104,85 @@ BOOST_AUTO_TEST_CASE(efficient_attention_equals_naive_with_masks_forward_and_bac
   BOOST_CHECK_LT(max_abs_diff(auto_pick.output, naive[0]), 2e-5);
 }
 
+BOOST_AUTO_TEST_CASE(efficient_attention_with_dropout_drops_what_the_naive_one_drops) {
+  // The kernel draws each tile row's dropout mask where it uses it (and again in backward); from
+  // the same generator state it must drop the very weights dropout() on the naive weights drops,
+  // and leave the generator where that does. 150 keys: rows straddle three key tiles.
+  manual_seed(4);
+  const int64_t B = 2, H = 3, T = 150, d = 16;
+  const double p = 0.3;
+  Tensor q = randn({B, H, T, d}), k = randn({B, H, T, d}), v = randn({B, H, T, d});
+  std::vector<double> padv(size_t(B * T), 0.0);
+  for (int64_t s = 120; s < T; ++s) padv[size_t(s)] = 1;  // first sequence padded
+  Tensor pad = tensor(padv, {B, 1, 1, T}).to(DType::b8);
+  for (const Tensor* t : {&q, &k, &v}) const_cast<Tensor*>(t)->requires_grad_(true);
+  Tensor gy = randn({B, H, T, d});
+
+  uint64_t offset_after[2];
+  auto run = [&](bool efficient, double drop) {
+    manual_seed(21);
+    Tensor o = efficient ? [&] {
+      AttentionPattern causal;
+      causal.causal = true;
+      return efficient_attention(q, k, v, {pad}, causal, -1, drop);
+    }()
+                         : scaled_dot_product_attention(q, k, v, pad, true, drop).output;
+    offset_after[efficient] = default_generator().offset();
+    std::vector<Tensor> g = grad(sum(mul(o, gy)), {q, k, v});
+    g.insert(g.begin(), o.detach());
+    return g;
+  };
+  std::vector<Tensor> naive = run(false, p), fast = run(true, p);
+  BOOST_TEST(offset_after[0] == offset_after[1]);
+  BOOST_TEST(offset_after[0] == uint64_t(B * H * T * T));  // a fill of the [B, H, T, T] weights
+  std::vector<Tensor> undropped = run(true, 0.0);
+  const char* names[] = {"output", "dq", "dk", "dv"};
+  for (size_t i = 0; i < 4; ++i)
+    BOOST_CHECK_MESSAGE(max_abs_diff(naive[i], fast[i]) < 2e-5,
+                        names[i] << " differs by " << max_abs_diff(naive[i], fast[i]));
+  BOOST_TEST(max_abs_diff(fast[0], undropped[0]) > 0.1);  // the dropout did something
+  // sdpa takes the efficient kernel by itself when no weights are wanted, dropout or not.
+  manual_seed(21);
+  AttentionOutput auto_pick = scaled_dot_product_attention(q, k, v, pad, true, p, {}, false);
+  BOOST_CHECK(!auto_pick.weights.defined());
+  BOOST_CHECK_LT(max_abs_diff(auto_pick.output, naive[0]), 2e-5);
+}
+
 BOOST_AUTO_TEST_CASE(efficient_attention_peak_memory_grows_linearly) {
   NoGrad no_grad;  // forward only: the naive one holds [H, T, T] scores, the efficient one not
-  auto measure = [](int64_t T, bool efficient) {
-    Tensor q = randn({1, 4, T, 32}), k = randn({1, 4, T, 32}), v = randn({1, 4, T, 32});
-    return peak_during([&] {
-      Tensor o = scaled_dot_product_attention(q, k, v, {}, false, 0.0, {}, !efficient).output;
-    });
-  };
-  size_t e512 = measure(512, true), e1024 = measure(1024, true);
-  size_t n1024 = measure(1024, false);
-  BOOST_TEST_MESSAGE("peak: efficient T=512 " << e512 << ", T=1024 " << e1024 << "; naive T=1024 "
-                                              << n1024);
-  BOOST_CHECK_LT(double(e1024), 2.5 * double(e512));  // linear: doubling T about doubles it
-  BOOST_CHECK_GE(e1024, size_t(4 * 1024 * 32 * 4));   // at least the output itself
-  BOOST_CHECK_LT(double(e1024) * 8, double(n1024));   // the T x T scores alone are 16 MiB
+  for (double drop : {0.0, 0.1}) {  // with dropout the naive one holds a [H, T, T] mask too
+    auto measure = [drop](int64_t T, bool efficient) {
+      Tensor q = randn({1, 4, T, 32}), k = randn({1, 4, T, 32}), v = randn({1, 4, T, 32});
+      return peak_during([&] {
+        Tensor o = scaled_dot_product_attention(q, k, v, {}, false, drop, {}, !efficient).output;
+      });
+    };
+    size_t e512 = measure(512, true), e1024 = measure(1024, true);
+    size_t n1024 = measure(1024, false);
+    BOOST_TEST_MESSAGE("dropout " << drop << ", peak: efficient T=512 " << e512 << ", T=1024 "
+                                  << e1024 << "; naive T=1024 " << n1024);
+    BOOST_CHECK_LT(double(e1024), 2.5 * double(e512));  // linear: doubling T about doubles it
+    BOOST_CHECK_GE(e1024, size_t(4 * 1024 * 32 * 4));   // at least the output itself
+    BOOST_CHECK_LT(double(e1024) * 8, double(n1024));   // the T x T scores alone are 16 MiB
+  }
+}
+
+BOOST_AUTO_TEST_CASE(efficient_attention_reads_heads_in_place) {
+  // q, k, v as MultiheadAttention makes them: [B, T, H, d] viewed as [B, H, T, d]. The kernel
+  // reads them through their strides, so its forward allocates its output and log-sum-exps only,
+  // not three contiguous copies (3 x 2 MiB here), and gives the contiguous operands' numbers.
+  NoGrad no_grad;
+  const int64_t B = 2, T = 256, H = 4, d = 64;
+  Tensor q = randn({B, T, H, d}).permute({0, 2, 1, 3}),
+         k = randn({B, T, H, d}).permute({0, 2, 1, 3});
+  Tensor v = randn({B, T, H, d}).permute({0, 2, 1, 3});
+  Tensor o;
+  const size_t peak = peak_during([&] { o = efficient_attention(q, k, v); });
+  const size_t output_bytes = size_t(B * H * T * d) * sizeof(float);
+  BOOST_TEST_MESSAGE("peak " << peak << " B, output " << output_bytes << " B");
+  BOOST_CHECK_LT(double(peak), 1.5 * double(output_bytes));
+  BOOST_CHECK_LT(
+      max_abs_diff(o, efficient_attention(q.contiguous(), k.contiguous(), v.contiguous())), 1e-6);
 }
 
 BOOST_AUTO_TEST_CASE(local_and_block_sparse_attention_equal_the_dense_masked_version) {
