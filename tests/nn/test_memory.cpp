@@ -170,7 +170,7 @@ BOOST_AUTO_TEST_CASE(efficient_attention_peak_memory_grows_linearly) {
 BOOST_AUTO_TEST_CASE(efficient_attention_reads_heads_in_place) {
   // q, k, v as MultiheadAttention makes them: [B, T, H, d] viewed as [B, H, T, d]. The kernel
   // reads them through their strides, so its forward allocates its output and log-sum-exps only,
-  // not three contiguous copies (3 x 2 MiB here), and gives the contiguous operands' numbers.
+  // not three contiguous copies of 0.5 MiB each, and gives the contiguous operands' numbers.
   NoGrad no_grad;
   const int64_t B = 2, T = 256, H = 4, d = 64;
   Tensor q = randn({B, T, H, d}).permute({0, 2, 1, 3}),
