@@ -71,6 +71,19 @@ BOOST_AUTO_TEST_CASE(zero_leading_dimensions_are_handled, *utf::precondition(gpu
   check_close(got, want, 1e-4, "B columns broadcast");
 }
 
+BOOST_AUTO_TEST_CASE(zero_depth_zeroes_a_padded_output, *utf::precondition(gpu_present)) {
+  // k = 0: an empty sum. The output's rows are 5 wide inside rows of 8 (a narrowed view): the 5
+  // become zeros, the 3 between them keep what they held.
+  Tensor a = Tensor::empty({2, 3, 0}, DType::f32, Device::cuda());
+  Tensor b = Tensor::empty({2, 0, 5}, DType::f32, Device::cuda());
+  Tensor padded = on_gpu(full({2, 3, 8}, 7.0));
+  gpu().matmul(a, b, padded.narrow(2, 0, 5));
+  std::vector<double> got = padded.cpu().to_vector<double>();
+  int64_t wrong = 0;
+  for (size_t i = 0; i < got.size(); ++i) wrong += got[i] != (i % 8 < 5 ? 0.0 : 7.0);
+  BOOST_TEST(wrong == 0);
+}
+
 BOOST_AUTO_TEST_CASE(the_matmul_op_folds_and_broadcasts, *utf::precondition(gpu_present)) {
   // through the op layer: a 2-D weight folds the batch into M; 4-D batches broadcast
   Tensor x = random_tensor({2, 3, 10, 16}, DType::f32, -1, 1, 77);
