@@ -1,5 +1,6 @@
 // Tensor factories: constants, ranges, random tensors and tensors from host values.
 #include <cmath>
+#include <utility>
 
 #include "engine/backend.h"
 #include "engine/ops.h"
@@ -91,12 +92,40 @@ Generator& default_generator() {
 }
 void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 
+namespace {
+// Elements [first, last] of the storage that `t` can touch (all strides are >= 0 in qkv).
+std::pair<int64_t, int64_t> element_span(const Tensor& t) {
+  int64_t last = t.offset();
+  for (int i = 0; i < t.dim(); ++i) last += (t.size(i) - 1) * t.strides()[size_t(i)];
+  return {t.offset(), last};
+}
+}  // namespace
+
 void copy_(const Tensor& dst, const Tensor& src) {
   detail::check_same_device(dst, src, "copy_");
   Shape s = broadcast_shapes(dst.shape(), src.shape(), "copy_");
   QKV_CHECK(s == dst.shape(), "copy_", "source of shape ", shape_str(src.shape()),
             " does not broadcast to destination ", shape_str(dst.shape()));
-  dst.backend().copy(detail::broadcast_view(src, dst.shape()), dst);
+  if (dst.numel() == 0) return;
+  // Several elements of dst in one place (an expanded view): which write lands is up to the
+  // kernel's threads. PyTorch refuses it too.
+  for (int i = 0; i < dst.dim(); ++i)
+    QKV_CHECK(dst.size(i) == 1 || dst.strides()[size_t(i)] != 0, "copy_", "the destination ",
+              shape_str(dst.shape()), " has strides ", shape_str(dst.strides()),
+              ": its elements share memory (an expanded view); copy into a tensor of its own");
+  // Source and destination in overlapping memory (x[1:] = x[:-1]): the kernels read and write in
+  // any order, so read the source into a copy of its own first. Copying a view onto itself is a
+  // no-op.
+  Tensor from = src;
+  if (src.numel() > 0 && dst.same_storage(src)) {
+    if (dst.offset() == src.offset() && dst.shape() == src.shape() &&
+        dst.strides() == src.strides() && dst.dtype() == src.dtype())
+      return;
+    const auto [d0, d1] = element_span(dst);
+    const auto [s0, s1] = element_span(src);
+    if (d0 <= s1 && s0 <= d1) from = src.clone();
+  }
+  dst.backend().copy(detail::broadcast_view(from, dst.shape()), dst);
 }
 
 void fill_(const Tensor& dst, double value) {

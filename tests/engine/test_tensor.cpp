@@ -138,6 +138,34 @@ BOOST_AUTO_TEST_CASE(views_share_storage) {
   check_values(t.narrow(0, 0, 1), {9, 9, 9, 9});
 }
 
+BOOST_AUTO_TEST_CASE(copy_between_overlapping_views_reads_the_source_first) {
+  // x[1:] = x[:-1] must shift x, as if the source were read before any write. A strided copy
+  // runs forward, so without care each write feeds the next read (all of column 0 would become 0).
+  Tensor x = arange(0.0, 20.0, 1.0).reshape({10, 2});
+  copy_(select(x.narrow(0, 1, 9), 1, 0), select(x.narrow(0, 0, 9), 1, 0));
+  check_values(select(x, 1, 0), {0, 0, 2, 4, 6, 8, 10, 12, 14, 16});
+  check_values(select(x, 1, 1), {1, 3, 5, 7, 9, 11, 13, 15, 17, 19});
+  // contiguous and large: the copy is split across threads
+  const int64_t n = int64_t(1) << 20;
+  Tensor y = arange(0.0, double(n), 1.0);
+  copy_(y.narrow(0, 1, n - 1), y.narrow(0, 0, n - 1));
+  std::vector<double> shifted = y.to_vector<double>();
+  int64_t wrong = shifted[0] != 0;
+  for (int64_t i = 1; i < n; ++i) wrong += shifted[size_t(i)] != double(i - 1);
+  BOOST_TEST(wrong == 0);
+  // a view copied onto itself stays as it is
+  copy_(x, x);
+  check_values(select(x, 1, 1), {1, 3, 5, 7, 9, 11, 13, 15, 17, 19});
+  // a destination whose elements share memory is refused, by name
+  try {
+    copy_(zeros({3}).expand({4, 3}), ones({4, 3}));
+    BOOST_FAIL("copy_ wrote into an expanded view");
+  } catch (const Error& e) {
+    BOOST_TEST(std::string(e.what()).find("copy_") != std::string::npos, e.what());
+    BOOST_TEST(std::string(e.what()).find("share memory") != std::string::npos, e.what());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(reshape_views_when_it_can_and_copies_when_it_must) {
   Tensor t = arange(0.0, 24.0, 1.0).reshape({2, 3, 4});
   Tensor p = t.permute({1, 0, 2});  // [3,2,4], last dim still contiguous
