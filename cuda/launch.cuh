@@ -10,6 +10,7 @@
 #include "cuda/cuda_backend_impl.h"
 #include "engine/cpu/dispatch.h"  // QKV_DISPATCH_FLOAT / QKV_DISPATCH_ALL: dtype -> T, any device
 #include "engine/dtype.h"
+#include "engine/scalar_math.h"
 
 #ifdef QKV_CUDA_EMULATION
 #include "tests/cuda_emulator/emulator.h"
@@ -86,8 +87,9 @@ __device__ inline To convert(From v) {
     return float_to_bf16_device(float(v));
   } else if constexpr (std::is_same_v<To, uint8_t>) {
     return v != From(0) ? 1 : 0;
-  } else if constexpr (std::is_same_v<To, int8_t> && std::is_floating_point_v<From>) {
-    return v != v ? 0 : v >= 127 ? 127 : v <= -128 ? -128 : int8_t(v);  // as on the CPU
+  } else if constexpr (std::is_signed_v<To> && std::is_integral_v<To> &&
+                       std::is_floating_point_v<From>) {
+    return saturating_cast<To>(v);  // as on the CPU (engine/scalar_math.h)
   } else {
     return To(v);
   }

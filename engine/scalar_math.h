@@ -23,4 +23,18 @@ QKV_HOST_DEVICE inline T divide(T x, T y) {
   return x / y;
 }
 
+// A floating value as a signed integer type: truncated toward zero like a C++ cast, but NaN gives
+// 0 and values out of range the nearest end, as a GPU's conversion (cvt.rzi.sat) does. In C++ an
+// out-of-range float -> int cast is undefined (x86 answers the lowest value; NaN too).
+template <typename To, typename From>
+QKV_HOST_DEVICE inline To saturating_cast(From v) {
+  static_assert(std::is_integral_v<To> && std::is_signed_v<To> && std::is_floating_point_v<From>);
+  const double bound = -double(std::numeric_limits<To>::lowest());  // 2^(bits - 1), exact
+  const double x = double(v);
+  if (x != x) return To(0);
+  if (x >= bound) return std::numeric_limits<To>::max();
+  if (x < -bound) return std::numeric_limits<To>::lowest();
+  return To(x);
+}
+
 }  // namespace qkv

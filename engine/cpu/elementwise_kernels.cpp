@@ -21,9 +21,9 @@ inline To convert(From v) {
     return float_to_bf16(float(v));
   } else if constexpr (std::is_same_v<To, uint8_t>) {
     return v != From(0) ? 1 : 0;
-  } else if constexpr (std::is_same_v<To, int8_t> && std::is_floating_point_v<From>) {
-    // truncate like any float -> int cast, but saturate: out-of-range float -> int8 is UB in C++
-    return v != v ? 0 : v >= 127 ? 127 : v <= -128 ? -128 : int8_t(v);
+  } else if constexpr (std::is_signed_v<To> && std::is_integral_v<To> &&
+                       std::is_floating_point_v<From>) {
+    return saturating_cast<To>(v);  // NaN -> 0, out of range -> the nearest end (scalar_math.h)
   } else {
     return To(v);
   }

@@ -1,5 +1,8 @@
 // Elementwise kernels on the GPU against the CPU: copy/cast, fill, unary, binary, where, on
 // contiguous, transposed and broadcast (stride-0) operands.
+#include <cmath>
+#include <limits>
+
 #include "tests/cuda/gpu_test_support.h"
 
 using namespace qkv;
@@ -39,6 +42,19 @@ BOOST_AUTO_TEST_CASE(copy_casts_between_every_dtype_pair_on_strided_views,
                   std::string("copy into a view ") + dtype_name(from) + " -> " + dtype_name(to));
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(float_to_integer_casts_saturate_like_the_cpu,
+                     *utf::precondition(gpu_present)) {
+  // NaN -> 0 and out-of-range values -> the nearest end on both sides (engine/scalar_math.h)
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor odd = tensor({std::nan(""), inf, -inf, 1e19, -1e19, -9.9, 127.9, -128.9, 300.0});
+  for (DType from : {DType::f32, DType::f64})
+    for (DType to : {DType::i64, DType::i8}) {
+      Tensor x = odd.to(from);
+      check_equal(on_gpu(x).to(to), x.to(to),
+                  std::string("cast ") + dtype_name(from) + " -> " + dtype_name(to));
+    }
 }
 
 BOOST_AUTO_TEST_CASE(copy_reads_broadcast_views, *utf::precondition(gpu_present)) {

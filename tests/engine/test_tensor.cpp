@@ -1,5 +1,7 @@
 // Tensor basics: factories, views sharing storage, contiguity, dtype conversion, printing.
 #include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <limits>
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -190,6 +192,16 @@ BOOST_AUTO_TEST_CASE(dtype_conversion) {
   Tensor t = tensor({1.5, -2.25, 3.0});
   check_values(t.to(DType::f64), {1.5, -2.25, 3.0}, 0);
   check_values(t.to(DType::i64), {1, -2, 3}, 0);
+  // float -> int: NaN gives 0, values out of range the nearest end (as a GPU converts; in C++ the
+  // cast is undefined there), the rest truncate toward zero
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  Tensor odd = tensor({nan, inf, -inf, 1e19, -1e19, -9.9, 127.9, -128.9, 300.0});
+  std::vector<double> as_i64 = odd.to(DType::i64).to_vector<double>();
+  const double big = 9223372036854775807.0;  // INT64_MAX, as a double (2^63)
+  std::vector<double> want_i64 = {0, big, -big, big, -big, -9, 127, -128, 300};
+  for (size_t i = 0; i < want_i64.size(); ++i)
+    BOOST_TEST(as_i64[i] == want_i64[i], "int64 element " << i);
+  check_values(odd.to(DType::i8), {0, 127, -128, 127, -128, -9, 127, -128, 127}, 0);
   check_values(t.to(DType::b8), {1, 1, 1}, 0);
   check_values(t.to(DType::bf16).to(DType::f32), {1.5, -2.25, 3.0}, 0);
   // bf16 keeps 8 significant bits: 1 + 2^-9 rounds to 1
