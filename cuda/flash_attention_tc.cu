@@ -472,7 +472,9 @@ void flash_attention_backward_bf16(const Tensor& q, const Tensor& k, const Tenso
     cuda_backend().fill(grad_v, 0.0);
     return;
   }
-  // delta from dO rounded as the kernels multiply it: with one key, dQ and dK are exactly zero
+  // delta from dO rounded as the kernels multiply it: with one key, dQ and dK are zero up to the
+  // rounding of P = exp(s - lse) (the dK/dV kernel recomputes s as K Q^T, in the tensor cores' own
+  // summation order, so P may be 1 +- 1 ulp there)
   const Tensor delta = flash::row_deltas(grad_out, out, /*round_grad_out_to_bf16=*/true);
   const uint8_t* pad = flash::mask_data(key_padding_mask);
   with_padded_width(s.d, [&]<int D>() {
