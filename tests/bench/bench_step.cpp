@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/autocast.h"
+#include "engine/backend.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
 #include "models/seq2seq.h"
@@ -119,7 +120,9 @@ int main(int argc, char** argv) {
   Tensor src_mask = eq(src, double(pad)), tgt_mask = eq(tgt_in, double(pad));
 
   std::vector<double> total, fwd, bwd, upd;
+  Backend& memory = backend_for(device);
   for (int it = 0; it < warm_up + timed_steps; ++it) {
+    if (it == warm_up) memory.reset_peak_memory();  // the timed steps' peak, caches warm
     wait_for(device);
     auto t0 = Clock::now();
     opt.zero_grad();
@@ -148,5 +151,7 @@ int main(int argc, char** argv) {
               median(upd));
   std::printf("ms/step %.2f (best %.2f)\n", median(total),
               *std::min_element(total.begin(), total.end()));
+  std::printf("peak memory %.1f MiB (the allocator's bytes in use, timed steps)\n",
+              double(memory.memory_stats().peak_bytes) / (1 << 20));
   return 0;
 }
