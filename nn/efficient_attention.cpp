@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
+#include <type_traits>
 
 #include "engine/cpu/bernoulli_range.h"
 #include "engine/cpu/gemm.h"
@@ -60,14 +62,39 @@ RowsView rows_view(const Tensor& t, const Shape& lead) {
   return r;
 }
 
-// Problem n's rows of a view, as the kernels index them.
-template <typename F>
+// Problem n's rows of a view, as the kernels index them (T: const F to read, F to write).
+template <typename T>
 struct Rows {
-  const F* data;
+  T* data;
   int64_t ld;
-  Rows(const RowsView& v, int64_t n) : data(v.tensor.data<F>() + v.base[size_t(n)]), ld(v.ld) {}
-  const F* row(int64_t r) const { return data + r * ld; }
+  Rows(const RowsView& v, int64_t n)
+      : data(v.tensor.data<std::remove_const_t<T>>() + v.base[size_t(n)]), ld(v.ld) {}
+  T* row(int64_t r) const { return data + r * ld; }
 };
+
+// A new tensor of `shape` (like's rank) laid out in memory as `like` is: its leading dims ordered
+// from like's largest stride to its smallest, the last dim innermost. For attention's heads,
+// [B, T, H, d] viewed as [B, H, T, d], the output and the gradients then come in [B, T, H, d]
+// order, and the [B, T, H * d] view the layer makes of them needs no copy. A `like` with a
+// broadcast dim (stride 0) gets a contiguous tensor. Zero-filled when `zeroed`.
+Tensor new_in_layout_of(const Tensor& like, const Shape& shape, bool zeroed) {
+  const int rank = like.dim();
+  const Strides& st = like.strides();
+  bool dense = true;
+  for (int i = 0; i < rank; ++i) dense = dense && (like.size(i) <= 1 || st[size_t(i)] != 0);
+  std::vector<int> order(static_cast<size_t>(rank));
+  std::iota(order.begin(), order.end(), 0);
+  if (dense)
+    std::stable_sort(order.begin(), order.end() - 1,
+                     [&](int a, int b) { return st[size_t(a)] > st[size_t(b)]; });
+  Shape memory_shape;
+  for (int dim : order) memory_shape.push_back(shape[size_t(dim)]);
+  Tensor memory =
+      zeroed ? zeros(memory_shape, {like.dtype()}) : Tensor::empty(memory_shape, like.dtype());
+  std::vector<int> inverse(static_cast<size_t>(rank));
+  for (int i = 0; i < rank; ++i) inverse[size_t(order[size_t(i)])] = i;
+  return memory.permute(inverse);
+}
 
 // One bool mask read in place: element (n, t, s) is data[base[n] + t * st + s * ss].
 struct MaskView {
@@ -124,8 +151,8 @@ MaskView mask_view(const Tensor& mask, const Shape& lead, int64_t T, int64_t S) 
 // Scaled, masked scores of queries [t0, t0 + rows) against keys [s0, s0 + cols) into sc (row
 // stride tile): one GEMM, Q_tile @ K_tile^T with K read transposed in place.
 template <typename F>
-void tile_scores(const Problem& p, const Rows<F>& q, const Rows<F>& k, int64_t n, int64_t t0,
-                 int64_t rows, int64_t s0, int64_t cols, F* sc) {
+void tile_scores(const Problem& p, const Rows<const F>& q, const Rows<const F>& k, int64_t n,
+                 int64_t t0, int64_t rows, int64_t s0, int64_t cols, F* sc) {
   const int64_t tile = p.tile;
   cpu::gemm<F>(false, true, rows, cols, p.d, F(p.scale), q.row(t0), q.ld, k.row(s0), k.ld, F(0), sc,
                tile);
@@ -162,7 +189,7 @@ int64_t grain_for(int64_t macs_per_item) {
 
 template <typename F>
 void forward_kernel(const Problem& p, const RowsView& qv, const RowsView& kv, const RowsView& vv,
-                    F* out, F* lse) {
+                    const RowsView& ov, F* lse) {
   const int64_t T = p.T, S = p.S, d = p.d, dv = p.dv, tile = p.tile;
   const int64_t tiles = (T + tile - 1) / tile;
   const F inf = std::numeric_limits<F>::infinity();
@@ -173,7 +200,8 @@ void forward_kernel(const Problem& p, const RowsView& qv, const RowsView& kv, co
     std::vector<F> keep(static_cast<size_t>(p.dropout.on ? tile * tile : 0));
     for (int64_t idx = begin; idx < end; ++idx) {
       const int64_t n = idx / tiles, t0 = (idx % tiles) * tile, rows = std::min(tile, T - t0);
-      const Rows<F> q(qv, n), k(kv, n), v(vv, n);
+      const Rows<const F> q(qv, n), k(kv, n), v(vv, n);
+      const Rows<F> out(ov, n);
       std::fill(m.begin(), m.end(), -inf);
       std::fill(l.begin(), l.end(), F(0));
       std::fill(acc.begin(), acc.end(), F(0));
@@ -214,7 +242,7 @@ void forward_kernel(const Problem& p, const RowsView& qv, const RowsView& kv, co
       }
       for (int64_t i = 0; i < rows; ++i) {
         const F li = l[size_t(i)];
-        F* o = out + (n * T + t0 + i) * dv;
+        F* o = out.row(t0 + i);
         for (int64_t c = 0; c < dv; ++c) o[c] = li > 0 ? acc[size_t(i * dv + c)] / li : F(0);
         lse[n * T + t0 + i] = li > 0 ? m[size_t(i)] + std::log(li) : -inf;
       }
@@ -228,18 +256,20 @@ void forward_kernel(const Problem& p, const RowsView& qv, const RowsView& kv, co
 // and D = rowsum(dO * O) is still sum_j P_ij (Z dP)_ij.
 template <typename F>
 void backward_kernel(const Problem& p, const RowsView& qv, const RowsView& kv, const RowsView& vv,
-                     const F* out, const F* lse, const RowsView& gov, F* gq, F* gk, F* gv) {
+                     const RowsView& ov, const F* lse, const RowsView& gov, const RowsView& gqv,
+                     const RowsView& gkv, const RowsView& gvv) {
   const int64_t T = p.T, S = p.S, d = p.d, dv = p.dv, tile = p.tile;
   const F inf = std::numeric_limits<F>::infinity();
   parallel_for(0, p.N, grain_for(2 * T * S * (d + dv)), [&](int64_t begin, int64_t end) {
     std::vector<F> sc(static_cast<size_t>(tile * tile)), dp(static_cast<size_t>(tile * tile)),
         D(static_cast<size_t>(tile)), keep(static_cast<size_t>(p.dropout.on ? tile * tile : 0));
     for (int64_t n = begin; n < end; ++n) {
-      const Rows<F> q(qv, n), k(kv, n), v(vv, n), gout(gov, n);
+      const Rows<const F> q(qv, n), k(kv, n), v(vv, n), out(ov, n), gout(gov, n);
+      const Rows<F> gq(gqv, n), gk(gkv, n), gv(gvv, n);
       for (int64_t t0 = 0; t0 < T; t0 += tile) {
         const int64_t rows = std::min(tile, T - t0);
         for (int64_t i = 0; i < rows; ++i) {
-          const F* o = out + (n * T + t0 + i) * dv;
+          const F* o = out.row(t0 + i);
           const F* go = gout.row(t0 + i);
           F s = 0;
           for (int64_t c = 0; c < dv; ++c) s += go[c] * o[c];
@@ -281,12 +311,12 @@ void backward_kernel(const Problem& p, const RowsView& qv, const RowsView& kv, c
           }
           // dV_tile += P^T @ dO
           cpu::gemm<F>(true, false, cols, dv, rows, F(1), sc.data(), tile, gout.row(t0), gout.ld,
-                       F(1), gv + (n * S + s0) * dv, dv);
+                       F(1), gv.row(s0), gv.ld);
           // dQ_tile += dS @ K_tile ;  dK_tile += dS^T @ Q_tile
           cpu::gemm<F>(false, false, rows, d, cols, F(1), dp.data(), tile, k.row(s0), k.ld, F(1),
-                       gq + (n * T + t0) * d, d);
+                       gq.row(t0), gq.ld);
           cpu::gemm<F>(true, false, cols, d, rows, F(1), dp.data(), tile, q.row(t0), q.ld, F(1),
-                       gk + (n * S + s0) * d, d);
+                       gk.row(s0), gk.ld);
         }
       }
     }
@@ -351,33 +381,36 @@ Tensor efficient_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                  philox::bernoulli_threshold(1 - dropout_p), 1 / (1 - dropout_p)};
   }
 
-  // q, k, v are read where they lie (attention's heads are strided views); out and lse are ours.
+  // q, k, v are read where they lie (attention's heads are strided views); the output and the
+  // gradients are laid out as q, k and v are, so the layer's views of them need no copy.
   const RowsView qv = rows_view(q.detach(), lead), kv = rows_view(k.detach(), lead),
                  vv = rows_view(v.detach(), lead);
   Shape out_shape = lead;
   out_shape.push_back(p.T);
   out_shape.push_back(p.dv);
-  Tensor out = Tensor::empty(out_shape, q.dtype());
+  Tensor out = new_in_layout_of(q, out_shape, /*zeroed=*/false);
+  const RowsView ov = rows_view(out, lead);
   Tensor lse = Tensor::empty({p.N * p.T}, q.dtype());
   if (q.dtype() == DType::f32)
-    forward_kernel(p, qv, kv, vv, out.data<float>(), lse.data<float>());
+    forward_kernel(p, qv, kv, vv, ov, lse.data<float>());
   else
-    forward_kernel(p, qv, kv, vv, out.data<double>(), lse.data<double>());
+    forward_kernel(p, qv, kv, vv, ov, lse.data<double>());
 
-  return record("efficient_attention", {q, k, v}, out,
-                [p, qv, kv, vv, lead, o = out.detach(), lse](const Tensor& gy) -> grads {
-                  const RowsView gov = rows_view(gy, lead);
-                  Tensor gq = zeros(qv.tensor.shape(), {qv.tensor.dtype()}),
-                         gk = zeros(kv.tensor.shape(), {kv.tensor.dtype()}),
-                         gv = zeros(vv.tensor.shape(), {vv.tensor.dtype()});
-                  if (o.dtype() == DType::f32)
-                    backward_kernel(p, qv, kv, vv, o.data<float>(), lse.data<float>(), gov,
-                                    gq.data<float>(), gk.data<float>(), gv.data<float>());
-                  else
-                    backward_kernel(p, qv, kv, vv, o.data<double>(), lse.data<double>(), gov,
-                                    gq.data<double>(), gk.data<double>(), gv.data<double>());
-                  return grads{gq, gk, gv};
-                });
+  return record(
+      "efficient_attention", {q, k, v}, out,
+      [p, qv, kv, vv, ov, lead, lse](const Tensor& gy) -> grads {
+        const RowsView gov = rows_view(gy, lead);
+        Tensor gq = new_in_layout_of(qv.tensor, qv.tensor.shape(), /*zeroed=*/true),
+               gk = new_in_layout_of(kv.tensor, kv.tensor.shape(), /*zeroed=*/true),
+               gv = new_in_layout_of(vv.tensor, vv.tensor.shape(), /*zeroed=*/true);
+        const RowsView gqv = rows_view(gq, lead), gkv = rows_view(gk, lead),
+                       gvv = rows_view(gv, lead);
+        if (lse.dtype() == DType::f32)
+          backward_kernel<float>(p, qv, kv, vv, ov, lse.data<float>(), gov, gqv, gkv, gvv);
+        else
+          backward_kernel<double>(p, qv, kv, vv, ov, lse.data<double>(), gov, gqv, gkv, gvv);
+        return grads{gq, gk, gv};
+      });
 }
 
 }  // namespace qkv::nn

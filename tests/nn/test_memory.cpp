@@ -170,19 +170,27 @@ BOOST_AUTO_TEST_CASE(efficient_attention_peak_memory_grows_linearly) {
 BOOST_AUTO_TEST_CASE(efficient_attention_reads_heads_in_place) {
   // q, k, v as MultiheadAttention makes them: [B, T, H, d] viewed as [B, H, T, d]. The kernel
   // reads them through their strides, so its forward allocates its output and log-sum-exps only,
-  // not three contiguous copies of 0.5 MiB each, and gives the contiguous operands' numbers.
-  NoGrad no_grad;
+  // not three contiguous copies of 0.5 MiB each, and gives the contiguous operands' numbers. The
+  // output and the gradients come laid out as [B, T, H, d], so the layer's [B, T, H * d] views of
+  // them need no copy either.
   const int64_t B = 2, T = 256, H = 4, d = 64;
-  Tensor q = randn({B, T, H, d}).permute({0, 2, 1, 3}),
-         k = randn({B, T, H, d}).permute({0, 2, 1, 3});
-  Tensor v = randn({B, T, H, d}).permute({0, 2, 1, 3});
+  Tensor x = randn({B, T, H, d}), y = randn({B, T, H, d}), z = randn({B, T, H, d});
+  for (const Tensor* t : {&x, &y, &z}) const_cast<Tensor*>(t)->requires_grad_(true);
+  auto heads = [](const Tensor& t) { return t.permute({0, 2, 1, 3}); };
   Tensor o;
-  const size_t peak = peak_during([&] { o = efficient_attention(q, k, v); });
-  const size_t output_bytes = size_t(B * H * T * d) * sizeof(float);
-  BOOST_TEST_MESSAGE("peak " << peak << " B, output " << output_bytes << " B");
-  BOOST_CHECK_LT(double(peak), 1.5 * double(output_bytes));
-  BOOST_CHECK_LT(
-      max_abs_diff(o, efficient_attention(q.contiguous(), k.contiguous(), v.contiguous())), 1e-6);
+  {
+    NoGrad no_grad;
+    const size_t peak = peak_during([&] { o = efficient_attention(heads(x), heads(y), heads(z)); });
+    const size_t output_bytes = size_t(B * H * T * d) * sizeof(float);
+    BOOST_TEST_MESSAGE("peak " << peak << " B, output " << output_bytes << " B");
+    BOOST_CHECK_LT(double(peak), 1.5 * double(output_bytes));
+    Tensor want =
+        efficient_attention(heads(x).contiguous(), heads(y).contiguous(), heads(z).contiguous());
+    BOOST_CHECK_LT(max_abs_diff(o, want), 1e-6);
+  }
+  BOOST_CHECK(o.transpose(1, 2).is_contiguous());  // [B, T, H, d] in memory
+  sum(efficient_attention(heads(x), heads(y), heads(z))).backward();
+  for (const Tensor* t : {&x, &y, &z}) BOOST_CHECK(t->grad().is_contiguous());
 }
 
 BOOST_AUTO_TEST_CASE(local_and_block_sparse_attention_equal_the_dense_masked_version) {
