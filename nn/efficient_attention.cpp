@@ -400,7 +400,8 @@ Tensor efficient_attention(const Tensor& q, const Tensor& k, const Tensor& v,
   out_shape.push_back(p.T);
   out_shape.push_back(p.dv);
   Tensor out = new_in_layout_of(q, out_shape, /*zeroed=*/false);
-  const RowsView ov = rows_view(out, lead);
+  // Detached: the backward keeps this view, and `out` keeps the backward (a cycle otherwise).
+  const RowsView ov = rows_view(out.detach(), lead);
   Tensor lse = Tensor::empty({p.N * p.T}, q.dtype());
   if (q.dtype() == DType::f32)
     forward_kernel(p, qv, kv, vv, ov, lse.data<float>());
