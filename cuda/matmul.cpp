@@ -15,6 +15,7 @@
 #include "cuda/check.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_backend_impl.h"
+#include "engine/ops.h"
 
 namespace qkv::cuda {
 
@@ -64,13 +65,8 @@ void CudaBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out, bo
             " @ ", shape_str(b.shape()), " -> ", shape_str(out.shape()));
   const int64_t batch = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   if (batch == 0 || m == 0 || n == 0) return;
-  if (k == 0) {  // an empty sum: out = 0 (or stays, accumulating), rows padded or not
-    if (accumulate) return;
-    if (out.is_contiguous()) return fill(out, 0.0);
-    Tensor zero = Tensor::empty({1, 1, 1}, out.dtype(), out.device());
-    fill(zero, 0.0);
-    return copy(make_view(zero, out.shape(), {0, 0, 0}, 0), out);
-  }
+  // An empty sum: out = 0 (or stays, accumulating); fill_ also zeroes a padded, strided out.
+  if (k == 0) return accumulate ? void() : fill_(out, 0.0);
   QKV_CHECK(out.strides()[2] == 1 && (m == 1 || out.strides()[1] >= n), "matmul",
             "the output must have unit column stride, got strides ", shape_str(out.strides()));
   const GemmOperand A = gemm_operand(a, *this), B = gemm_operand(b, *this);

@@ -261,7 +261,7 @@ void forward_kernel(const Problem& p, const RowsView& qv, const RowsView& kv, co
   });
 }
 
-// gq, gk, gv arrive zeroed and contiguous. Parallel over the N independent (batch, head)
+// gq, gk, gv arrive zeroed (laid out as q, k, v). Parallel over the N independent (batch, head)
 // problems, so the accumulations into gk and gv never race. With dropout (factors Z, out =
 // (Z * P) V): dV takes the dropped weights Z * P, the weights' gradient is Z * dP with dP = dO V^T,
 // and D = rowsum(dO * O) is still sum_j P_ij (Z dP)_ij.
@@ -361,8 +361,7 @@ Tensor efficient_attention(const Tensor& q, const Tensor& k, const Tensor& v,
             " is outside [0, 1)");
   if (q.defined() && !q.device().is_cpu()) {
     QKV_CHECK(dropout_p == 0, "efficient_attention",
-              "dropout inside the fused attention kernel is ", "CPU only; q is on ",
-              q.device().str());
+              "dropout inside the fused attention kernel is CPU only; q is on ", q.device().str());
     return fused_attention(q, k, v, masks, pattern, scale);
   }
   QKV_CHECK(efficient_attention_supported(q, k, v, masks), "efficient_attention",
