@@ -11,6 +11,7 @@
 #include "engine/error.h"
 #include "engine/parallel.h"
 #include "train/bench/attention_bench.h"
+#include "train/bench/fma_peak.h"
 #include "train/bench/gemm_bench.h"
 #include "train/commands/commands.h"
 #include "train/config.h"
@@ -111,6 +112,10 @@ int main(int argc, char** argv) {
   qkv::bench::DecodeBenchOptions decode_bench;
   auto* bd = bench->add_subcommand("decode", "KV-cache decoding and int8 Linear at batch 1");
   bd->add_flag("--json", decode_bench.json, "one JSON object per measurement");
+  qkv::bench::PeakBenchOptions peak;
+  auto* bp = bench->add_subcommand(
+      "peak", "the float32 FMA peak per vector width and thread count, measured on registers");
+  bp->add_flag("--json", peak.json, "one JSON object per width and thread count");
   OpsBenchOptions ops;
   auto* bo = bench->add_subcommand("ops", "softmax, layer_norm, GELU, Adam in GB/s beside a copy");
   bo->add_flag("--json", ops.json, "one JSON object per kernel per line");
@@ -179,6 +184,10 @@ int main(int argc, char** argv) {
     if (bg->parsed()) {
       if (threads > 0) gemm.threads = {threads};
       return qkv::bench::run_gemm_bench(gemm);
+    }
+    if (bp->parsed()) {
+      if (threads > 0) peak.threads = {threads};
+      return qkv::bench::run_peak_bench(peak);
     }
     if (bo->parsed()) return bench_ops_command(ops);
     if (ba->parsed()) return qkv::bench::run_attention_bench(attention_bench);

@@ -19,6 +19,8 @@
 #include "engine/parallel.h"
 #include "models/seq2seq.h"
 #include "nn/optim.h"
+#include "train/bench/fma_peak.h"
+#include "train/bench/openblas.h"
 
 #ifdef QKV_WITH_CUDA
 #include "cuda/cuda_backend.h"
@@ -153,5 +155,16 @@ int main(int argc, char** argv) {
               *std::min_element(total.begin(), total.end()));
   std::printf("peak memory %.1f MiB (the allocator's bytes in use, timed steps)\n",
               double(memory.memory_stats().peak_bytes) / (1 << 20));
+  if (device.is_cpu()) {
+    std::printf("float32 FMA peak at %d thread%s: %.1f GFLOP/s (qkv bench peak, measured now)\n",
+                num_threads(), num_threads() == 1 ? "" : "s",
+                bench::measured_fma_peak_gflops(num_threads()));
+    // The OpenBLAS kernel a fair PyTorch comparison runs (compare_step.sh reads this line):
+    // PyTorch's CPU matmuls go through the same library.
+    const bench::OpenBlas& blas = bench::OpenBlas::get();
+    if (blas.available())
+      std::printf("openblas_coretype %s (%s)\n", blas.core_name().c_str(),
+                  blas.kernel_choice().c_str());
+  }
   return 0;
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "engine/cpu/gemm_packed.h"
 #include "engine/parallel.h"
 #include "train/bench/cuda_bench.h"
+#include "train/bench/fma_peak.h"
 #include "train/bench/gemm_road.h"
 #include "train/bench/openblas.h"
 #include "train/bench/timing.h"
@@ -43,8 +45,10 @@ const char* dtype_name() {
 
 // Times one shape for qkv and OpenBLAS at `threads` and prints a row. Returns false when the two
 // products disagree beyond rounding, which would make the comparison meaningless.
+// `f32_peak` is the float32 FMA peak at `threads` measured in this run; float64 lanes are half as
+// many, so its peak is half that.
 template <typename T>
-bool bench_shape(const Shape& s, int threads, const GemmBenchOptions& options) {
+bool bench_shape(const Shape& s, int threads, double f32_peak, const GemmBenchOptions& options) {
   const OpenBlas& blas = OpenBlas::get();
   const int lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
   const size_t a_size = size_t(s.m) * s.k, b_size = size_t(s.k) * s.n, c_size = size_t(s.m) * s.n;
@@ -80,21 +84,23 @@ bool bench_shape(const Shape& s, int threads, const GemmBenchOptions& options) {
     if (threads > 1) std::this_thread::sleep_for(std::chrono::milliseconds(150));
   }
   const double ours_gf = gflops(s, ours), theirs_gf = theirs > 0 ? gflops(s, theirs) : 0;
+  const double peak = sizeof(T) == 4 ? f32_peak : f32_peak / 2;
+  const double of_peak = peak > 0 ? 100 * ours_gf / peak : 0;
   if (options.json) {
     char theirs_json[32] = "null";
     if (theirs > 0) std::snprintf(theirs_json, sizeof theirs_json, "%.2f", theirs_gf);
     std::printf(
         "{\"m\":%d,\"n\":%d,\"k\":%d,\"batch\":%d,\"trans\":\"%s\",\"dtype\":\"%s\","
-        "\"threads\":%d,\"gflops\":%.2f,\"openblas_gflops\":%s}\n",
+        "\"threads\":%d,\"gflops\":%.2f,\"openblas_gflops\":%s,\"peak_gflops\":%.2f}\n",
         s.m, s.n, s.k, s.batch, trans_name(s).c_str(), dtype_name<T>(), threads, ours_gf,
-        theirs_json);
+        theirs_json, peak);
   } else if (theirs > 0) {
-    std::printf("%-5s %-5s %5d %5d %5d %5d %3d %9.1f %9.1f %7.2f\n", dtype_name<T>(),
+    std::printf("%-5s %-5s %5d %5d %5d %5d %3d %9.1f %9.1f %7.2f %6.0f%%\n", dtype_name<T>(),
                 trans_name(s).c_str(), s.batch, s.m, s.n, s.k, threads, ours_gf, theirs_gf,
-                ours_gf / theirs_gf);
+                ours_gf / theirs_gf, of_peak);
   } else {
-    std::printf("%-5s %-5s %5d %5d %5d %5d %3d %9.1f %9s %7s\n", dtype_name<T>(),
-                trans_name(s).c_str(), s.batch, s.m, s.n, s.k, threads, ours_gf, "-", "-");
+    std::printf("%-5s %-5s %5d %5d %5d %5d %3d %9.1f %9s %7s %6.0f%%\n", dtype_name<T>(),
+                trans_name(s).c_str(), s.batch, s.m, s.n, s.k, threads, ours_gf, "-", "-", of_peak);
   }
   std::fflush(stdout);
   const double tolerance = sizeof(T) == 4 ? 1e-4 : 1e-12;
@@ -176,12 +182,20 @@ int run_gemm_bench(const GemmBenchOptions& options) {
                 cpu::gemm_kernels<float>().front()->nr, cpu::gemm_kernels<double>().front()->mr,
                 cpu::gemm_kernels<double>().front()->nr);
     if (blas.available())
-      std::printf("OpenBLAS: core %s (%s), OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE unset for it\n",
-                  blas.core_name().c_str(), blas.config().c_str());
+      std::printf("OpenBLAS: %s\n  %s\n", blas.kernel_choice().c_str(), blas.config().c_str());
     else
       std::printf("OpenBLAS not available (%s): no ratios\n", blas.error().c_str());
-    std::printf("\n%-5s %-5s %5s %5s %5s %5s %3s %9s %9s %7s\n", "dtype", "trans", "batch", "m",
-                "n", "k", "thr", "qkv", "OpenBLAS", "ratio");
+  }
+  // The peak is measured once per thread count before the table, on the same cores.
+  std::map<int, double> f32_peak;
+  for (int t : options.threads) f32_peak[t] = measured_fma_peak_gflops(t);
+  if (!options.json) {
+    std::printf("float32 FMA peak measured now (qkv bench peak):");
+    for (int t : options.threads)
+      std::printf("%s %.1f GFLOP/s at %d thread%s", t == options.threads.front() ? "" : ",",
+                  f32_peak[t], t, t == 1 ? "" : "s");
+    std::printf("\n\n%-5s %-5s %5s %5s %5s %5s %3s %9s %9s %7s %7s\n", "dtype", "trans", "batch",
+                "m", "n", "k", "thr", "qkv", "OpenBLAS", "ratio", "of peak");
   }
 
   std::vector<int> squares = options.quick ? std::vector<int>{64, 256, 1024}
@@ -200,11 +214,11 @@ int run_gemm_bench(const GemmBenchOptions& options) {
   shapes.push_back({128, 64, 128, false, false, 32});
   bool ok = true;
   for (const Shape& s : shapes)
-    for (int t : options.threads) ok = bench_shape<float>(s, t, options) && ok;
+    for (int t : options.threads) ok = bench_shape<float>(s, t, f32_peak[t], options) && ok;
   for (int s : squares)
     if (!options.quick || s == 256)
       for (int t : options.threads)
-        ok = bench_shape<double>({s, s, s, false, false}, t, options) && ok;
+        ok = bench_shape<double>({s, s, s, false, false}, t, f32_peak[t], options) && ok;
 
   ok = run_gemm_bf16_bench(options) && ok;
   if (!options.json && !options.quick) road(1024);

@@ -8,15 +8,19 @@ namespace qkv::bench {
 // The few OpenBLAS entry points the benchmarks compare against. Row-major only.
 class OpenBlas {
  public:
-  // Loads libopenblas.so.0 on first use. OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are removed from
-  // this process's environment first: they pin OpenBLAS to an older kernel (the build machines
-  // set Haswell), and a fair yardstick uses the kernel it would choose for this CPU.
+  // Loads libopenblas.so.0 on first use, with OPENBLAS_CORETYPE set to the kernel family that fits
+  // this CPU's instructions (cpuid) and OPENBLAS_L2_SIZE removed: the machines here may pin an
+  // older kernel through them, and OpenBLAS's own detection falls back to SSE3 on CPU models newer
+  // than the library. A fair yardstick runs the best kernel the library has for this CPU.
   static const OpenBlas& get();
 
   bool available() const { return sgemm_ != nullptr; }
   std::string error() const { return error_; }
   std::string core_name() const;  // the kernel family OpenBLAS picked, e.g. "Cooperlake"
   std::string config() const;     // version and build options
+  // One line for a benchmark's header: the kernel running, why it was chosen, and what OpenBLAS
+  // would have run by itself when that differs.
+  std::string kernel_choice() const;
   void set_num_threads(int n) const;
 
   void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, int lda,
@@ -36,6 +40,7 @@ class OpenBlas {
   char* (*core_name_)() = nullptr;
   char* (*config_)() = nullptr;
   std::string error_;
+  std::string requested_core_, why_requested_, autodetected_core_;
 };
 
 }  // namespace qkv::bench

@@ -1,0 +1,143 @@
+#include "train/bench/fma_peak.h"
+
+#include <immintrin.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "engine/parallel.h"
+
+namespace qkv::bench {
+namespace {
+
+// Twelve accumulators: an FMA's latency (4 cycles) times the two FMA ports of a core is eight
+// chains in flight, and twelve leaves slack without spilling the sixteen ymm/xmm registers.
+// acc = acc * a + b with a just below 1 and b tiny stays finite and normal for any run length.
+constexpr int kChains = 12;
+constexpr long kInnerIterations = 1 << 14;
+
+template <typename Vec, typename Fma>
+inline long run_chains(Vec a, Vec b, Vec* acc, Fma fma, double seconds, float* sink, int lanes) {
+  using clock = std::chrono::steady_clock;
+  const auto end = clock::now() + std::chrono::duration<double>(seconds);
+  long iterations = 0;
+  do {
+    for (long i = 0; i < kInnerIterations; ++i)
+      for (int c = 0; c < kChains; ++c) acc[c] = fma(acc[c], a, b);
+    iterations += kInnerIterations;
+  } while (clock::now() < end);
+  // Keep the chains alive: the compiler must not drop work whose result nobody reads.
+  float total = 0;
+  for (int c = 0; c < kChains; ++c) total += reinterpret_cast<const float*>(&acc[c])[0];
+  *sink = total;
+  return iterations * kChains * lanes * 2;
+}
+
+__attribute__((target("avx512f"))) double fma_flops_512(double seconds) {
+  using clock = std::chrono::steady_clock;
+  __m512 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(1.0f + c);
+  float sink;
+  auto t0 = clock::now();
+  long flops = run_chains(
+      _mm512_set1_ps(0.999999f), _mm512_set1_ps(1e-7f), acc,
+      [](__m512 x, __m512 a, __m512 b) { return _mm512_fmadd_ps(x, a, b); }, seconds, &sink, 16);
+  double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+  asm volatile("" : : "m"(sink));
+  return flops / elapsed;
+}
+
+__attribute__((target("avx2,fma"))) double fma_flops_256(double seconds) {
+  using clock = std::chrono::steady_clock;
+  __m256 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(1.0f + c);
+  float sink;
+  auto t0 = clock::now();
+  long flops = run_chains(
+      _mm256_set1_ps(0.999999f), _mm256_set1_ps(1e-7f), acc,
+      [](__m256 x, __m256 a, __m256 b) { return _mm256_fmadd_ps(x, a, b); }, seconds, &sink, 8);
+  double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+  asm volatile("" : : "m"(sink));
+  return flops / elapsed;
+}
+
+__attribute__((target("fma"))) double fma_flops_128(double seconds) {
+  using clock = std::chrono::steady_clock;
+  __m128 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm_set1_ps(1.0f + c);
+  float sink;
+  auto t0 = clock::now();
+  long flops = run_chains(
+      _mm_set1_ps(0.999999f), _mm_set1_ps(1e-7f), acc,
+      [](__m128 x, __m128 a, __m128 b) { return _mm_fmadd_ps(x, a, b); }, seconds, &sink, 4);
+  double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+  asm volatile("" : : "m"(sink));
+  return flops / elapsed;
+}
+
+double fma_flops(int width_bits, double seconds) {
+  switch (width_bits) {
+    case 512:
+      return fma_flops_512(seconds);
+    case 256:
+      return fma_flops_256(seconds);
+    default:
+      return fma_flops_128(seconds);
+  }
+}
+
+}  // namespace
+
+std::vector<int> fma_vector_widths() {
+  std::vector<int> widths;
+  if (!__builtin_cpu_supports("fma")) return widths;
+  widths.push_back(128);
+  if (__builtin_cpu_supports("avx2")) widths.push_back(256);
+  if (__builtin_cpu_supports("avx512f")) widths.push_back(512);
+  return widths;
+}
+
+double measured_fma_peak_gflops(int width_bits, int threads, double seconds) {
+  std::vector<double> per_thread(static_cast<size_t>(threads));
+  const int saved = qkv::num_threads();
+  qkv::set_num_threads(threads);
+  // One chunk per thread, so every pool thread runs the loop at the same time.
+  parallel_for(0, threads, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) per_thread[size_t(t)] = fma_flops(width_bits, seconds);
+  });
+  qkv::set_num_threads(saved);
+  double total = 0;
+  for (double p : per_thread) total += p;
+  return total * 1e-9;
+}
+
+double measured_fma_peak_gflops(int threads) {
+  std::vector<int> widths = fma_vector_widths();
+  return widths.empty() ? 0 : measured_fma_peak_gflops(widths.back(), threads);
+}
+
+int run_peak_bench(const PeakBenchOptions& options) {
+  std::vector<int> widths = fma_vector_widths();
+  if (widths.empty()) {
+    std::printf("this CPU reports no FMA instructions: no peak to measure\n");
+    return 1;
+  }
+  if (!options.json)
+    std::printf(
+        "float32 FMA peak, measured on registers (GFLOP/s; 2 FLOPs per lane per FMA)\n"
+        "%-8s %7s %9s %12s\n",
+        "width", "threads", "GFLOP/s", "per thread");
+  for (int width : widths)
+    for (int threads : options.threads) {
+      double gf = measured_fma_peak_gflops(width, threads, 0.2);
+      if (options.json)
+        std::printf("{\"width_bits\":%d,\"threads\":%d,\"gflops\":%.2f}\n", width, threads, gf);
+      else
+        std::printf("%-8s %7d %9.1f %12.1f\n", (std::to_string(width) + " bit").c_str(), threads,
+                    gf, gf / threads);
+      std::fflush(stdout);
+    }
+  return 0;
+}
+
+}  // namespace qkv::bench
