@@ -261,13 +261,15 @@ def params_in(named, prefix="param."):
 # ---- the usual case: one module, its inputs, its outputs --------------------------------------
 
 
-def module_case(driver_case, meta, dtype, module, inputs, forward, names=None):
+def module_case(driver_case, meta, dtype, module, inputs, forward, names=None, extra_inputs=None):
     """Runs `module` (PyTorch) and driver case `driver_case` (qkv) on the same weights and inputs.
 
     inputs: name -> tensor; floating ones become leaves whose gradients are compared.
     forward(module, inputs) -> dict of named outputs, each given a random upstream gradient.
     names(module, get) -> the module's parameters (get=None) or their gradients (get="grad")
     under qkv's names; by default PyTorch's own names, which most layers share with qkv.
+    extra_inputs: name -> tensor given to qkv only (as in.<name>, no gradient): masks, which the
+    PyTorch side passes in its own form.
     Returns (qkv results, torch results, floors) for Family.check."""
     if module is not None:
         module.to(dtype)
@@ -282,6 +284,7 @@ def module_case(driver_case, meta, dtype, module, inputs, forward, names=None):
     theirs.update(grads(floating, "grad.in."))
     tensors = {"in." + k: v.detach() for k, v in leaves.items()}
     tensors.update({"gout." + k: v for k, v in gouts.items()})
+    tensors.update({"in." + k: v for k, v in (extra_inputs or {}).items()})
     if module is not None:
         theirs.update({"grad." + k: v for k, v in names(module, "grad").items()})
         tensors.update(params_in(names(module, None)))

@@ -84,8 +84,8 @@ Tensor Case::input(const std::string& input_name) {
   return t;
 }
 
-Tensor Case::optional_input(const std::string& input_name) {
-  return has("in." + input_name) ? input(input_name) : Tensor();
+Tensor Case::optional_mask(const std::string& input_name) const {
+  return has("in." + input_name) ? tensor("in." + input_name) : Tensor();
 }
 
 void Case::load(nn::Module& module) {

@@ -41,8 +41,9 @@ class Case {
   // "in.<name>": a floating one becomes a leaf that requires grad (its gradient is written as
   // grad.in.<name>); ids and bool masks come back as stored.
   Tensor input(const std::string& name);
-  // "in.<name>" if the file has it, else an undefined tensor (an optional mask).
-  Tensor optional_input(const std::string& name);
+  // "in.<name>" as stored (floating ones in dtype) and without a gradient if the file has it,
+  // else an undefined tensor: an optional mask.
+  Tensor optional_mask(const std::string& name) const;
 
   // Converts `module` to dtype and copies every "param.*" tensor into it. Every parameter must be
   // in the file and every "param.*" key must name a parameter or buffer; a buffer the file leaves

@@ -82,8 +82,8 @@ void multihead_attention_case(Case& c) {
   Tensor key = c.flag("self") ? query : c.input("key");
   Tensor value = c.flag("self") ? query : c.input("value");
   const bool need_weights = c.flag("need_weights");
-  nn::AttentionOutput a = m.forward(query, key, value, c.optional_input("key_padding_mask"),
-                                    c.optional_input("attn_mask"), need_weights,
+  nn::AttentionOutput a = m.forward(query, key, value, c.optional_mask("key_padding_mask"),
+                                    c.optional_mask("attn_mask"), need_weights,
                                     c.flag("average_attn_weights", true), c.flag("is_causal"));
   c.output("output", a.output);
   if (need_weights) c.output("weights", a.weights);
@@ -91,19 +91,21 @@ void multihead_attention_case(Case& c) {
 }
 
 nn::TransformerLayerOptions layer_options(const Case& c) {
-  return {.d_model = c.integer("d_model"),
-          .num_heads = c.integer("num_heads"),
-          .dim_feedforward = c.integer("dim_feedforward"),
-          .dropout = 0.0,
-          .activation = c.text("activation"),
-          .norm_first = c.flag("norm_first")};
+  nn::TransformerLayerOptions o;
+  o.d_model = c.integer("d_model");
+  o.num_heads = c.integer("num_heads");
+  o.dim_feedforward = c.integer("dim_feedforward");
+  o.dropout = 0.0;
+  o.activation = c.text("activation");
+  o.norm_first = c.flag("norm_first");
+  return o;
 }
 
 void encoder_layer_case(Case& c) {
   nn::TransformerEncoderLayer m(layer_options(c));
   c.load(m);
-  c.output("y", m.forward(c.input("src"), c.optional_input("src_key_padding_mask"),
-                          c.optional_input("src_mask"), c.flag("is_causal")));
+  c.output("y", m.forward(c.input("src"), c.optional_mask("src_key_padding_mask"),
+                          c.optional_mask("src_mask"), c.flag("is_causal")));
   c.backward();
 }
 
@@ -111,15 +113,15 @@ void decoder_layer_case(Case& c) {
   nn::TransformerDecoderLayer m(layer_options(c));
   c.load(m);
   c.output("y",
-           m.forward(c.input("tgt"), c.input("memory"), c.optional_input("tgt_key_padding_mask"),
-                     c.optional_input("memory_key_padding_mask"), c.flag("tgt_is_causal")));
+           m.forward(c.input("tgt"), c.input("memory"), c.optional_mask("tgt_key_padding_mask"),
+                     c.optional_mask("memory_key_padding_mask"), c.flag("tgt_is_causal")));
   c.backward();
 }
 
 void encoder_case(Case& c) {
   nn::TransformerEncoder m(layer_options(c), c.integer("num_layers"));
   c.load(m);
-  c.output("y", m.forward(c.input("src"), c.optional_input("src_key_padding_mask")));
+  c.output("y", m.forward(c.input("src"), c.optional_mask("src_key_padding_mask")));
   c.backward();
 }
 
@@ -127,8 +129,8 @@ void decoder_case(Case& c) {
   nn::TransformerDecoder m(layer_options(c), c.integer("num_layers"));
   c.load(m);
   c.output("y",
-           m.forward(c.input("tgt"), c.input("memory"), c.optional_input("tgt_key_padding_mask"),
-                     c.optional_input("memory_key_padding_mask")));
+           m.forward(c.input("tgt"), c.input("memory"), c.optional_mask("tgt_key_padding_mask"),
+                     c.optional_mask("memory_key_padding_mask")));
   c.backward();
 }
 
