@@ -137,7 +137,7 @@ class Family:
 
 
 def randn(*shape, dtype, scale=1.0):
-    return torch.randn(*shape, dtype=torch.float64).mul(scale).to(dtype)
+    return torch.randn(tuple(shape), dtype=torch.float64).mul(scale).to(dtype)
 
 
 def leaf(t):

@@ -105,7 +105,7 @@ void Case::load(nn::Module& module) {
 }
 
 void Case::write(const std::string& key, const Tensor& value) {
-  results_[key] = value.detach().contiguous();
+  results_[key] = value.detach().clone();  // a snapshot: buffers and parameters change later
 }
 
 void Case::output(const std::string& output_name, const Tensor& value) {
