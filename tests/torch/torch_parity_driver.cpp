@@ -208,7 +208,8 @@ void bce_with_logits_case(Case& c) {
 // ---- optimizers ---------------------------------------------------------------------------------
 
 // Parameters param.p0 .. param.p<n-1>; before step k each parameter i gets the gradient
-// g.<k>.p<i> when the file has it (none before its first one: a late-arriving gradient).
+// g.<k>.p<i> when the file has it, and none otherwise: a gradient that arrives late, or skips a
+// step.
 std::vector<Tensor> optimizer_params(const Case& c) {
   std::vector<Tensor> params;
   for (int64_t i = 0; c.has("param.p" + std::to_string(i)); ++i) {
@@ -246,6 +247,7 @@ void optimizer_case(Case& c) {
   for (int64_t step = 0; step < c.integer("steps"); ++step) {
     const std::string s = std::to_string(step);
     if (c.has_meta("lr." + s)) opt->set_lr(c.number("lr." + s));
+    opt->zero_grad();
     for (size_t i = 0; i < params.size(); ++i) {
       const std::string key = "g." + s + ".p" + std::to_string(i);
       if (c.has(key)) params[i].set_grad(c.tensor(key).clone());
@@ -267,7 +269,7 @@ void clip_grad_norm_case(Case& c) {
     if (c.has(key)) params[i].set_grad(c.tensor(key).clone());
   }
   const double norm = nn::clip_grad_norm_(params, c.number("max_norm"));
-  c.write("out.norm", qkv::tensor({norm}, {}, {DType::f64}));
+  c.write("out.norm", scalar_tensor(norm, {DType::f64}));
   for (size_t i = 0; i < params.size(); ++i)
     if (params[i].grad().defined()) c.write("grad.p" + std::to_string(i), params[i].grad());
 }
