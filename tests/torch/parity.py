@@ -97,23 +97,29 @@ class Family:
         for name in sorted(set(ours) | set(theirs)):
             if name not in ours or name not in theirs:
                 side = "qkv" if name in ours else "torch"
-                problems.append(f"{name}: only {side} has it")
+                problems.append((float("inf"), f"{name}: only {side} has it"))
                 continue
             a, b = ours[name], theirs[name]
             if a.shape != b.shape:
-                problems.append(f"{name}: shape qkv {list(a.shape)} torch {list(b.shape)}")
+                problems.append((float("inf"),
+                                 f"{name}: shape qkv {list(a.shape)} torch {list(b.shape)}"))
                 continue
             if not (a.is_floating_point() or b.is_floating_point()):
                 if not torch.equal(a, b):
-                    problems.append(f"{name}: differs")
+                    problems.append((float("inf"), f"{name}: differs: {worst_element(a, b)}"))
                 continue
             err = relative_error(a, b, floors.get(name, 0.0))
             if err > worst:
                 worst, worst_name = err, name
             if not err <= tol:
-                problems.append(f"{name}: rel {err:.2e} at {worst_element(a, b)}")
+                problems.append((err, f"{name}: rel {err:.2e} at {worst_element(a, b)}"))
         if problems:
-            self._fail(label, dtype, "; ".join(problems), worst)
+            # Structural problems (inf) first, then the largest errors; a few are enough to read.
+            problems.sort(key=lambda p: -p[0])
+            shown = [text for _, text in problems[:4]]
+            if len(problems) > 4:
+                shown.append(f"and {len(problems) - 4} more tensors")
+            self._fail(label, dtype, "; ".join(shown), worst)
         else:
             self.passed += 1
             self.worst = max(self.worst, worst)
