@@ -126,6 +126,15 @@ class Family:
             print(f"PASS {self.name}/{label} {DTYPE_NAME[dtype]}  worst {worst:.1e}"
                   + (f"  ({worst_name})" if worst_name else ""), flush=True)
 
+    def expect(self, label, ok, why):
+        """A case that is a yes or no (an error message, not tensors); `why` explains a no."""
+        if ok:
+            self.passed += 1
+            print(f"PASS {self.name}/{label}", flush=True)
+        else:
+            self.failed += 1
+            print(f"FAIL {self.name}/{label}: {why}", flush=True)
+
     def _fail(self, label, dtype, why, worst=None):
         self.failed += 1
         head = f"FAIL {self.name}/{label} {DTYPE_NAME[dtype]}"

@@ -1,9 +1,10 @@
-"""Linear, LayerNorm, Embedding, ReLU, GELU against PyTorch: outputs and every gradient."""
+"""Linear, LayerNorm, Embedding, ReLU, GELU, Sequential, Identity and Dropout against PyTorch:
+outputs and every gradient."""
 
 import torch
 import torch.nn.functional as F
 
-from parity import Family, module_case, perturb_, randn
+from parity import Family, module_case, perturb_, randn, run_qkv
 
 f = Family("layers")
 f64, f32 = torch.float64, torch.float32
@@ -75,5 +76,44 @@ def activation(dtype, kind):
 for kind in ("relu", "gelu", "gelu_tanh"):
     f.case(kind, f64, activation(f64, kind))
     f.case(kind, f32, activation(f32, kind))
+
+
+
+def sequential(dtype):
+    def run():
+        m = torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.ReLU(), torch.nn.Dropout(0.3),
+                                torch.nn.Identity(), torch.nn.Linear(6, 3), torch.nn.GELU())
+        perturb_(m).eval()
+        return module_case("sequential", {}, dtype, m, {"x": randn(4, 5, dtype=dtype)},
+                           lambda m, x: {"y": m(x["x"])})
+    return run
+
+
+f.case("sequential_linear_relu_dropout_eval_identity_gelu", f64, sequential(f64))
+f.case("sequential_linear_relu_dropout_eval_identity_gelu", f32, sequential(f32))
+
+
+def dropout_train(dtype, p):
+    """qkv draws its own mask (its generator is not PyTorch's), so PyTorch recomputes
+    F.dropout's definition on that mask: kept values scaled by 1 / (1 - p), the same scaling in
+    the gradient, and a dropped fraction within 5 standard deviations of p."""
+
+    def run():
+        x = randn(100, 100, dtype=dtype) + 3.0  # no input is exactly zero
+        gout = randn(100, 100, dtype=dtype)
+        ours = run_qkv("dropout", {"in.x": x, "gout.y": gout}, {"p": repr(p)}, dtype)
+        kept = ours["out.y"] != 0
+        theirs = {"out.y": x * kept / (1 - p), "grad.in.x": gout * kept / (1 - p)}
+        dropped = 1 - kept.double().mean().item()
+        sigma = (p * (1 - p) / x.numel()) ** 0.5
+        if abs(dropped - p) > 5 * sigma:
+            theirs["dropped_fraction"] = torch.tensor(p, dtype=torch.float64)
+            ours["dropped_fraction"] = torch.tensor(dropped, dtype=torch.float64)
+        return ours, theirs, {}
+    return run
+
+
+f.case("dropout_train_p0.3", f64, dropout_train(f64, 0.3))
+f.case("dropout_train_p0.7", f32, dropout_train(f32, 0.7))
 
 f.finish()

@@ -20,6 +20,7 @@
 #include "nn/loss.h"
 #include "nn/optim.h"
 #include "nn/pooling.h"
+#include "nn/sequential.h"
 #include "nn/transformer.h"
 #include "tests/torch/parity_case.h"
 
@@ -68,6 +69,25 @@ void activation_case(Case& c) {
   if (kind == "gelu") m = std::make_shared<nn::GELU>();
   if (kind == "gelu_tanh") m = std::make_shared<nn::GELU>(GeluApprox::tanh);
   c.output("y", m->forward(c.input("x")));
+  c.backward();
+}
+
+// Dropout(p) in training mode: the caller checks the outputs against the mask they imply.
+void dropout_case(Case& c) {
+  nn::Dropout m(c.number("p"));
+  c.output("y", m.forward(c.input("x")));
+  c.backward();
+}
+
+// Sequential(Linear(5, 6), ReLU, Dropout(0.3), Identity, Linear(6, 3), GELU) in eval mode, so
+// Dropout is the identity; its layers are registered as "0" .. "5", as in torch.nn.Sequential.
+void sequential_case(Case& c) {
+  nn::Sequential m({std::make_shared<nn::Linear>(5, 6), std::make_shared<nn::ReLU>(),
+                    std::make_shared<nn::Dropout>(0.3), std::make_shared<nn::Identity>(),
+                    std::make_shared<nn::Linear>(6, 3), std::make_shared<nn::GELU>()});
+  m.eval();
+  c.load(m);
+  c.output("y", m.forward(c.input("x")));
   c.backward();
 }
 
@@ -322,6 +342,8 @@ const std::map<std::string, std::function<void(Case&)>> kCases = {
     {"layer_norm", layer_norm_case},
     {"embedding", embedding_case},
     {"activation", activation_case},
+    {"dropout", dropout_case},
+    {"sequential", sequential_case},
     {"multihead_attention", multihead_attention_case},
     {"encoder_layer", encoder_layer_case},
     {"decoder_layer", decoder_layer_case},
