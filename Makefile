@@ -13,8 +13,13 @@ DEPS_HEADERS := /usr/include/boost/test/unit_test.hpp /usr/include/stb/stb_image
 ifeq ($(DATA),fashion-mnist)
 DEPS_PKGS += dataset-fashion-mnist
 endif
+# PyTorch for the parity suite (make test-torch); `make deps TORCH=1` installs it with the rest.
+TORCH_PKGS := python3-torch python3-numpy
+ifeq ($(TORCH),1)
+DEPS_PKGS += $(TORCH_PKGS)
+endif
 
-.PHONY: all build test run deps deps-check clean format bench fuzz sanitize tsan valgrind
+.PHONY: all build test test-torch run deps deps-check clean format bench fuzz sanitize tsan valgrind
 
 all: build
 
@@ -38,6 +43,14 @@ build: deps-check $(BUILD)/CMakeCache.txt
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure
+
+# The PyTorch parity suite (tests/torch, docs/TESTING.md): installs PyTorch when missing (as root),
+# builds the driver and compares every case against PyTorch; skipped, never passed, without it.
+test-torch: deps-check $(BUILD)/CMakeCache.txt
+	@/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || \
+	  $(MAKE) --no-print-directory deps DEPS_PKGS="$(TORCH_PKGS)"
+	cmake --build $(BUILD) -j$(JOBS) --target torch_parity_driver
+	tests/torch/run.sh $(BUILD)/torch_parity_driver
 
 run: build
 	$(QKV) train translate --config train/configs/dates.json --out runs/dates
