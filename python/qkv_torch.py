@@ -198,7 +198,10 @@ def save_run(module_or_state_dict, run_dir, model_json=None, config=None, vocabs
     if isinstance(state, torch.nn.Module):
         state = state.state_dict()
     architecture = model_json["architecture"]
-    _models.build(architecture, model_json["config"]).load_state_dict(state, strict=True)
+    fit = _models.build(architecture, model_json["config"]).load_state_dict(state, strict=False)
+    if fit.missing_keys or fit.unexpected_keys:
+        raise ValueError(f"save_run: the state_dict does not fit {architecture}: missing "
+                         f"{fit.missing_keys}, unexpected {fit.unexpected_keys}")
     missing = [n for n in _VOCAB_FILES[architecture] if n not in vocabs]
     if missing:
         raise ValueError(f"save_run: {architecture} needs the vocabularies {', '.join(missing)}")
