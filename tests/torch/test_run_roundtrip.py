@@ -173,7 +173,8 @@ def translation_cases(suite):
     saved = os.path.join(suite.work, "fresh_from_torch")
     qkv_torch.save_run(fresh.state_dict(), saved, model_json=source.run.model_json,
                        config=source.run.config, vocabs=source.run.vocabs)
-    check_translation(suite, "fresh torch rope model, saved", saved)
+    fresh.run = source.run
+    check_translation(suite, "fresh torch rope model, saved", saved, fresh.eval())
 
 
 # ---- classifiers ------------------------------------------------------------------------------
