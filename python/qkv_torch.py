@@ -230,10 +230,18 @@ def source_batch(texts, vocab, max_len):
 @torch.no_grad()
 def translate(module, texts):
     """Greedy translations of `texts` by a translation module from load_run, as `qkv translate`
-    prints them."""
+    prints them; like it, refuses an empty text or one longer than the run's max_len."""
     run = module.run
     source, target = run.vocabs["source_vocab.json"], run.vocabs["target_vocab.json"]
-    src, pad = source_batch(texts, source, run.config.get("max_len", 128))
+    max_len = run.config.get("max_len", 128)
+    for i, text in enumerate(texts, 1):  # qkv's Translator::check_inputs, word for word
+        tokens = len(source.encode(text))
+        if tokens == 0:
+            raise ValueError(f"translate: text {i} is empty: nothing to translate")
+        if tokens > max_len:
+            raise ValueError(f"translate: text {i} has {tokens} tokens, more than the model's "
+                             f"max_len of {max_len} (config.json of the run)")
+    src, pad = source_batch(texts, source, max_len)
     out = module.greedy_decode(src, pad, BOS, EOS, run.model_json.get("decode_max_len", 64))
     return [target.decode(row) for row in out.tolist()]
 
@@ -241,10 +249,14 @@ def translate(module, texts):
 @torch.no_grad()
 def classify(module, inputs):
     """Logits [B, classes] of a classifier from load_run: `inputs` are texts for a
-    TransformerClassifier, float images [B, C, H, W] in [0, 1] for the image models."""
+    TransformerClassifier (an empty one is refused), float images [B, C, H, W] in [0, 1] for the
+    image models."""
     if module.run.architecture == "TransformerClassifier":
-        ids, pad = source_batch(inputs, module.run.vocabs["vocab.json"],
-                                module.run.config.get("max_len", 128))
+        vocab = module.run.vocabs["vocab.json"]
+        for i, text in enumerate(inputs, 1):  # all padding: NaN in torch, zeros in qkv
+            if not vocab.encode(text):
+                raise ValueError(f"classify: text {i} is empty: nothing to classify")
+        ids, pad = source_batch(inputs, vocab, module.run.config.get("max_len", 128))
         return module(ids, pad)
     return module(inputs)
 
