@@ -302,6 +302,26 @@ def refusal_cases(suite):
                 "decoder.layers.0.multihead_attn.in_proj_weight" in message,
                 message.splitlines()[0][:120] if message else "no error")
 
+    # An empty text: qkv translate and qkv_torch.translate refuse it with the same words.
+    try:
+        qkv_torch.translate(module, ["1 may 2001", ""])
+        message = ""
+    except ValueError as e:
+        message = str(e)
+    out = subprocess.run([suite.qkv, "translate", "--run", run, "1 may 2001", ""],
+                         capture_output=True, text=True)
+    suite.check("translate refuses an empty text as qkv does",
+                message != "" and out.returncode == 1 and message in out.stderr,
+                f"torch {message!r}; qkv (exit {out.returncode}) {out.stderr.strip()!r}")
+
+    try:
+        qkv_torch.classify(qkv_torch.load_run(os.path.join(suite.work, "order_mean")), ["A w1 B", " "])
+        message = ""
+    except ValueError as e:
+        message = str(e)
+    suite.check("classify refuses an empty text (torch would give NaN)",
+                "text 2 is empty" in message, message or "no error")
+
     broken = os.path.join(suite.work, "dates_missing_tensor")
     shutil.copytree(run, broken)
     tensors, metadata = qkv_torch.load_file(os.path.join(broken, "model.safetensors"))
