@@ -176,6 +176,22 @@ def translation_cases(suite):
     fresh.run = source.run
     check_translation(suite, "fresh torch rope model, saved", saved, fresh.eval())
 
+    # What the CLI never trains: pre-norm stacks (final LayerNorms) and a tied generator.
+    config = dict(source.run.model_json["config"], positional="learned", norm_first=True,
+                  tie_embeddings=True, num_encoder_layers=2, num_decoder_layers=2)
+    model_json = dict(source.run.model_json, config=config)
+    torch.manual_seed(4)
+    fresh = models.build("Seq2SeqTransformer", config)
+    for embedding in (fresh.src_embed, fresh.tgt_embed):  # qkv's scale: std d_model^-1/2
+        torch.nn.init.normal_(embedding.weight, 0, config["d_model"] ** -0.5)
+    fresh = perturbed(fresh, 0.1, seed=4)  # biases and LayerNorms away from 0 and 1
+    saved = os.path.join(suite.work, "prenorm_tied_from_torch")
+    qkv_torch.save_run(fresh, saved, model_json=model_json, config=source.run.config,
+                       vocabs=source.run.vocabs)
+    fresh.run = qkv_torch.RunInfo(model_json, source.run.config, source.run.vocabs)
+    check_translation(suite, "fresh torch pre-norm tied model, saved", saved, fresh.eval())
+    check_translation(suite, "fresh torch pre-norm tied model, reloaded", saved)
+
 
 # ---- classifiers ------------------------------------------------------------------------------
 
