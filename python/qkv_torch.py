@@ -1,4 +1,5 @@
-"""qkv <-> PyTorch, with nothing beyond torch and numpy.
+"""qkv <-> PyTorch, with nothing beyond torch and numpy: safetensors files (load_file, save_file)
+and run folders (load_run, save_run, translate, classify, predict; below).
 
 Debian ships no `safetensors` Python package, so this module reads and writes the format itself
 (https://github.com/huggingface/safetensors describes it): 8 bytes little-endian header length N,
@@ -96,12 +97,12 @@ def save_file(path, tensors, metadata=None):
     os.replace(tmp, path)
 
 
-# ---- run folders <-> PyTorch modules --------------------------------------------------------------
+# ---- run folders <-> PyTorch modules ---------------------------------------------------------
 # A qkv run folder holds config.json (how it was trained), model.json ({"architecture", "config",
 # and "decode_max_len" for translation or "labels" for classifiers}), the vocabulary files of text
-# models and model.safetensors. load_run builds the equivalent torch module (python/qkv_torch_models)
-# and loads the weights into it; save_run writes one back so that `qkv translate` and `qkv eval`
-# read it. docs/NN.md tables the parameter names of both sides.
+# models and model.safetensors. load_run builds the equivalent torch module
+# (python/qkv_torch_models) and loads the weights into it; save_run writes one back so that
+# `qkv translate` and `qkv eval` read it. docs/NN.md tables the parameter names of both sides.
 
 from qkv_torch_models import models as _models  # noqa: E402  (the safetensors half stands alone)
 from qkv_torch_models import names as _names  # noqa: E402
@@ -206,7 +207,8 @@ def save_run(module_or_state_dict, run_dir, model_json=None, config=None, vocabs
     if missing:
         raise ValueError(f"save_run: {architecture} needs the vocabularies {', '.join(missing)}")
     os.makedirs(run_dir, exist_ok=True)
-    save_file(os.path.join(run_dir, MODEL_FILE), qkv_tensors_from_torch(state, model_json["config"]))
+    tensors = qkv_tensors_from_torch(state, model_json["config"])
+    save_file(os.path.join(run_dir, MODEL_FILE), tensors)
     _write_json(os.path.join(run_dir, MODEL_JSON), model_json)
     _write_json(os.path.join(run_dir, CONFIG_JSON), config)
     for name in _VOCAB_FILES[architecture]:

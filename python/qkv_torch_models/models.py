@@ -215,7 +215,8 @@ class CnnClassifier(nn.Module):
         self.stem_bn = nn.BatchNorm2d(widths[0])
         blocks, width = [], widths[0]
         for i, w in enumerate(widths):
-            blocks.append(ResidualBlock(width, w, 1 if i == 0 else 2, c["attention"], c["reduction"]))
+            stride = 1 if i == 0 else 2
+            blocks.append(ResidualBlock(width, w, stride, c["attention"], c["reduction"]))
             width = w
         self.blocks = nn.ModuleList(blocks)
         self.head = nn.Linear(width, c["num_classes"])

@@ -31,7 +31,9 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def forward(self, x, offset=0):
         T = x.shape[1]
-        table = self.pe if offset + T <= self.pe.shape[0] else sinusoid_table(offset + T, self.d_model)
+        table = self.pe
+        if offset + T > table.shape[0]:  # past the stored rows: computed on the fly, as qkv does
+            table = sinusoid_table(offset + T, self.d_model)
         return x + table[offset : offset + T].to(x.dtype)
 
 

@@ -11,7 +11,8 @@ _C_SPACE = re.compile(r"[ \t\n\v\f\r]+")  # std::isspace in the C locale
 class Vocab:
     def __init__(self, tokenizer, tokens, source="vocab"):
         if tokenizer not in ("char", "whitespace"):
-            raise ValueError(f"{source}: \"tokenizer\" must be char or whitespace, got '{tokenizer}'")
+            raise ValueError(f"{source}: \"tokenizer\" must be char or whitespace, "
+                             f"got '{tokenizer}'")
         if tuple(tokens[:4]) != SPECIALS:
             raise ValueError(f"{source}: \"tokens\" must start with {', '.join(SPECIALS)}")
         self.tokenizer, self.tokens = tokenizer, list(tokens)

@@ -24,7 +24,7 @@ using qkv::Tensor;
 const Tensor& input(const qkv::nn::TensorMap& inputs, const std::string& name,
                     const std::string& file) {
   auto it = inputs.find(name);
-  QKV_CHECK(it != inputs.end(), "run_logits", file, " has no tensor \"", name, "\"");
+  QKV_CHECK(it != inputs.end(), "inputs", file, " has no tensor \"", name, "\"");
   return it->second;
 }
 

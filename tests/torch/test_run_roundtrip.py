@@ -82,10 +82,11 @@ class Suite:
         return self.cli("eval", "--run", run).split()[2]
 
     def logits(self, run, **inputs):
-        tmp_in, tmp_out = os.path.join(self.work, "in.safetensors"), os.path.join(self.work,
-                                                                                   "out.safetensors")
+        tmp_in = os.path.join(self.work, "in.safetensors")
+        tmp_out = os.path.join(self.work, "out.safetensors")
         qkv_torch.save_file(tmp_in, inputs)
-        out = subprocess.run([self.run_logits, run, tmp_in, tmp_out], capture_output=True, text=True)
+        out = subprocess.run([self.run_logits, run, tmp_in, tmp_out], capture_output=True,
+                             text=True)
         if out.returncode != 0:
             raise RuntimeError(f"run_logits {run}: {out.stderr.strip()}")
         return qkv_torch.load_file(tmp_out)[0]["logits"]
@@ -137,14 +138,16 @@ def perturbed(module, scale, seed):
 
 
 def translation_cases(suite):
-    dates = suite.train("dates", "translate", "--config", os.path.join(REPO, "train/configs/dates.json"),
-                        "--d-model", "32", "--ff-dim", "64", "--steps", "200", "--eval-every", "1000",
+    dates = suite.train("dates", "translate", "--config",
+                        os.path.join(REPO, "train/configs/dates.json"), "--d-model", "32",
+                        "--ff-dim", "64", "--steps", "200", "--eval-every", "1000",
                         "--train-size", "4000", "--valid-size", "50", "--test-size", "50")
     check_translation(suite, "dates (sinusoidal)", dates)
     for positional in ("learned", "relative", "rope", "alibi"):
         run = suite.train(f"dates_{positional}", "translate", "--task", "dates", "--positional",
                           positional, "--d-model", "32", "--heads", "4", "--layers", "1",
-                          "--ff-dim", "64", "--dropout", "0", "--batch-size", "32", "--steps", "120",
+                          "--ff-dim", "64", "--dropout", "0", "--batch-size", "32",
+                          "--steps", "120",
                           "--lr", "0.005", "--warmup", "10", "--eval-every", "1000",
                           "--train-size", "2000", "--valid-size", "50", "--test-size", "50")
         check_translation(suite, f"dates ({positional})", run)
@@ -309,8 +312,9 @@ def refusal_cases(suite):
     state = module.state_dict()
     del state["decoder.layers.0.multihead_attn.in_proj_weight"]
     try:
-        qkv_torch.save_run(state, os.path.join(suite.work, "broken"), model_json=module.run.model_json,
-                           config=module.run.config, vocabs=module.run.vocabs)
+        qkv_torch.save_run(state, os.path.join(suite.work, "broken"),
+                           model_json=module.run.model_json, config=module.run.config,
+                           vocabs=module.run.vocabs)
         message = ""
     except ValueError as e:
         message = str(e)
@@ -331,7 +335,8 @@ def refusal_cases(suite):
                 f"torch {message!r}; qkv (exit {out.returncode}) {out.stderr.strip()!r}")
 
     try:
-        qkv_torch.classify(qkv_torch.load_run(os.path.join(suite.work, "order_mean")), ["A w1 B", " "])
+        order = qkv_torch.load_run(os.path.join(suite.work, "order_mean"))
+        qkv_torch.classify(order, ["A w1 B", " "])
         message = ""
     except ValueError as e:
         message = str(e)
