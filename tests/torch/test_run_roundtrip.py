@@ -100,21 +100,21 @@ def logit_error(ours, theirs):
 
 # ---- translation ------------------------------------------------------------------------------
 
-def check_translation(suite, name, run, module=None):
+def check_translation(suite, name, run, module=None, texts=DATES):
     """Greedy translations identical to `qkv translate`'s; teacher-forced logits within 1e-5."""
     module = module or qkv_torch.load_run(run)
-    ours, theirs = qkv_torch.translate(module, DATES), suite.translate(run, DATES)
+    ours, theirs = qkv_torch.translate(module, texts), suite.translate(run, texts)
     same = sum(a == b for a, b in zip(ours, theirs))
-    first_bad = next((f"{t!r}: torch {a!r}, qkv {b!r}" for t, a, b in zip(DATES, ours, theirs)
+    first_bad = next((f"{t!r}: torch {a!r}, qkv {b!r}" for t, a, b in zip(texts, ours, theirs)
                       if a != b), "")
-    suite.check(f"{name} translations", same == len(DATES),
-                f"{same}/{len(DATES)} identical, e.g. {DATES[0]!r} -> {ours[0]!r} {first_bad}")
-    translation_logits(suite, run, module)
+    suite.check(f"{name} translations", same == len(texts),
+                f"{same}/{len(texts)} identical, e.g. {texts[0]!r} -> {ours[0]!r} {first_bad}")
+    translation_logits(suite, run, module, texts)
 
 
-def translation_logits(suite, run, module, name=None):
+def translation_logits(suite, run, module, texts):
     vocabs = module.run.vocabs
-    src, pad = qkv_torch.source_batch(DATES, vocabs["source_vocab.json"],
+    src, pad = qkv_torch.source_batch(texts, vocabs["source_vocab.json"],
                                       module.run.config["max_len"])
     with torch.no_grad():
         # the greedy outputs as decoder inputs: the positions a translation visits
@@ -122,10 +122,9 @@ def translation_logits(suite, run, module, name=None):
         ours = module(src, tgt_in, pad)
     theirs = suite.logits(run, src=src, src_pad_mask=pad, tgt_in=tgt_in)
     error = logit_error(ours, theirs)
-    suite.check(f"{name or os.path.basename(run)} logits", error <= TOLERANCE,
+    suite.check(f"{os.path.basename(run)} logits", error <= TOLERANCE,
                 f"max error {error:.2e} of max |logit| {float(theirs.abs().max()):.2f}, "
                 f"shape {list(theirs.shape)}")
-    return theirs
 
 
 def perturbed(module, scale, seed):
@@ -151,6 +150,14 @@ def translation_cases(suite):
                           "--lr", "0.005", "--warmup", "10", "--eval-every", "1000",
                           "--train-size", "2000", "--valid-size", "50", "--test-size", "50")
         check_translation(suite, f"dates ({positional})", run)
+
+    # Whitespace tokens: the target words are joined by spaces.
+    run = suite.train("numbers", "translate", "--task", "numbers", "--d-model", "32", "--heads",
+                      "4", "--layers", "1", "--ff-dim", "64", "--dropout", "0", "--batch-size",
+                      "32", "--steps", "100", "--lr", "0.005", "--warmup", "10", "--eval-every",
+                      "1000", "--train-size", "2000", "--valid-size", "50", "--test-size", "50")
+    check_translation(suite, "numbers (whitespace target)", run,
+                      texts=["7", "42", "129", "1047", "571972", "700000", "90", "31415"])
 
     # Back: weights changed in PyTorch, written by save_run, read by `qkv translate`.
     module = perturbed(qkv_torch.load_run(dates), 0.02, seed=1)
