@@ -49,7 +49,7 @@ test: build
 test-torch: deps-check $(BUILD)/CMakeCache.txt
 	@/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || \
 	  $(MAKE) --no-print-directory deps DEPS_PKGS="$(TORCH_PKGS)"
-	cmake --build $(BUILD) -j$(JOBS) --target torch_parity_driver
+	cmake --build $(BUILD) -j$(JOBS) --target torch_parity_driver run_logits qkv
 	tests/torch/run.sh $(BUILD)/torch_parity_driver
 
 run: build

@@ -1,4 +1,5 @@
-"""qkv <-> PyTorch, with nothing beyond torch and numpy.
+"""qkv <-> PyTorch, with nothing beyond torch and numpy: safetensors files (load_file, save_file)
+and run folders (load_run, save_run, translate, classify, predict; below).
 
 Debian ships no `safetensors` Python package, so this module reads and writes the format itself
 (https://github.com/huggingface/safetensors describes it): 8 bytes little-endian header length N,
@@ -94,3 +95,174 @@ def save_file(path, tensors, metadata=None):
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+# ---- run folders <-> PyTorch modules ---------------------------------------------------------
+# A qkv run folder holds config.json (how it was trained), model.json ({"architecture", "config",
+# and "decode_max_len" for translation or "labels" for classifiers}), the vocabulary files of text
+# models and model.safetensors. load_run builds the equivalent torch module
+# (python/qkv_torch_models) and loads the weights into it; save_run writes one back so that
+# `qkv translate` and `qkv eval` read it. docs/NN.md tables the parameter names of both sides.
+
+from qkv_torch_models import models as _models  # noqa: E402  (the safetensors half stands alone)
+from qkv_torch_models import names as _names  # noqa: E402
+from qkv_torch_models.vocab import BOS, EOS, PAD, Vocab  # noqa: E402,F401
+
+MODEL_FILE, MODEL_JSON, CONFIG_JSON = "model.safetensors", "model.json", "config.json"
+_VOCAB_FILES = {
+    "Seq2SeqTransformer": ("source_vocab.json", "target_vocab.json"),
+    "TransformerClassifier": ("vocab.json",),
+    "CnnClassifier": (),
+    "VisionTransformer": (),
+}
+
+
+class RunInfo:
+    """What a run folder says besides its weights: model.json, config.json and the vocabularies
+    (file name -> Vocab), as dicts and objects that save_run writes back unchanged."""
+
+    def __init__(self, model_json, config, vocabs):
+        self.model_json, self.config, self.vocabs = model_json, config, vocabs
+
+    @property
+    def architecture(self):
+        return self.model_json["architecture"]
+
+
+def _read_json(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"{path}: missing (is this a qkv run folder with a checkpoint?)") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON: {e}") from None
+
+
+def _write_json(path, value):
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def torch_state_from_qkv(tensors, module):
+    """qkv's tensors by qkv name -> a state_dict for `module` (a tied generator gets its weight)."""
+    state = _names.qkv_to_torch(tensors)
+    if getattr(module, "config", {}).get("tie_embeddings") and "generator.weight" not in state:
+        state["generator.weight"] = state["tgt_embed.weight"]
+    return state
+
+
+def qkv_tensors_from_torch(state, architecture_config=None):
+    """A torch state_dict -> qkv's tensors by qkv name (a tied generator is stored once)."""
+    state = {k: v.detach().cpu().contiguous() for k, v in state.items()}
+    if (architecture_config or {}).get("tie_embeddings"):
+        state.pop("generator.weight", None)
+    return _names.torch_to_qkv(state)
+
+
+def load_run(run_dir):
+    """The torch module equivalent to a qkv run folder's model, its weights loaded, in eval mode.
+    module.run is the RunInfo (model.json, config.json, vocabularies)."""
+    model_json = _read_json(os.path.join(run_dir, MODEL_JSON))
+    architecture = model_json.get("architecture")
+    module = _models.build(architecture, model_json.get("config", {}))
+    tensors, _ = load_file(os.path.join(run_dir, MODEL_FILE))
+    result = module.load_state_dict(torch_state_from_qkv(tensors, module), strict=False)
+    if result.missing_keys or result.unexpected_keys:
+        raise ValueError(f"{run_dir}/{MODEL_FILE} does not fit {architecture} of {MODEL_JSON}: "
+                         f"missing {result.missing_keys}, unexpected {result.unexpected_keys}")
+    vocabs = {}
+    for name in _VOCAB_FILES[architecture]:
+        path = os.path.join(run_dir, name)
+        vocabs[name] = Vocab.from_json(_read_json(path), path)
+    config = _read_json(os.path.join(run_dir, CONFIG_JSON))
+    module.run = RunInfo(model_json, config, vocabs)
+    return module.eval()
+
+
+def save_run(module_or_state_dict, run_dir, model_json=None, config=None, vocabs=None):
+    """Writes a qkv run folder: model.safetensors (qkv's names), model.json, config.json and the
+    vocabularies. A module from load_run brings its own RunInfo; a bare state_dict (torch names, as
+    the modules of qkv_torch_models have them) needs model_json, config and vocabs (file name ->
+    Vocab) given. The weights are first loaded, strictly, into the module model_json describes, so
+    a state_dict that does not fit is refused here rather than by qkv."""
+    run = getattr(module_or_state_dict, "run", None)
+    model_json = model_json or (run and run.model_json)
+    config = config if config is not None else (run and run.config)
+    vocabs = vocabs if vocabs is not None else (run and run.vocabs)
+    if not model_json or config is None or vocabs is None:
+        raise ValueError("save_run: a state_dict needs model_json, config and vocabs")
+    state = module_or_state_dict
+    if isinstance(state, torch.nn.Module):
+        state = state.state_dict()
+    architecture = model_json["architecture"]
+    fit = _models.build(architecture, model_json["config"]).load_state_dict(state, strict=False)
+    if fit.missing_keys or fit.unexpected_keys:
+        raise ValueError(f"save_run: the state_dict does not fit {architecture}: missing "
+                         f"{fit.missing_keys}, unexpected {fit.unexpected_keys}")
+    missing = [n for n in _VOCAB_FILES[architecture] if n not in vocabs]
+    if missing:
+        raise ValueError(f"save_run: {architecture} needs the vocabularies {', '.join(missing)}")
+    os.makedirs(run_dir, exist_ok=True)
+    tensors = qkv_tensors_from_torch(state, model_json["config"])
+    save_file(os.path.join(run_dir, MODEL_FILE), tensors)
+    _write_json(os.path.join(run_dir, MODEL_JSON), model_json)
+    _write_json(os.path.join(run_dir, CONFIG_JSON), config)
+    for name in _VOCAB_FILES[architecture]:
+        v = vocabs[name]
+        _write_json(os.path.join(run_dir, name), v.to_json() if isinstance(v, Vocab) else v)
+
+
+def source_batch(texts, vocab, max_len):
+    """Token ids [B, S] and pad mask [B, S] (True = pad) as qkv's make_batch builds them: each text
+    encoded, cut to max_len tokens, padded with PAD on the right."""
+    rows = [vocab.encode(t)[:max_len] if max_len > 0 else vocab.encode(t) for t in texts]
+    width = max([1] + [len(r) for r in rows])
+    ids = torch.full((len(rows), width), PAD, dtype=torch.int64)
+    pad = torch.ones(len(rows), width, dtype=torch.bool)
+    for i, r in enumerate(rows):
+        ids[i, : len(r)] = torch.tensor(r, dtype=torch.int64)
+        pad[i, : len(r)] = False
+    return ids, pad
+
+
+@torch.no_grad()
+def translate(module, texts):
+    """Greedy translations of `texts` by a translation module from load_run, as `qkv translate`
+    prints them; like it, refuses an empty text or one longer than the run's max_len."""
+    run = module.run
+    source, target = run.vocabs["source_vocab.json"], run.vocabs["target_vocab.json"]
+    max_len = run.config.get("max_len", 128)
+    for i, text in enumerate(texts, 1):  # qkv's Translator::check_inputs, word for word
+        tokens = len(source.encode(text))
+        if tokens == 0:
+            raise ValueError(f"translate: text {i} is empty: nothing to translate")
+        if tokens > max_len:
+            raise ValueError(f"translate: text {i} has {tokens} tokens, more than the model's "
+                             f"max_len of {max_len} (config.json of the run)")
+    src, pad = source_batch(texts, source, max_len)
+    out = module.greedy_decode(src, pad, BOS, EOS, run.model_json.get("decode_max_len", 64))
+    return [target.decode(row) for row in out.tolist()]
+
+
+@torch.no_grad()
+def classify(module, inputs):
+    """Logits [B, classes] of a classifier from load_run: `inputs` are texts for a
+    TransformerClassifier (an empty one is refused), float images [B, C, H, W] in [0, 1] for the
+    image models."""
+    if module.run.architecture == "TransformerClassifier":
+        vocab = module.run.vocabs["vocab.json"]
+        for i, text in enumerate(inputs, 1):  # all padding: NaN in torch, zeros in qkv
+            if not vocab.encode(text):
+                raise ValueError(f"classify: text {i} is empty: nothing to classify")
+        ids, pad = source_batch(inputs, vocab, module.run.config.get("max_len", 128))
+        return module(ids, pad)
+    return module(inputs)
+
+
+def predict(module, inputs):
+    """Class indices (the first largest logit, as qkv's accuracy counts them)."""
+    return classify(module, inputs).argmax(dim=-1).tolist()

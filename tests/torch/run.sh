@@ -26,7 +26,7 @@ passed=0 failed=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for f in "${files[@]}"; do
-  QKV_PARITY_DRIVER=$driver "$python" "$f" 2>&1 | tee "$log"
+  QKV_PARITY_DRIVER=$driver QKV_BUILD_DIR=$(dirname "$driver") "$python" "$f" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   p=$(grep -c '^PASS ' "$log")
   x=$(grep -c '^FAIL ' "$log")
