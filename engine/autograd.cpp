@@ -107,6 +107,8 @@ EnableGrad::~EnableGrad() { t_grad_enabled = previous_; }
 Tensor record(const char* op, const std::vector<Tensor>& inputs, Tensor output, BackwardFn fn) {
   // Every op passes here, recorded or not, so this is the one place anomaly mode needs.
   if (t_anomaly && t_anomaly_paused == 0) check_forward(op, inputs, output);
+  const bool profiled = profiling();
+  if (profiled) profile_hooks::op_finished(op, inputs, output);
   if (!t_grad_enabled) return output;
   bool any = false;
   for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
@@ -126,6 +128,10 @@ Tensor record(const char* op, const std::vector<Tensor>& inputs, Tensor output, 
   node->output_shape = output.shape();
   node->output_dtype = output.dtype();
   node->autocast_dtype = autocast_dtype();
+  if (profiled) {
+    node->forward_cost = profile_cost(op, inputs, output);
+    node->forward_shapes = shapes_of(inputs);
+  }
   // The output may share its TensorImpl with nothing else yet: give it the record in place.
   output.impl()->requires_grad = true;
   output.impl()->grad_fn = std::move(node);
@@ -198,6 +204,7 @@ void sweep(const Tensor& root, const Tensor& gradient, bool retain_graph, bool c
               "'); its saved tensors were freed - pass retain_graph=true the first time");
     grads input_grads;
     Autocast precision(node->autocast_dtype);
+    profile_hooks::BackwardRuleScope profiled_rule;
     if (t_anomaly) {
       {
         PauseAnomaly pause;
@@ -207,6 +214,7 @@ void sweep(const Tensor& root, const Tensor& gradient, bool retain_graph, bool c
     } else {
       input_grads = node->backward(g);
     }
+    profiled_rule.finished(node->op, node->forward_cost, node->forward_shapes);
     QKV_CHECK(input_grads.size() == node->inputs.size(), "backward", "op '", node->op,
               "' returned ", input_grads.size(), " gradients for ", node->inputs.size(), " inputs");
     if (!retain_graph) {
@@ -236,6 +244,7 @@ void sweep(const Tensor& root, const Tensor& gradient, bool retain_graph, bool c
 
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph,
                   bool create_graph) {
+  ProfileScope profiled("backward", ProfilePhase::backward);
   sweep(root, gradient, retain_graph, create_graph,
         [&](const std::shared_ptr<TensorImpl>& leaf, const Tensor& g) {
           Tensor old(leaf->grad);

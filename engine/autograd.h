@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/profiler.h"
 #include "engine/tensor.h"
 
 namespace qkv {
@@ -45,6 +46,10 @@ struct Node {
   // so a product computed in bfloat16 has its gradient products computed in bfloat16.
   DType autocast_dtype = DType::f32;
   bool released = false;
+  // Filled only while a Profiler lives (engine/profiler.h): the forward's cost and input shapes,
+  // which the backward rule's event is charged by.
+  OpCost forward_cost;
+  std::string forward_shapes;
 };
 
 // Attaches the autograd record to `output` and returns it. Inputs that do not require grad get

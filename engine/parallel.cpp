@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "engine/profiler.h"
+
 namespace qkv {
 namespace {
 
@@ -79,14 +81,18 @@ class ThreadPool {
   }
 
  private:
+  // Chunk 0 is the issuing thread's, inside the op's own event; a worker's chunk is an event of
+  // its own track when profiling (engine/profiler.h).
   void run_chunk(int i) {
     t_in_parallel = true;
+    const int64_t profiled_since = i > 0 && profiling() ? profile_hooks::now_ns() : -1;
     try {
       (*task_)(i);
     } catch (...) {
       std::lock_guard lock(mutex_);
       if (!error_) error_ = std::current_exception();
     }
+    if (profiled_since >= 0) profile_hooks::chunk_finished(i, profiled_since);
     t_in_parallel = false;
   }
 

@@ -5,6 +5,7 @@
 #include "engine/backend.h"
 #include "engine/ops.h"
 #include "engine/ops/op_helpers.h"
+#include "engine/profiler.h"
 
 namespace qkv {
 
@@ -67,6 +68,8 @@ Tensor uniform(const Shape& shape, double low, double high, TensorOptions opts, 
   Tensor t = Tensor::empty(shape, opts.dtype, opts.device);
   Generator& g = pick(gen);
   t.backend().random_uniform(t, g.seed(), g.take(t.numel()), low, high);
+  // Random fills record no node, but the profiler should see them (dropout's mask, init).
+  if (profiling()) profile_hooks::op_finished("uniform", {}, t);
   return finish(t, opts);
 }
 Tensor rand(const Shape& shape, TensorOptions opts, Generator* gen) {
@@ -76,6 +79,7 @@ Tensor randn(const Shape& shape, TensorOptions opts, Generator* gen) {
   Tensor t = Tensor::empty(shape, opts.dtype, opts.device);
   Generator& g = pick(gen);
   t.backend().random_normal(t, g.seed(), g.take(t.numel()), 0.0, 1.0);
+  if (profiling()) profile_hooks::op_finished("randn", {}, t);
   return finish(t, opts);
 }
 Tensor bernoulli(const Shape& shape, double p, TensorOptions opts, Generator* gen, double value) {
@@ -83,6 +87,7 @@ Tensor bernoulli(const Shape& shape, double p, TensorOptions opts, Generator* ge
   Tensor t = Tensor::empty(shape, opts.dtype, opts.device);
   Generator& g = pick(gen);
   t.backend().random_bernoulli(t, g.seed(), g.take(t.numel()), p, value);
+  if (profiling()) profile_hooks::op_finished("bernoulli", {}, t);
   return t;
 }
 

@@ -2,14 +2,20 @@
 // model and shapes as tests/bench/torch_step.py (d_model 128, 4 heads, 2+2 post-norm layers,
 // feed-forward 256, dropout 0.1, batch 64, lengths 20, vocabulary 40, Adam). Prints the median
 // ms/step and where the time goes (forward, backward, optimizer).
-// Usage: bench_step [threads] [cpu|cuda] [dropout] [f32|bf16] [timed steps, 30]. On cuda the
-// device is synchronized around each timed phase (kernels run asynchronously); with dropout 0
+// Usage: bench_step [threads] [cpu|cuda] [dropout] [f32|bf16] [timed steps, 30] [--profile N].
+// After the timed steps one more step runs under the profiler (engine/profiler.h) to count the
+// model's FLOPs, printed over the median step time against the FMA peak measured now (the MFU
+// line). --profile N profiles N steps instead, prints the per-op table (train/profile_report.h)
+// and writes their Chrome trace to bench_step_trace.json, drawn in bench_step_trace.png. On cuda
+// the device is synchronized around each timed phase (kernels run asynchronously); with dropout 0
 // attention takes the fused kernel. bf16 runs the forward under Autocast (--precision bf16; on the
 // CPU, AMX tiles where the CPU has them: compare with QKV_CPU_AMX=0).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -21,6 +27,8 @@
 #include "nn/optim.h"
 #include "train/bench/fma_peak.h"
 #include "train/bench/openblas.h"
+#include "train/profile_report.h"
+#include "train/profile_timeline.h"
 
 #ifdef QKV_WITH_CUDA
 #include "cuda/cuda_backend.h"
@@ -70,7 +78,25 @@ int pick_device(const std::string& name, Device& device) {
 }
 }  // namespace
 
+// Takes "--profile N" out of the arguments; returns N, 0 when absent, -1 when malformed.
+int take_profile_option(int& argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--profile") != 0) continue;
+    const int n = i + 1 < argc ? std::atoi(argv[i + 1]) : 0;
+    if (n < 1) return -1;
+    for (int j = i; j + 2 <= argc; ++j) argv[j] = argv[j + 2];
+    argc -= 2;
+    return n;
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
+  const int profile_steps = take_profile_option(argc, argv);
+  if (profile_steps < 0) {
+    std::fprintf(stderr, "bench_step: --profile takes a step count of at least 1\n");
+    return 2;
+  }
   set_num_threads(argc > 1 ? std::atoi(argv[1]) : 2);
   Device device = Device::cpu();
   if (int rc = pick_device(argc > 2 ? argv[2] : "cpu", device)) return rc;
@@ -121,15 +147,14 @@ int main(int argc, char** argv) {
   Tensor tgt_in = narrow(tgt, 1, 0, len), tgt_out = contiguous(narrow(tgt, 1, 1, len));
   Tensor src_mask = eq(src, double(pad)), tgt_mask = eq(tgt_in, double(pad));
 
-  std::vector<double> total, fwd, bwd, upd;
-  Backend& memory = backend_for(device);
-  for (int it = 0; it < warm_up + timed_steps; ++it) {
-    if (it == warm_up) memory.reset_peak_memory();  // the timed steps' peak, caches warm
+  // One step; returns the milliseconds of its forward, backward and optimizer phases.
+  auto step = [&]() -> std::vector<double> {
     wait_for(device);
     auto t0 = Clock::now();
     opt.zero_grad();
     Tensor loss;
     {
+      ProfileScope phase("forward", ProfilePhase::forward);
       Autocast autocast(compute_dtype);  // backward replays each product in its forward's dtype
       Tensor logits = model.forward(src, tgt_in, src_mask, tgt_mask);
       loss = cross_entropy(reshape(logits, {-1, vocab}), reshape(tgt_out, {-1}), pad);
@@ -137,15 +162,27 @@ int main(int argc, char** argv) {
     wait_for(device);
     const double f = ms_since(t0);
     auto t1 = Clock::now();
-    loss.backward();
+    loss.backward();  // a "backward" scope of its own
     wait_for(device);
     const double b = ms_since(t1);
     auto t2 = Clock::now();
-    opt.step();
+    {
+      ProfileScope phase("optimizer", ProfilePhase::optimizer);
+      opt.step();
+    }
     wait_for(device);
-    const double u = ms_since(t2);
+    return {f, b, ms_since(t2)};
+  };
+
+  std::vector<double> total, fwd, bwd, upd;
+  Backend& memory = backend_for(device);
+  for (int it = 0; it < warm_up + timed_steps; ++it) {
+    if (it == warm_up) memory.reset_peak_memory();  // the timed steps' peak, caches warm
+    auto t0 = Clock::now();
+    std::vector<double> phases = step();
     if (it < warm_up) continue;  // allocator caches, thread pool
-    fwd.push_back(f), bwd.push_back(b), upd.push_back(u), total.push_back(ms_since(t0));
+    fwd.push_back(phases[0]), bwd.push_back(phases[1]), upd.push_back(phases[2]);
+    total.push_back(ms_since(t0));
   }
   std::printf("qkv threads %d device %s dropout %g precision %s\n", num_threads(),
               device.str().c_str(), dropout, precision.c_str());
@@ -155,10 +192,48 @@ int main(int argc, char** argv) {
               *std::min_element(total.begin(), total.end()));
   std::printf("peak memory %.1f MiB (the allocator's bytes in use, timed steps)\n",
               double(memory.memory_stats().peak_bytes) / (1 << 20));
+
+  // The model's FLOPs, counted by the profiler from the ops' shapes over profiled steps (their
+  // times are the profiler's; the MFU line divides by the unprofiled median above).
+  std::vector<ProfileEvent> events;
+  {
+    Profiler profiler;
+    for (int i = 0; i < std::max(1, profile_steps); ++i) step();
+    events = profiler.events();
+  }
+  double flops[3] = {0, 0, 0};
+  for (const ProfileEvent& e : events)
+    if (!e.scope && e.thread == 0 && e.phase != ProfilePhase::other) flops[int(e.phase)] += e.flops;
+  const int steps = std::max(1, profile_steps);
+  const double step_flops = (flops[0] + flops[1] + flops[2]) / steps;
+  std::printf(
+      "model FLOPs %.3f GFLOP/step (forward %.3f, backward %.3f, counted from the ops' "
+      "shapes)\n",
+      step_flops * 1e-9, flops[0] / steps * 1e-9, flops[1] / steps * 1e-9);
   if (device.is_cpu()) {
-    std::printf("float32 FMA peak at %d thread%s: %.1f GFLOP/s (qkv bench peak, measured now)\n",
-                num_threads(), num_threads() == 1 ? "" : "s",
-                bench::measured_fma_peak_gflops(num_threads()));
+    const double peak = bench::measured_fma_peak_gflops(num_threads());
+    auto mfu = [&](double phase_flops, double ms) {
+      return 100 * phase_flops / (ms * 1e-3) * 1e-9 / peak;
+    };
+    std::printf(
+        "MFU %.1f%% of the float32 FMA peak %.1f GFLOP/s at %d thread%s (measured now), at "
+        "the median times: forward %.1f%%, backward %.1f%%, optimizer %.1f%%\n",
+        mfu(step_flops, median(total)), peak, num_threads(), num_threads() == 1 ? "" : "s",
+        mfu(flops[0] / steps, median(fwd)), mfu(flops[1] / steps, median(bwd)),
+        mfu(flops[2] / steps, median(upd)));
+    if (profile_steps > 0) {
+      train::ProfileSummary summary{.steps = steps, .peak_gflops = peak, .threads = num_threads()};
+      std::printf("\nprofile of %d step%s (times under the profiler):\n%s", steps,
+                  steps == 1 ? "" : "s", train::profile_table(events, summary).c_str());
+      std::ofstream("bench_step_trace.json") << train::chrome_trace_json(events);
+      train::trace_timeline_png("bench_step_trace.png", events,
+                                "bench_step: " + std::to_string(steps) + " profiled step" +
+                                    (steps == 1 ? "" : "s") + ", " + std::to_string(num_threads()) +
+                                    " thread" + (num_threads() == 1 ? "" : "s"));
+      std::printf(
+          "Chrome trace: bench_step_trace.json (chrome://tracing or ui.perfetto.dev), "
+          "drawn in bench_step_trace.png\n");
+    }
     // The OpenBLAS kernel a fair PyTorch comparison runs (compare_step.sh reads this line):
     // PyTorch's CPU matmuls go through the same library.
     const bench::OpenBlas& blas = bench::OpenBlas::get();
