@@ -6,7 +6,7 @@
 # Usage: tests/cli/run_folder.sh QKV_BINARY SCRATCH_DIR. Prints one line per case; exits 1 if any
 # case failed. Run by ctest as cli_run_folder.
 set -u
-qkv=$1
+qkv=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")  # absolute: some cases run in another folder
 scratch=$2
 rm -rf "$scratch" && mkdir -p "$scratch" || exit 1
 failures=0
@@ -81,7 +81,7 @@ if [ -e "$run/notes.txt" ] && [ "$(records "$run")" -eq 1 ]; then
 else
   fail "--overwrite removed notes.txt or kept the old metrics"
 fi
-refused "--overwrite with --resume exits 2" 2 "--overwrite excludes --resume" \
+refused "--overwrite with --resume exits 2" 2 "--resume excludes --overwrite" \
   "$qkv" train translate --resume "$run" --overwrite
 refused "--resume of a run stopped before its first checkpoint says what to do" 1 \
   "--resume: .*nockpt has no checkpoint .* starts again with --overwrite" \
@@ -90,8 +90,9 @@ refused "--resume of a run stopped before its first checkpoint says what to do" 
 
 # ---- one writer at a time; readers go on reading
 busy=$scratch/busy
-train --steps 100000 --checkpoint-every 1 --out "$busy" >/dev/null 2>&1 &
-pid=$!
+"$qkv" --threads 1 train translate $tiny --steps 100000 --checkpoint-every 1 --out "$busy" \
+  >/dev/null 2>&1 &
+pid=$!  # qkv's own pid (not a shell function's subshell): the lock file names it
 i=0
 while [ ! -e "$busy/trainer_state.json" ] && kill -0 "$pid" 2>/dev/null && [ "$i" -lt 6000 ]; do
   i=$((i + 1))
