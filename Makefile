@@ -39,8 +39,10 @@ build: deps-check $(BUILD)/CMakeCache.txt
 test: build
 	cd $(BUILD) && ctest --output-on-failure
 
+# --overwrite: a second `make run` starts runs/dates over (without it, qkv refuses a folder that
+# holds a run)
 run: build
-	$(QKV) train translate --config train/configs/dates.json --out runs/dates
+	$(QKV) train translate --config train/configs/dates.json --out runs/dates --overwrite
 
 bench: build
 	$(QKV) bench gemm
