@@ -18,19 +18,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& end) {
-  return s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
-}
-
-// `name.tmp.<pid>` (write_file_atomic, the links below) or `name.safetensors.tmp`
-// (nn::save_safetensors).
-bool is_temporary(const std::string& name) {
-  if (ends_with(name, ".safetensors.tmp")) return true;
-  const size_t at = name.rfind(".tmp.");
-  if (at == std::string::npos || at == 0 || at + 5 == name.size()) return false;
-  return name.find_first_not_of("0123456789", at + 5) == std::string::npos;
-}
-
 bool entry_exists(const fs::path& p) {
   std::error_code ec;
   return fs::symlink_status(p, ec).type() != fs::file_type::not_found;
@@ -161,26 +148,32 @@ void write_checkpoint(const std::string& folder, int64_t step, const CheckpointF
   if (!previous.empty()) fs::remove_all(dir / previous, ec);
 }
 
-std::vector<std::string> remove_stale_temporaries(const std::string& folder) {
+std::vector<std::string> remove_stale_checkpoints(const std::string& folder) {
   const fs::path dir(folder);
   const std::string current = current_checkpoint(dir);
   const std::string prefix = std::string(kCheckpointLink) + ".";
   std::vector<std::string> removed;
-  auto sweep = [&](const fs::path& in, bool checkpoints) {
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(in, ec)) {
-      const std::string name = entry.path().filename().string();
-      const bool stale_checkpoint = checkpoints && name.rfind(prefix, 0) == 0 && name != current &&
-                                    fs::is_directory(fs::symlink_status(entry.path(), ec));
-      if (!is_temporary(name) && !stale_checkpoint) continue;
-      fs::remove_all(entry.path(), ec);
-      removed.push_back((in == dir ? fs::path(name) : in.filename() / name).string());
-    }
-  };
-  sweep(dir, true);
   std::error_code ec;
-  if (fs::is_directory(fs::symlink_status(dir / "attention", ec))) sweep(dir / "attention", false);
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || name == current ||
+        !fs::is_directory(fs::symlink_status(entry.path(), ec)))
+      continue;
+    fs::remove_all(entry.path(), ec);
+    removed.push_back(name);
+  }
   return removed;
+}
+
+std::string temporary_of(const std::string& name) {
+  const std::string tmp = ".tmp";
+  if (name.size() > tmp.size() && name.compare(name.size() - tmp.size(), tmp.size(), tmp) == 0)
+    return name.substr(0, name.size() - tmp.size());
+  const size_t at = name.rfind(".tmp.");
+  if (at == std::string::npos || at == 0 || at + 5 == name.size() ||
+      name.find_first_not_of("0123456789", at + 5) != std::string::npos)
+    return "";
+  return name.substr(0, at);
 }
 
 }  // namespace qkv::train

@@ -34,10 +34,13 @@ std::string checkpoint_folder_name(int64_t step);
 // partial folder is removed.
 void write_checkpoint(const std::string& folder, int64_t step, const CheckpointFiles& files);
 
-// What writers killed mid-way left in a run folder (the caller holds its RunFolderLock, so no
-// live writer can own them): temporary files `*.tmp.<pid>` (at the top level and in attention/),
-// `<name>.tmp` of whole-file writers, and checkpoint folders the `checkpoint` link does not
-// name. Removes them and returns their names.
-std::vector<std::string> remove_stale_temporaries(const std::string& folder);
+// Checkpoint folders that the `checkpoint` link does not name: what a writer killed while writing
+// one left. The caller holds the folder's RunFolderLock, so no live writer can own them. Removes
+// them and returns their names.
+std::vector<std::string> remove_stale_checkpoints(const std::string& folder);
+
+// The file a temporary stands in for: "model.json" for "model.json.tmp.4242" (write_file_atomic,
+// and the links here) or for "model.json.tmp" (nn::save_safetensors); "" for any other name.
+std::string temporary_of(const std::string& name);
 
 }  // namespace qkv::train

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -56,6 +57,30 @@ std::vector<std::string> run_files_in(const std::string& path) {
   return found;
 }
 
+// The temporaries of the files a run writes (model.json.tmp.4242, the pictures' in attention/) and
+// the checkpoint folders that no link names. Called under the folder's lock: no live writer owns
+// them. A user's file is never taken for one: only temporaries of a run's own names are removed.
+std::vector<std::string> remove_what_killed_writers_left(const std::string& path) {
+  std::vector<std::string> removed = remove_stale_checkpoints(path);
+  auto sweep = [&](const fs::path& folder, const std::string& shown_as,
+                   const std::function<bool(const std::string&)>& owned) {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(folder, ec)) {
+      const std::string name = entry.path().filename().string(), of = temporary_of(name);
+      if (of.empty() || !owned(of)) continue;
+      fs::remove_all(entry.path(), ec);
+      removed.push_back(shown_as + name);
+    }
+  };
+  sweep(path, "", is_run_file_name);
+  std::error_code ec;
+  if (fs::is_directory(fs::symlink_status(fs::path(path) / "attention", ec)))
+    sweep(fs::path(path) / "attention", "attention/", [](const std::string& of) {
+      return of.size() > 4 && of.compare(of.size() - 4, 4, ".png") == 0;
+    });
+  return removed;
+}
+
 }  // namespace
 
 bool is_run_file_name(const std::string& name) {
@@ -93,7 +118,7 @@ RunDir::RunDir(const std::string& path, RunMode mode) : path_(path) {
   // A folder in the way is refused before the lock file is made, so that it is left as found.
   if (mode == RunMode::fresh) refuse_a_run_in_the_way();
   lock_ = std::make_unique<RunFolderLock>(path, mode == RunMode::resume ? "--resume" : "--out");
-  const std::vector<std::string> stale = remove_stale_temporaries(path);
+  const std::vector<std::string> stale = remove_what_killed_writers_left(path);
   if (mode == RunMode::fresh) refuse_a_run_in_the_way();  // a run that began since the first look
   if (mode == RunMode::overwrite) remove_the_previous_run();
   if (mode == RunMode::resume) repair_appended_files();

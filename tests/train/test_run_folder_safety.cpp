@@ -230,6 +230,7 @@ BOOST_AUTO_TEST_CASE(what_killed_writers_left_is_removed_on_the_next_start) {
   write_file_atomic(c.out + "/attention/encoder.0.self.png.tmp.77", "partial");
   write_file_atomic(c.out + "/model.int8.safetensors.tmp", "partial");
   write_file_atomic(c.out + "/notes.tmp.txt", "the user's");  // not qkv's: kept
+  write_file_atomic(c.out + "/notes.txt.tmp.12", "the user's");
   Config more = c;
   more.steps = 4;
   train_translation(more, RunMode::resume);
@@ -237,6 +238,7 @@ BOOST_AUTO_TEST_CASE(what_killed_writers_left_is_removed_on_the_next_start) {
                            "attention/encoder.0.self.png.tmp.77", "model.int8.safetensors.tmp"})
     BOOST_CHECK_MESSAGE(!fs::exists(fs::symlink_status(c.out + "/" + gone)), gone << " is left");
   BOOST_CHECK(fs::exists(c.out + "/notes.tmp.txt"));
+  BOOST_CHECK(fs::exists(c.out + "/notes.txt.tmp.12"));
   BOOST_CHECK(!fs::exists(c.out + "/" + current));  // the checkpoint of step 2, replaced
   BOOST_CHECK(fs::read_symlink(c.out + "/checkpoint") == checkpoint_folder_name(4));
   BOOST_CHECK(read_file(c.out + "/log.txt").find("removed 5 temporary file(s)") !=
