@@ -85,7 +85,7 @@ std::vector<std::string> remove_what_killed_writers_left(const std::string& path
 
 bool is_run_file_name(const std::string& name) {
   // Every file the trainers, the checkpoint and `qkv quantize` write at the top of a run folder
-  // (tests/train/test_run_dir.cpp checks a finished run's folder against this list).
+  // (tests/train/test_run_folder_safety.cpp checks finished runs' folders against this list).
   static const char* const names[] = {"config.json",
                                       "metrics.jsonl",
                                       "log.txt",
@@ -136,8 +136,7 @@ void RunDir::refuse_a_run_in_the_way() const {
   if (found.empty()) return;
   // checkpoint.000000120 goes with the link `checkpoint`: naming the link says enough.
   const std::string folder = std::string(kCheckpointLink) + ".";
-  const auto link = std::find(found.begin(), found.end(), kCheckpointLink);
-  if (link != found.end())
+  if (std::find(found.begin(), found.end(), kCheckpointLink) != found.end())
     found.erase(std::remove_if(found.begin(), found.end(),
                                [&](const std::string& n) { return n.rfind(folder, 0) == 0; }),
                 found.end());
