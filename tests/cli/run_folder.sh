@@ -93,6 +93,7 @@ busy=$scratch/busy
 "$qkv" --threads 1 train translate $tiny --steps 100000 --checkpoint-every 1 --out "$busy" \
   >/dev/null 2>&1 &
 pid=$!  # qkv's own pid (not a shell function's subshell): the lock file names it
+trap 'kill -9 "$pid" 2>/dev/null' EXIT  # never outlive the test
 i=0
 while [ ! -e "$busy/trainer_state.json" ] && kill -0 "$pid" 2>/dev/null && [ "$i" -lt 6000 ]; do
   i=$((i + 1))
