@@ -3,10 +3,12 @@
 // the previous one current, a reader never sees two checkpoints mixed), the temporaries of killed
 // writers are removed, and a torn last line of metrics.jsonl does not break a resume.
 // (kill -9 and signals on the real command line: tests/cli/kill_resume.sh.)
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <boost/test/unit_test.hpp>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +22,7 @@
 #include "train/run_dir.h"
 #include "train/run_lock.h"
 #include "train/trainer/classification_trainer.h"
+#include "train/trainer/training_common.h"
 #include "train/trainer/translation_trainer.h"
 
 using namespace qkv;
@@ -275,6 +278,30 @@ BOOST_AUTO_TEST_CASE(a_torn_last_line_of_metrics_is_cut_off_on_resume) {
   BOOST_CHECK(read_file(c.out + "/log.txt")
                   .find("metrics.jsonl: removed an incomplete last line (13 bytes)") !=
               std::string::npos);
+}
+
+// The stop signals, in a child process (the flag cannot be cleared, and a second signal ends the
+// process): one SIGTERM or SIGHUP is recorded and the process goes on to write its checkpoint; a
+// second one ends it at once by the signal. raise() delivers before it returns.
+BOOST_AUTO_TEST_CASE(a_stop_signal_is_recorded_and_a_second_one_ends_the_process) {
+  auto child = [](int signal, int times) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      install_interrupt_handler();
+      for (int i = 0; i < times; ++i) std::raise(signal);
+      ::_exit(interrupt_requested() && interrupt_signal() == signal ? 0 : 1);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return status;
+  };
+  for (int signal : {SIGTERM, SIGHUP, SIGINT}) {
+    const int once = child(signal, 1), twice = child(signal, 2);
+    BOOST_CHECK_MESSAGE(WIFEXITED(once) && WEXITSTATUS(once) == 0,
+                        "signal " << signal << " once: status " << once);
+    BOOST_CHECK_MESSAGE(WIFSIGNALED(twice) && WTERMSIG(twice) == signal,
+                        "signal " << signal << " twice: status " << twice);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
