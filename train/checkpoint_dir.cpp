@@ -112,9 +112,13 @@ void write_checkpoint(const std::string& folder, int64_t step, const CheckpointF
   const fs::path dir(folder);
   std::vector<std::string> names;
   for (const auto& [name, bytes] : files) names.push_back(name);
+  // A copy that followed the links (scp -r, cp -L, rsync without -l) made `checkpoint` a plain
+  // folder and the names plain files holding the same checkpoint: adopted like an older layout.
+  std::error_code ec;
+  if (fs::is_directory(fs::symlink_status(dir / kCheckpointLink, ec)))
+    fs::remove_all(dir / kCheckpointLink, ec);
   if (!entry_exists(dir / kCheckpointLink)) {
     bool plain = false;
-    std::error_code ec;
     for (const auto& name : names)
       plain = plain || fs::is_regular_file(fs::symlink_status(dir / name, ec));
     if (plain) adopt_plain_checkpoint(dir, names);
@@ -144,7 +148,6 @@ void write_checkpoint(const std::string& folder, int64_t step, const CheckpointF
   for (const auto& name : names)
     if (!is_link_to(dir / name, std::string(kCheckpointLink) + "/" + name))
       link_atomically(dir, name, std::string(kCheckpointLink) + "/" + name);
-  std::error_code ec;
   if (!previous.empty()) fs::remove_all(dir / previous, ec);
 }
 

@@ -218,6 +218,26 @@ BOOST_AUTO_TEST_CASE(a_plain_checkpoint_of_an_older_run_folder_is_adopted) {
       (entries(r) == std::vector<std::string>{"a", "b", "checkpoint", "checkpoint.000000007"}));
 }
 
+BOOST_AUTO_TEST_CASE(a_copy_that_followed_the_links_resumes) {
+  // scp -r and cp -L copy what the links name: `checkpoint` becomes a plain folder, and
+  // model.safetensors etc. plain files. Such a copy still evaluates and resumes.
+  ScratchDir dir("copied");
+  const Config c = tiny_copy(dir.file("run"), 2);
+  train_translation(c);
+  fs::copy(c.out, dir.file("copy"), fs::copy_options::recursive);
+  BOOST_REQUIRE(!fs::is_symlink(dir.file("copy/checkpoint")));
+  BOOST_REQUIRE(!fs::is_symlink(dir.file("copy/model.safetensors")));
+  // the copy and the original, both resumed to step 4, end alike
+  Config copy = c, original = c;
+  copy.out = dir.file("copy"), copy.steps = original.steps = 4;
+  train_translation(copy, RunMode::resume);
+  train_translation(original, RunMode::resume);
+  BOOST_CHECK(read_file(dir.file("copy/model.safetensors")) ==
+              read_file(c.out + "/model.safetensors"));
+  BOOST_CHECK(fs::read_symlink(dir.file("copy/checkpoint")) == checkpoint_folder_name(4));
+  BOOST_CHECK((entries(dir.file("copy")) == entries(c.out)));
+}
+
 BOOST_AUTO_TEST_CASE(what_killed_writers_left_is_removed_on_the_next_start) {
   ScratchDir dir("stale");
   const Config c = tiny_copy(dir.file("run"), 2);
