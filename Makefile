@@ -52,8 +52,11 @@ test-torch: deps-check $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS) --target torch_parity_driver run_logits qkv
 	tests/torch/run.sh $(BUILD)/torch_parity_driver
 
+# `make run` trains into runs/dates, or runs/dates-2, -3, ... when that is taken: a second
+# `make run` never replaces the first one's work (qkv refuses a folder that holds a run).
+RUN_DIR ?= $(shell d=runs/dates; n=1; while [ -e $$d ]; do n=$$((n+1)); d=runs/dates-$$n; done; echo $$d)
 run: build
-	$(QKV) train translate --config train/configs/dates.json --out runs/dates
+	$(QKV) train translate --config train/configs/dates.json --out $(RUN_DIR)
 
 bench: build
 	$(QKV) bench gemm

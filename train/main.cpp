@@ -16,6 +16,7 @@
 #include "train/commands/commands.h"
 #include "train/config.h"
 #include "train/trainer/classification_trainer.h"
+#include "train/trainer/training_common.h"
 #include "train/trainer/translation_trainer.h"
 
 namespace {
@@ -26,6 +27,12 @@ struct TrainFlags {
   std::map<std::string, std::string> values;
   std::vector<std::pair<std::string, CLI::Option*>> options;
   std::string config_path, resume_dir;
+  bool overwrite = false;
+  qkv::train::RunMode mode() const {
+    return !resume_dir.empty() ? qkv::train::RunMode::resume
+           : overwrite         ? qkv::train::RunMode::overwrite
+                               : qkv::train::RunMode::fresh;
+  }
 };
 
 CLI::App* add_train_command(CLI::App& train, const std::string& name,
@@ -46,7 +53,10 @@ CLI::App* add_train_command(CLI::App& train, const std::string& name,
     flags.options.emplace_back(field.key, cmd->add_option(names, flags.values[field.key], help));
   }
   cmd->add_option("--config", flags.config_path, "JSON file of options (flags override it)");
-  cmd->add_option("--resume", flags.resume_dir, "continue the run in this folder");
+  auto* resume = cmd->add_option("--resume", flags.resume_dir, "continue the run in this folder");
+  cmd->add_flag("--overwrite", flags.overwrite,
+                "replace the run already in --out (its checkpoint, metrics, log and pictures)")
+      ->excludes(resume);
   return cmd;
 }
 
@@ -71,6 +81,15 @@ qkv::train::Config config_from_flags(TrainFlags& flags, int threads,
   if (threads > 0) config.threads = threads;
   qkv::train::install_interrupt_handler();
   return config;
+}
+
+// A run stopped by a signal says so in one line and exits with 128 + the signal, as a process
+// killed by it would (130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP).
+int exit_code(const qkv::train::TrainResult& result, const qkv::train::Config& config) {
+  if (!result.interrupted) return 0;
+  std::fprintf(stderr, "qkv: %s\n",
+               qkv::train::interruption_message(result.steps, config.out).c_str());
+  return 128 + qkv::train::interrupt_signal();
 }
 
 }  // namespace
@@ -195,13 +214,11 @@ int main(int argc, char** argv) {
     if (dm->parsed()) return demo_command(demo);
     if (translate_train->parsed()) {
       qkv::train::Config config = config_from_flags(translate_flags, threads, "dates");
-      auto result = qkv::train::train_translation(config, !translate_flags.resume_dir.empty());
-      return result.interrupted ? 130 : 0;
+      return exit_code(qkv::train::train_translation(config, translate_flags.mode()), config);
     }
     if (classify_train->parsed()) {
       qkv::train::Config config = config_from_flags(classify_flags, threads, "order");
-      auto result = qkv::train::train_classification(config, !classify_flags.resume_dir.empty());
-      return result.interrupted ? 130 : 0;
+      return exit_code(qkv::train::train_classification(config, classify_flags.mode()), config);
     }
     if (tr->parsed()) return translate_command(translate);
     if (ev->parsed()) return eval_command(eval);

@@ -168,7 +168,7 @@ BOOST_AUTO_TEST_CASE(images_train_a_cnn_with_cbam_and_a_vit) {
   BOOST_CHECK_GE(vit.test_accuracy, 0.9);
   BOOST_CHECK(fs::exists(dir.file("vit/attention/encoder.0.self.png")));
 
-  c.patch_size = 5;
+  c.out = dir.file("vit5"), c.patch_size = 5;  // (a fresh folder: "vit" holds a run)
   BOOST_CHECK_EXCEPTION(train_classification(c), qkv::Error, message_has("does not divide"));
 }
 

@@ -12,6 +12,7 @@
 #include "nn/safetensors.h"
 #include "train/commands/commands.h"
 #include "train/commands/run_scoring.h"
+#include "train/run_lock.h"
 #include "train/trainer/classifier.h"
 #include "train/trainer/translator.h"
 
@@ -66,6 +67,8 @@ void report(const char* metric, const Measurement& fp32, const Measurement& int8
 int quantize_command(const QuantizeOptions& options) {
   const std::string& run = options.run;
   const std::string out = run + "/" + kInt8ModelFile;
+  train::run_architecture(run);  // a run folder, before a lock file is made in it
+  const train::RunFolderLock one_writer(run, "--run");
   nn::Module* module = nullptr;
   std::function<double()> score;
   std::function<void(size_t)> one;

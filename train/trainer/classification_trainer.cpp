@@ -48,7 +48,8 @@ std::vector<AttentionLayerStats> batch_attention_stats(const Classifier& k,
 
 }  // namespace
 
-TrainResult train_classification(const Config& config, bool resume) {
+TrainResult train_classification(const Config& config, RunMode mode) {
+  const bool resume = mode == RunMode::resume;
   validate_config(config);
   QKV_CHECK(task_kind(config.task) != TaskKind::translation, "--task", "'", config.task,
             "' is a translation task: use `qkv train translate`");
@@ -56,7 +57,7 @@ TrainResult train_classification(const Config& config, bool resume) {
   const Autocast precision(
       compute_dtype(config.precision));  // matmuls in bf16 with --precision bf16
   if (config.threads > 0) set_num_threads(int(config.threads));
-  RunDir run(config.out);
+  RunDir run(config.out, mode);
   manual_seed(config.seed);
 
   ClassificationSet data = prepare_classification_set(config);

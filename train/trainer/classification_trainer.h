@@ -13,6 +13,10 @@
 
 namespace qkv::train {
 
-TrainResult train_classification(const Config& config, bool resume = false);
+// The run folder's modes as for train_translation.
+TrainResult train_classification(const Config& config, RunMode mode);
+inline TrainResult train_classification(const Config& config, bool resume = false) {
+  return train_classification(config, resume ? RunMode::resume : RunMode::fresh);
+}
 
 }  // namespace qkv::train

@@ -8,6 +8,7 @@
 #include "nn/safetensors.h"
 #include "train/atomic_file.h"
 #include "train/dataset.h"
+#include "train/run_lock.h"
 #include "train/trainer/model_files.h"
 #include "train/trainer/translator.h"
 
@@ -183,6 +184,7 @@ Classifier load_classifier(const std::string& run_dir) {
     return p;
   };
   run_architecture(run_dir);  // the folder and model.json exist
+  const CheckpointLock no_switch_while_loading(run_dir, CheckpointLock::read);
   Classifier k;
   k.config = load_config(path("config.json"));
   ClassifierModelJson m =

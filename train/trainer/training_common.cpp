@@ -10,17 +10,40 @@
 #include "engine/random.h"
 #include "nn/safetensors.h"
 #include "train/atomic_file.h"
+#include "train/checkpoint_dir.h"
 #include "train/plots.h"
 
 namespace qkv::train {
 
 namespace {
-volatile std::sig_atomic_t g_interrupted = 0;
-void on_interrupt(int) { g_interrupted = 1; }
+volatile std::sig_atomic_t g_stop_signal = 0;
+void on_stop_signal(int signal) {
+  // A second signal means "now": the default action ends the process, and the last checkpoint
+  // (switched whole, train/checkpoint_dir.h) is what a resume continues from.
+  if (g_stop_signal != 0) {
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+    return;
+  }
+  g_stop_signal = signal;
+}
 }  // namespace
 
-void install_interrupt_handler() { std::signal(SIGINT, on_interrupt); }
-bool interrupt_requested() { return g_interrupted != 0; }
+void install_interrupt_handler() {
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) std::signal(s, on_stop_signal);
+}
+bool interrupt_requested() { return g_stop_signal != 0; }
+int interrupt_signal() { return g_stop_signal; }
+
+std::string interruption_message(int64_t step, const std::string& run) {
+  const int s = g_stop_signal;
+  const std::string name = s == SIGINT    ? "SIGINT (Ctrl-C)"
+                           : s == SIGTERM ? "SIGTERM"
+                           : s == SIGHUP  ? "SIGHUP"
+                                          : "signal " + std::to_string(s);
+  return "interrupted by " + name + ": the checkpoint of step " + std::to_string(step) + " is in " +
+         run + "; continue with --resume " + run;
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -93,21 +116,21 @@ void save_checkpoint(const RunDir& run, const nn::Module& model, const nn::Optim
                       {"generator_offset", state.generator_offset},
                       {"best_metric", state.best_metric},
                       {"evals_since_best", state.evals_since_best}};
-  // All three files are on disk before any is renamed into place: a write that fails (a full
-  // disk) leaves the previous checkpoint whole, never new weights beside an old optimizer state.
-  StagedFile weights(run.file("model.safetensors"),
-                     nn::safetensors_bytes(model.state_dict(), {{"format", "pt"}}));
-  StagedFile moments(run.file("optimizer.safetensors"), nn::safetensors_bytes(opt.state_dict()));
-  StagedFile trainer_state(run.file("trainer_state.json"), j.dump(2) + "\n");
-  weights.commit();
-  moments.commit();
-  trainer_state.commit();
+  // The three files become the checkpoint together, in one switch (train/checkpoint_dir.h): a
+  // write that fails (a full disk) or a process killed at any moment leaves the previous
+  // checkpoint whole, never new weights beside an old optimizer state.
+  write_checkpoint(
+      run.path(), state.step,
+      {{"model.safetensors", nn::safetensors_bytes(model.state_dict(), {{"format", "pt"}})},
+       {"optimizer.safetensors", nn::safetensors_bytes(opt.state_dict())},
+       {"trainer_state.json", j.dump(2) + "\n"}});
 }
 
 TrainerState load_checkpoint(const RunDir& run, nn::Module& model, nn::Optimizer& opt) {
   std::string state_path = run.file("trainer_state.json");
   QKV_CHECK(std::filesystem::exists(state_path), "--resume", run.path(),
-            " has no checkpoint (trainer_state.json) to resume from");
+            " has no checkpoint (trainer_state.json) to resume from; a run stopped before its "
+            "first checkpoint starts again with --overwrite");
   model.load_state_dict(nn::load_safetensors(run.file("model.safetensors")).tensors);
   opt.load_state_dict(nn::load_safetensors(run.file("optimizer.safetensors")).tensors);
   return parse_trainer_state(read_file(state_path, "--resume"), state_path);
@@ -156,7 +179,8 @@ bool finish_evaluation(const Config& config, RunDir& run, ProgressBar& bar, cons
     stop = true;
   }
   if (interrupt_requested()) {
-    bar.message("interrupted: checkpoint written to " + run.path());
+    // The command line prints this line on stderr once the run has returned.
+    run.log(interruption_message(state.step, run.path()));
     interrupted = stop = true;
   }
   return stop;

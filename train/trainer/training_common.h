@@ -1,5 +1,5 @@
 // What both trainers (translation and classification) share: the optimizer and schedule built
-// from a Config, the checkpoint files of a run folder, and the Ctrl-C flag.
+// from a Config, the checkpoint files of a run folder, and the stop-signal flag.
 #pragma once
 
 #include <chrono>
@@ -37,8 +37,9 @@ struct TrainerState {
 // trainer_state.json's text; throws qkv::Error("<source>: ...") for a missing or mistyped field.
 TrainerState parse_trainer_state(std::string_view text, const std::string& source);
 
-// model.safetensors, optimizer.safetensors and trainer_state.json, all written before any replaces
-// its previous version: a failed write throws and leaves the previous checkpoint as it was.
+// model.safetensors, optimizer.safetensors and trainer_state.json, switched to as one checkpoint
+// (train/checkpoint_dir.h): a failed write throws, and a failed write or a killed process leaves
+// the previous checkpoint as it was.
 void save_checkpoint(const RunDir& run, const nn::Module& model, const nn::Optimizer& opt,
                      const TrainerState& state);
 // Throws qkv::Error naming the folder when it has no checkpoint.
@@ -64,15 +65,20 @@ std::string non_finite_step_message(const std::string& what, int64_t step, const
 // The end of an evaluation, the same in both trainers: the result `line` goes to the progress bar
 // and log.txt, a checkpoint is written, loss.png is redrawn (training loss and `valid_key` from
 // metrics.jsonl, when pictures are on), and then early stopping's `stop_reason` (may be empty) or
-// a Ctrl-C ends the run. Returns whether the run stops; sets `interrupted` for a Ctrl-C.
+// a stop signal ends the run. Returns whether the run stops; sets `interrupted` for a signal.
 bool finish_evaluation(const Config& config, RunDir& run, ProgressBar& bar, const nn::Module& model,
                        const nn::Optimizer& opt, TrainerState& state, const std::string& line,
                        const std::string& valid_key, const std::string& curve_title,
                        const std::string& stop_reason, bool& interrupted);
 
-// Ctrl-C asks the loop to write a checkpoint and return (the handler only sets a flag).
+// SIGINT (Ctrl-C), SIGTERM (kill, timeout, batch schedulers) and SIGHUP (a closed terminal) ask
+// the loop to write a checkpoint and return (the handler only records the signal); a second
+// signal ends the process at once. The command line then exits with 128 + the signal.
 void install_interrupt_handler();
 bool interrupt_requested();
+int interrupt_signal();  // the signal received, 0 if none
+// "interrupted by SIGTERM: the checkpoint of step 12 is in runs/x; continue with --resume runs/x"
+std::string interruption_message(int64_t step, const std::string& run);
 
 double seconds_since(std::chrono::steady_clock::time_point t0);
 

@@ -1,5 +1,5 @@
 // The training loop both trainers run: epochs of batches, one optimizer step per batch, logging,
-// checkpoints, evaluation, early stopping, Ctrl-C and the non-finite-step check. What differs
+// checkpoints, evaluation, early stopping, stop signals and the non-finite-step check. What differs
 // between translation and classification - the batches, the loss, what evaluation measures - is
 // handed in as a TrainingTask.
 #pragma once
@@ -46,7 +46,7 @@ struct TrainingTask {
 struct LoopResult {
   int64_t steps = 0;
   double seconds = 0;
-  bool interrupted = false;  // Ctrl-C: a checkpoint was written and the run stopped there
+  bool interrupted = false;  // a stop signal: a checkpoint was written and the run stopped there
 };
 
 // Trains from state.step (0, or where a resumed run left off) to config.steps or an early stop.

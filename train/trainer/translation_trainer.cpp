@@ -80,13 +80,14 @@ std::vector<AttentionLayerStats> batch_attention_stats(const Translator& t, cons
 
 }  // namespace
 
-TrainResult train_translation(const Config& config, bool resume) {
+TrainResult train_translation(const Config& config, RunMode mode) {
+  const bool resume = mode == RunMode::resume;
   validate_config(config);
   const EarlyStopping early_stopping(config, {"exact_match", "token_accuracy"});
   const Autocast precision(
       compute_dtype(config.precision));  // matmuls in bf16 with --precision bf16
   if (config.threads > 0) set_num_threads(int(config.threads));
-  RunDir run(config.out);
+  RunDir run(config.out, mode);
   manual_seed(config.seed);
 
   TranslationData data = prepare_translation_data(config);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "train/config.h"
+#include "train/run_dir.h"
 
 namespace qkv::train {
 
@@ -19,12 +20,16 @@ struct TrainResult {
   bool interrupted = false;
 };
 
-// `resume`: continue the run in config.out from its last checkpoint (same data order, same
-// random stream, so the loss curve continues as if never stopped).
-TrainResult train_translation(const Config& config, bool resume = false);
+// RunMode::resume continues the run in config.out from its last checkpoint (same data order, same
+// random stream, so the loss curve continues as if never stopped); RunMode::fresh refuses a
+// folder that holds a run, RunMode::overwrite replaces it (train/run_dir.h).
+TrainResult train_translation(const Config& config, RunMode mode);
+inline TrainResult train_translation(const Config& config, bool resume = false) {
+  return train_translation(config, resume ? RunMode::resume : RunMode::fresh);
+}
 
-// Ctrl-C asks the loop to write a checkpoint and return (the handler only sets a flag); defined
-// in training_common.cpp, shared with the classification trainer.
+// SIGINT, SIGTERM and SIGHUP ask the loop to write a checkpoint and return (the handler only
+// records the signal); defined in training_common.cpp, shared with the classification trainer.
 void install_interrupt_handler();
 
 }  // namespace qkv::train

@@ -7,6 +7,7 @@
 #include "nn/safetensors.h"
 #include "train/atomic_file.h"
 #include "train/batching.h"
+#include "train/run_lock.h"
 #include "train/trainer/model_files.h"
 
 namespace qkv::train {
@@ -45,6 +46,7 @@ void save_model_json(const std::string& path, const models::Seq2SeqConfig& confi
 Translator load_translator(const std::string& run_dir) {
   namespace fs = std::filesystem;
   QKV_CHECK(fs::is_directory(run_dir), "--run", "no run folder at '", run_dir, "'");
+  const CheckpointLock no_switch_while_loading(run_dir, CheckpointLock::read);
   auto path = [&](const char* name) {
     std::string p = (fs::path(run_dir) / name).string();
     QKV_CHECK(fs::exists(p), "--run", run_dir, " has no ", name,
