@@ -133,6 +133,9 @@ BOOST_AUTO_TEST_CASE(torch_differences_on_purpose) {
   Tensor x = zeros({1, 1, 5, 5});
   BOOST_CHECK(max_pool2d(x, 2).shape() == (Shape{1, 1, 2, 2}));
   BOOST_CHECK(avg_pool2d(x, 2).shape() == (Shape{1, 1, 2, 2}));
+  // torch's limit on padding holds for both ("pad should be at most half of kernel size").
+  check_error([&] { avg_pool2d(x, 2, 2, 2); }, {"avg_pool2d: padding 2 exceeds half the kernel 2"});
+  check_error([&] { max_pool2d(x, 2, 2, 2); }, {"max_pool2d: padding 2 exceeds half the kernel 2"});
   // Toy-sized transformer defaults (torch: dim_feedforward 2048); torch's other defaults hold.
   TransformerLayerOptions o;
   BOOST_CHECK_EQUAL(o.dim_feedforward, 256);
