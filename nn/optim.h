@@ -51,6 +51,8 @@ class Optimizer {
   // (set_to_none=False) fills zeros instead, which makes step() update those parameters.
   void zero_grad();
 
+  // torch's param_groups: a group's lr and weight_decay may be changed between steps; its params
+  // are fixed at construction (they index the per-parameter state).
   std::vector<Group>& param_groups() { return groups_; }
   const std::vector<Group>& param_groups() const { return groups_; }
   // The first group's lr (what a log shows; the groups of the trainers share it).
