@@ -96,9 +96,16 @@ MultiheadAttention::MultiheadAttention(int64_t E, int64_t H, double p, bool bias
   k_proj = register_module("k_proj", std::make_shared<Linear>(kdim < 0 ? E : kdim, E, bias));
   v_proj = register_module("v_proj", std::make_shared<Linear>(vdim < 0 ? E : vdim, E, bias));
   out_proj = register_module("out_proj", std::make_shared<Linear>(E, E, bias));
-  // PyTorch: xavier-uniform input projections, zero biases; out_proj keeps Linear's weight init.
+  // PyTorch's init. With kdim = vdim = embed_dim its three projections are one in_proj_weight
+  // [3E, E], Xavier-uniform over that matrix: U(-a, a), a = sqrt(6 / (E + 3E)). Otherwise each is
+  // Xavier-uniform on its own [E, kdim]. Biases zero; out_proj keeps Linear's weight init.
+  const bool packed = k_proj->in_features == E && v_proj->in_features == E;
+  const double packed_bound = std::sqrt(6.0 / double(E + 3 * E));
   for (auto& proj : {q_proj, k_proj, v_proj}) {
-    init::xavier_uniform_(proj->weight);
+    if (packed)
+      init::uniform_(proj->weight, -packed_bound, packed_bound);
+    else
+      init::xavier_uniform_(proj->weight);
     if (bias) init::zeros_(proj->bias);
   }
   if (bias) init::zeros_(out_proj->bias);

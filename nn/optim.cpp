@@ -1,106 +1,276 @@
 #include "nn/optim.h"
 
 #include <cmath>
+#include <set>
 
 #include "engine/backend.h"
 #include "engine/error.h"
 
 namespace qkv::nn {
 
-Optimizer::Optimizer(std::vector<Tensor> params, double lr)
-    : state_(params.size()), params_(std::move(params)), lr_(lr) {
-  for (size_t i = 0; i < params_.size(); ++i)
-    QKV_CHECK(params_[i].defined() && params_[i].requires_grad() && params_[i].is_leaf(),
-              "Optimizer", "parameter ", i, " is not a leaf that requires grad");
+namespace {
+
+std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
+  std::vector<ParamGroup> groups(1);
+  groups[0].params = std::move(params);
+  return groups;
+}
+
+std::string group_key(size_t g, const char* field) {
+  return "param_groups." + std::to_string(g) + "." + field;
+}
+
+std::string state_key(size_t i, const std::string& field) {
+  return "state." + std::to_string(i) + "." + field;
+}
+
+Tensor scalar_f64(double v) { return tensor({v}, {1}, {DType::f64}); }
+
+// Reads a one-element tensor as a double.
+double scalar_of(const Tensor& t, const std::string& key) {
+  QKV_CHECK(t.numel() == 1, "Optimizer::load_state_dict", "'", key, "' has shape ",
+            shape_str(t.shape()), ", expected one value");
+  return t.to(DType::f64).item();
+}
+
+int64_t count_of(const Tensor& t, const std::string& key) {
+  double v = scalar_of(t, key);
+  QKV_CHECK(v >= 0 && v == std::floor(v), "Optimizer::load_state_dict", "'", key, "' is ", v,
+            ", expected a count (a non-negative integer)");
+  return int64_t(v);
+}
+
+}  // namespace
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr, double weight_decay,
+                     std::string name)
+    : name_(std::move(name)) {
+  check_hyper(lr >= 0, "learning rate", lr, ">= 0");
+  check_hyper(weight_decay >= 0, "weight_decay", weight_decay, ">= 0");
+  std::set<TensorImpl*> seen;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    ParamGroup& in = groups[g];
+    Group group{.params = std::move(in.params),
+                .lr = in.lr.value_or(lr),
+                .weight_decay = in.weight_decay.value_or(weight_decay),
+                .initial_lr = 0};
+    group.initial_lr = group.lr;
+    check_hyper(group.lr >= 0, "learning rate", group.lr, ">= 0");
+    check_hyper(group.weight_decay >= 0, "weight_decay", group.weight_decay, ">= 0");
+    for (const Tensor& p : group.params) {
+      QKV_CHECK(p.defined() && p.requires_grad() && p.is_leaf(), name_, "parameter ",
+                params_.size(), " is not a leaf that requires grad");
+      QKV_CHECK(seen.insert(p.impl()).second, name_, "parameter ", params_.size(), " (group ", g,
+                ") is already in the optimizer; a parameter belongs to one group only");
+      params_.push_back(p);
+    }
+    groups_.push_back(std::move(group));
+  }
+  state_.resize(params_.size());
+}
+
+void Optimizer::check_hyper(bool ok, const char* what, double value, const char* rule) const {
+  QKV_CHECK(ok, name_, "invalid ", what, " ", value, " (must be ", rule, ")");
 }
 
 void Optimizer::zero_grad() {
   for (Tensor p : params_) p.zero_grad();
 }
 
+double Optimizer::lr() const { return groups_.empty() ? 0 : groups_[0].lr; }
+
+void Optimizer::set_lr(double lr) {
+  for (Group& g : groups_) g.lr = lr;
+}
+
+void Optimizer::scale_lr(double factor) {
+  for (Group& g : groups_) g.lr = g.initial_lr * factor;
+}
+
+int64_t Optimizer::step_count(size_t i) const {
+  QKV_CHECK(i < state_.size(), name_, "parameter index ", i, " out of range for ", state_.size(),
+            " parameters");
+  return state_[i].step;
+}
+
 StateDict Optimizer::state_dict() const {
   StateDict out;
-  out["step"] = tensor_i64({step_}, {1});
-  out["lr"] = tensor({lr_}, {1}, {DType::f64});
-  for (size_t i = 0; i < state_.size(); ++i)
-    for (const auto& [name, t] : state_[i])
-      out["state." + std::to_string(i) + "." + name] = t.detach().clone();
+  size_t i = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    std::vector<int64_t> indices;
+    for (size_t k = 0; k < groups_[g].params.size(); ++k) indices.push_back(int64_t(i++));
+    out[group_key(g, "lr")] = scalar_f64(groups_[g].lr);
+    out[group_key(g, "weight_decay")] = scalar_f64(groups_[g].weight_decay);
+    out[group_key(g, "params")] = tensor_i64(indices, {int64_t(indices.size())});
+  }
+  for (size_t p = 0; p < state_.size(); ++p) {
+    out[state_key(p, "step")] = tensor_i64({state_[p].step}, {1});
+    for (const auto& [name, t] : state_[p].buffers) out[state_key(p, name)] = t.detach().clone();
+  }
   return out;
 }
 
-void Optimizer::load_state_dict(const StateDict& state) {
-  auto get = [&](const std::string& key) {
-    auto it = state.find(key);
-    QKV_CHECK(it != state.end(), "Optimizer::load_state_dict", "missing key '", key, "'");
-    return it->second;
-  };
-  step_ = int64_t(get("step").item());
-  lr_ = get("lr").to(DType::f64).item();
-  NoGrad no_grad;
-  for (size_t i = 0; i < state_.size(); ++i)
-    for (auto& [name, t] : state_[i]) {
-      std::string key = "state." + std::to_string(i) + "." + name;
-      Tensor src = get(key);
-      QKV_CHECK(src.shape() == t.shape(), "Optimizer::load_state_dict", "'", key, "' has shape ",
-                shape_str(src.shape()), ", expected ", shape_str(t.shape()));
-      copy_(t, src.to(t.dtype()).to(t.device()));
-    }
+namespace {
+
+const Tensor& get(const StateDict& state, const std::string& key) {
+  auto it = state.find(key);
+  QKV_CHECK(it != state.end(), "Optimizer::load_state_dict", "missing key '", key, "'");
+  return it->second;
 }
 
+// The saved buffer for `key`, checked against the live one and converted to its dtype/device.
+Tensor buffer_from(const StateDict& state, const std::string& key, const Tensor& live) {
+  const Tensor& src = get(state, key);
+  QKV_CHECK(src.shape() == live.shape(), "Optimizer::load_state_dict", "'", key, "' has shape ",
+            shape_str(src.shape()), ", expected ", shape_str(live.shape()));
+  return src.to(live.dtype()).to(live.device());
+}
+
+}  // namespace
+
+void Optimizer::load_state_dict(const StateDict& state, const std::vector<Tensor>& legacy_order) {
+  if (state.count("step") && !state.count(group_key(0, "lr"))) {
+    load_legacy_state(state, legacy_order);
+    return;
+  }
+  QKV_CHECK(!state.count(group_key(groups_.size(), "lr")), "Optimizer::load_state_dict",
+            "the state has more than the ", groups_.size(), " parameter groups of this ", name_);
+  // Everything is read and checked into these first; the optimizer changes only at the end.
+  std::vector<std::pair<double, double>> group_values;  // lr, weight_decay
+  size_t first = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const std::string key = group_key(g, "params");
+    std::vector<int64_t> saved = get(state, key).to(DType::i64).to_vector<int64_t>();
+    std::vector<int64_t> expected;
+    for (size_t k = 0; k < groups_[g].params.size(); ++k) expected.push_back(int64_t(first + k));
+    QKV_CHECK(saved == expected, "Optimizer::load_state_dict", "'", key, "' holds ", saved.size(),
+              " parameters from index ", saved.empty() ? 0 : saved[0], "; group ", g, " of this ",
+              name_, " has ", expected.size(), " from index ", first);
+    first += expected.size();
+    group_values.emplace_back(
+        scalar_of(get(state, group_key(g, "lr")), group_key(g, "lr")),
+        scalar_of(get(state, group_key(g, "weight_decay")), group_key(g, "weight_decay")));
+  }
+  std::vector<ParamState> loaded(state_.size());
+  for (size_t p = 0; p < state_.size(); ++p) {
+    loaded[p].step = count_of(get(state, state_key(p, "step")), state_key(p, "step"));
+    for (const auto& [name, live] : state_[p].buffers)
+      loaded[p].buffers[name] = buffer_from(state, state_key(p, name), live);
+  }
+  NoGrad no_grad;
+  for (size_t g = 0; g < groups_.size(); ++g)
+    std::tie(groups_[g].lr, groups_[g].weight_decay) = group_values[g];
+  for (size_t p = 0; p < state_.size(); ++p) {
+    state_[p].step = loaded[p].step;
+    for (auto& [name, live] : state_[p].buffers) copy_(live, loaded[p].buffers[name]);
+  }
+}
+
+void Optimizer::load_legacy_state(const StateDict& state, const std::vector<Tensor>& order) {
+  const char* op = "Optimizer::load_state_dict";
+  // index_of[j] = the index in params_ of the parameter the old optimizer numbered j.
+  std::vector<size_t> index_of(params_.size());
+  if (order.empty()) {
+    for (size_t j = 0; j < params_.size(); ++j) index_of[j] = j;
+  } else {
+    QKV_CHECK(order.size() == params_.size(), op, "the single-group state's order has ",
+              order.size(), " parameters, this ", name_, " has ", params_.size());
+    for (size_t j = 0; j < order.size(); ++j) {
+      size_t i = 0;
+      while (i < params_.size() && params_[i].impl() != order[j].impl()) ++i;
+      QKV_CHECK(i < params_.size(), op, "parameter ", j,
+                " of the single-group state's order is "
+                "not in this ",
+                name_);
+      index_of[j] = i;
+    }
+  }
+  const int64_t step = count_of(get(state, "step"), "step");
+  const double lr = scalar_of(get(state, "lr"), "lr");
+  std::vector<std::map<std::string, Tensor>> loaded(params_.size());
+  for (size_t j = 0; j < params_.size(); ++j)
+    for (const auto& [name, live] : state_[index_of[j]].buffers)
+      loaded[index_of[j]][name] = buffer_from(state, state_key(j, name), live);
+  NoGrad no_grad;
+  set_lr(lr);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    state_[i].step = step;
+    for (auto& [name, live] : state_[i].buffers) copy_(live, loaded[i][name]);
+  }
+}
+
+// ---- SGD ---------------------------------------------------------------------------------------
+
 SGD::SGD(std::vector<Tensor> params, double lr, SGDOptions o)
-    : Optimizer(std::move(params), lr), options(o) {
+    : SGD(one_group(std::move(params)), lr, o) {}
+
+SGD::SGD(std::vector<ParamGroup> groups, double lr, SGDOptions o)
+    : Optimizer(std::move(groups), lr, o.weight_decay, "SGD"), options(o) {
+  check_hyper(o.momentum >= 0, "momentum", o.momentum, ">= 0");
   QKV_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "SGD",
             "nesterov needs momentum > 0 and zero dampening");
   if (o.momentum != 0)
     for (size_t i = 0; i < params_.size(); ++i)
-      state_[i]["momentum_buffer"] = zeros_like(params_[i]);
+      state_[i].buffers["momentum_buffer"] = zeros_like(params_[i]);
 }
 
 void SGD::step() {
   NoGrad no_grad;
-  ++step_;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& p = params_[i];
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    if (options.weight_decay != 0) g = add(g, mul(p, options.weight_decay));
+  for_each_gradient([&](const Group& group, size_t i, const Tensor& p, Tensor g) {
+    if (group.weight_decay != 0) g = add(g, mul(p, group.weight_decay));
     if (options.momentum != 0) {
-      Tensor& buf = state_[i]["momentum_buffer"];
-      // PyTorch starts the buffer at the first gradient itself (no dampening on step 1).
-      Tensor next = step_ == 1 ? g : add(mul(buf, options.momentum), mul(g, 1 - options.dampening));
+      Tensor& buf = state_[i].buffers["momentum_buffer"];
+      // The buffer starts as the parameter's first gradient (no dampening then), as in torch.
+      Tensor next =
+          state_[i].step == 1 ? g : add(mul(buf, options.momentum), mul(g, 1 - options.dampening));
       copy_(buf, next);
       g = options.nesterov ? add(g, mul(buf, options.momentum)) : buf;
     }
-    copy_(p, sub(p, mul(g, lr_)));
-  }
+    copy_(p, sub(p, mul(g, group.lr)));
+  });
 }
 
+// ---- Adam, AdamW -------------------------------------------------------------------------------
+
 Adam::Adam(std::vector<Tensor> params, double lr, AdamOptions o)
-    : Optimizer(std::move(params), lr), options(o) {
+    : Adam(one_group(std::move(params)), lr, o, false, "Adam") {}
+
+Adam::Adam(std::vector<ParamGroup> groups, double lr, AdamOptions o)
+    : Adam(std::move(groups), lr, o, false, "Adam") {}
+
+Adam::Adam(std::vector<ParamGroup> groups, double lr, AdamOptions o, bool decoupled,
+           std::string name)
+    : Optimizer(std::move(groups), lr, o.weight_decay, std::move(name)),
+      options(o),
+      decoupled_(decoupled) {
+  check_hyper(o.eps >= 0, "eps", o.eps, ">= 0");
+  check_hyper(o.beta1 >= 0 && o.beta1 < 1, "beta1", o.beta1, "in [0, 1)");
+  check_hyper(o.beta2 >= 0 && o.beta2 < 1, "beta2", o.beta2, "in [0, 1)");
   for (size_t i = 0; i < params_.size(); ++i) {
-    QKV_CHECK(params_[i].is_contiguous(), "Adam", "parameter ", i, " is not contiguous");
-    state_[i]["exp_avg"] = zeros_like(params_[i]);
-    state_[i]["exp_avg_sq"] = zeros_like(params_[i]);
+    QKV_CHECK(params_[i].is_contiguous(), name_, "parameter ", i, " is not contiguous");
+    state_[i].buffers["exp_avg"] = zeros_like(params_[i]);
+    state_[i].buffers["exp_avg_sq"] = zeros_like(params_[i]);
   }
 }
 
 void Adam::step() {
   NoGrad no_grad;
-  ++step_;
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& p = params_[i];
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    p.backend().adam_step(p, g.contiguous(), state_[i]["exp_avg"], state_[i]["exp_avg_sq"], lr_,
-                          options.beta1, options.beta2, options.eps, options.weight_decay,
-                          decoupled_, step_);
-  }
+  for_each_gradient([&](const Group& group, size_t i, const Tensor& p, const Tensor& g) {
+    auto& buffers = state_[i].buffers;
+    // Bias correction by the parameter's own step count (torch's state['step']).
+    p.backend().adam_step(p, g.contiguous(), buffers["exp_avg"], buffers["exp_avg_sq"], group.lr,
+                          options.beta1, options.beta2, options.eps, group.weight_decay, decoupled_,
+                          state_[i].step);
+  });
 }
 
 AdamW::AdamW(std::vector<Tensor> params, double lr, AdamOptions o)
-    : Adam(std::move(params), lr, o) {
-  decoupled_ = true;
-}
+    : Adam(one_group(std::move(params)), lr, o, true, "AdamW") {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, double lr, AdamOptions o)
+    : Adam(std::move(groups), lr, o, true, "AdamW") {}
+
+// ---- clip_grad_norm_ ---------------------------------------------------------------------------
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   NoGrad no_grad;
@@ -109,7 +279,8 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
     if (p.grad().defined()) total_sq += sum(square(p.grad().to(DType::f64))).item();
   double norm = std::sqrt(total_sq);
   double coef = max_norm / (norm + 1e-6);
-  if (coef < 1)
+  // !(coef >= 1) rather than coef < 1: a NaN norm spreads NaN into every gradient, as in torch.
+  if (!(coef >= 1))
     for (const Tensor& p : params)
       if (p.grad().defined()) copy_(p.grad(), mul(p.grad(), coef));
   return norm;

@@ -43,7 +43,12 @@ SinusoidalPositionalEncoding::SinusoidalPositionalEncoding(int64_t d, int64_t ma
 Tensor SinusoidalPositionalEncoding::forward(const Tensor& x, int64_t offset) {
   check_input(x, d_model, "SinusoidalPositionalEncoding");
   const int64_t T = x.size(1);
-  Tensor table = offset + T <= pe.size(0) ? pe : sinusoid_table(offset + T, d_model);
+  // The buffer is computed in float32; a float64 module (pe converted by Module::to) would only
+  // be float32-accurate, so float64 inputs get a table computed in float64.
+  const bool f64 = x.dtype() == DType::f64;
+  Tensor table = offset + T <= pe.size(0) && !f64
+                     ? pe
+                     : sinusoid_table(offset + T, d_model, f64 ? DType::f64 : DType::f32);
   table = table.narrow(0, offset, T);
   if (table.dtype() != x.dtype() || table.device() != x.device())
     table = table.to(x.dtype()).to(x.device());

@@ -20,8 +20,9 @@ class PositionalEncoding : public Module {
 // 10000^(2i/d)), odd columns cos of the same angle.
 Tensor sinusoid_table(int64_t n, int64_t d, DType dtype = DType::f32);
 
-// Fixed table kept as the buffer "pe" [max_len, D]; positions beyond it are computed on the fly,
-// so a model trained on short sequences still encodes longer ones.
+// Fixed table kept as the buffer "pe" [max_len, D] (float32); positions beyond it are computed on
+// the fly, so a model trained on short sequences still encodes longer ones. A float64 input gets a
+// table computed in float64 (not the float32 buffer converted), so a float64 model is exact here.
 class SinusoidalPositionalEncoding : public PositionalEncoding {
  public:
   SinusoidalPositionalEncoding(int64_t d_model, int64_t max_len = 512);

@@ -28,4 +28,9 @@ double LrSchedule::at(int64_t step) const {
   return min_lr + (lr - min_lr) * shape;
 }
 
+double LrSchedule::factor(int64_t step) const {
+  QKV_CHECK(lr > 0, "LrSchedule", "a factor needs lr > 0, got ", lr);
+  return at(step) / lr;
+}
+
 }  // namespace qkv::nn

@@ -22,6 +22,9 @@ struct LrSchedule {
   int64_t d_model = 512;  // noam only
 
   double at(int64_t step) const;
+  // at(step) / lr: the multiplier an optimizer's scale_lr applies to each group's own lr (what a
+  // torch LambdaLR lambda returns), so groups with other lrs follow the same curve.
+  double factor(int64_t step) const;
 };
 
 }  // namespace qkv::nn

@@ -133,6 +133,9 @@ Tensor avg_pool2d(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t 
   if (stride < 0) stride = kernel_size;
   const Window2d w = square_window(kernel_size, stride, padding);
   const auto [Ho, Wo] = output_size(x, w, op);
+  // PyTorch's limit too: a window wider in padding than in input would average mostly zeros.
+  QKV_CHECK(padding * 2 <= kernel_size, op, "padding ", padding, " exceeds half the kernel ",
+            kernel_size);
   const int64_t N = x.size(0), C = x.size(1), L = Ho * Wo, kk = kernel_size * kernel_size;
   // Zero padding counted in the mean: PyTorch's count_include_pad=True.
   Tensor cols = im2col(detail::contiguous_data(x), w, L);

@@ -157,6 +157,47 @@ BOOST_AUTO_TEST_CASE(sinusoidal_values_and_beyond_max_len) {
   check_error([&] { learned.forward(zeros({1, 3, 4})); }, {"exceed max_len 2"});
 }
 
+// A float64 module's sinusoidal table is the formula in float64 (not the float32 buffer widened),
+// inside max_len and beyond it: each entry within 1e-15 of std::sin / std::cos in double.
+BOOST_AUTO_TEST_CASE(sinusoidal_in_float64_is_float64_accurate) {
+  SinusoidalPositionalEncoding pe(6, 4);
+  pe.to(DType::f64);
+  for (int64_t T : {3, 7}) {  // within max_len 4, and past it
+    Tensor y = pe.forward(zeros({1, T, 6}, {DType::f64}));
+    BOOST_REQUIRE(y.dtype() == DType::f64);
+    std::vector<double> expected;
+    for (int64_t p = 0; p < T; ++p)
+      for (int64_t i = 0; i < 6; i += 2) {
+        double angle = double(p) / std::pow(10000.0, double(i) / 6.0);
+        expected.push_back(std::sin(angle));
+        expected.push_back(std::cos(angle));
+      }
+    check_values(y, expected, 1e-15);
+  }
+}
+
+// torch.nn.MultiheadAttention(64, 4): q, k, v are rows of one in_proj_weight [192, 64],
+// Xavier-uniform over it, bound sqrt(6 / (64 + 192)) = 0.1531 (torch 1.13 draws max |w| 0.15308);
+// with kdim 32, vdim 16 each projection is Xavier-uniform alone: sqrt(6 / (64 + kdim)).
+BOOST_AUTO_TEST_CASE(multihead_attention_init_bounds_are_torchs) {
+  auto check_bound = [](const Tensor& w, double bound) {
+    const double top = amax(abs(w)).item();
+    BOOST_CHECK_LE(top, bound);
+    BOOST_CHECK_GT(top, 0.95 * bound);  // >= 1024 draws come close to the edge
+  };
+  MultiheadAttention packed(64, 4);
+  for (const auto& proj : {packed.q_proj, packed.k_proj, packed.v_proj}) {
+    check_bound(proj->weight, std::sqrt(6.0 / 256.0));
+    BOOST_CHECK_EQUAL(amax(abs(proj->bias)).item(), 0.0);
+  }
+  check_bound(packed.out_proj->weight, 1 / std::sqrt(64.0));  // Linear's default
+  BOOST_CHECK_EQUAL(amax(abs(packed.out_proj->bias)).item(), 0.0);
+  MultiheadAttention separate(64, 4, 0.0, true, 32, 16);
+  check_bound(separate.q_proj->weight, std::sqrt(6.0 / 128.0));
+  check_bound(separate.k_proj->weight, std::sqrt(6.0 / 96.0));
+  check_bound(separate.v_proj->weight, std::sqrt(6.0 / 80.0));
+}
+
 BOOST_AUTO_TEST_CASE(rope_scores_depend_on_distance_only) {
   RotaryEmbedding rope(4);
   // The same vector at every position: rotated dot products depend only on t - s.

@@ -8,6 +8,7 @@
 #include "nn/conv.h"
 #include "nn/loss.h"
 #include "nn/pooling.h"
+#include "nn/transformer.h"
 #include "tests/engine/helpers.h"
 
 using namespace qkv;
@@ -113,6 +114,40 @@ BOOST_AUTO_TEST_CASE(losses_by_formula) {
   BOOST_CHECK_CLOSE(got[0], 30.0, 1e-4);  // stable where sigmoid underflows
   BOOST_CHECK_CLOSE(got[1], bce(0.5, 0), 1e-4);
   BOOST_CHECK_SMALL(got[2], 1e-9);
+}
+
+// The differences from torch 1.13 that docs/NN.md lists as deliberate.
+BOOST_AUTO_TEST_CASE(torch_differences_on_purpose) {
+  // A mean over targets that are all ignore_index is 0 with zero gradients (torch: NaN).
+  Tensor logits = tensor({0.5, -1, 2, 0.1, 0.2, 0.3}, {2, 3}).requires_grad_();
+  Tensor all_ignored = tensor_i64({-100, -100}, {2});
+  for (double smoothing : {0.0, 0.1}) {
+    logits.zero_grad();
+    Tensor loss = cross_entropy(logits, all_ignored, -100, smoothing);
+    BOOST_CHECK_EQUAL(loss.item(), 0.0);
+    loss.backward();
+    check_values(logits.grad(), std::vector<double>(6, 0.0), 0);
+  }
+  BOOST_CHECK_EQUAL(nll_loss(log_softmax(logits, 1), all_ignored).item(), 0.0);
+  // Pooling sizes are floor mode: 5x5 with kernel 2 gives 2x2 (torch's ceil_mode=True: 3x3).
+  Tensor x = zeros({1, 1, 5, 5});
+  BOOST_CHECK(max_pool2d(x, 2).shape() == (Shape{1, 1, 2, 2}));
+  BOOST_CHECK(avg_pool2d(x, 2).shape() == (Shape{1, 1, 2, 2}));
+  // torch's limit on padding holds for both ("pad should be at most half of kernel size").
+  check_error([&] { avg_pool2d(x, 2, 2, 2); }, {"avg_pool2d: padding 2 exceeds half the kernel 2"});
+  check_error([&] { max_pool2d(x, 2, 2, 2); }, {"max_pool2d: padding 2 exceeds half the kernel 2"});
+  // Toy-sized transformer defaults (torch: dim_feedforward 2048); torch's other defaults hold.
+  TransformerLayerOptions o;
+  BOOST_CHECK_EQUAL(o.dim_feedforward, 256);
+  BOOST_CHECK_EQUAL(o.dropout, 0.1);
+  BOOST_CHECK_EQUAL(o.activation, "relu");
+  BOOST_CHECK(!o.norm_first);
+  TransformerEncoderLayer layer(o);
+  BOOST_CHECK_EQUAL(layer.norm1->eps, 1e-5);
+  // A final LayerNorm exactly for pre-norm stacks (torch: whatever `norm` is passed).
+  BOOST_CHECK(!TransformerEncoder(o, 1).norm && !TransformerDecoder(o, 1).norm);
+  o.norm_first = true;
+  BOOST_CHECK(TransformerEncoder(o, 1).norm && TransformerDecoder(o, 1).norm);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -68,15 +68,41 @@ BOOST_AUTO_TEST_CASE(buffers_are_in_state_dict_not_parameters) {
   BOOST_CHECK(s.count("running_mean") && s.count("running_var") && s.count("num_batches_tracked"));
 }
 
-BOOST_AUTO_TEST_CASE(embedding_padding_row_stays_zero) {
+// torch.nn.Embedding(padding_idx): the padding row starts at zero and gets no gradient, but the
+// forward returns the row as stored, so a checkpoint whose padding row is not zero gives torch's
+// output (torch 1.13: Embedding(3, 2, padding_idx=1) with weight[1] = [5, 6] embeds id 1 as [5,
+// 6]).
+BOOST_AUTO_TEST_CASE(embedding_padding_row_is_returned_as_stored_and_gets_no_gradient) {
   Embedding emb(5, 3, 0);
+  check_values(emb.weight.narrow(0, 0, 1), {0, 0, 0}, 0);
+  {
+    NoGrad no_grad;
+    copy_(emb.weight.narrow(0, 0, 1), tensor({5, 6, 7}, {1, 3}));
+  }
   Tensor ids = tensor_i64({0, 2, 0, 4}, {2, 2});
   Tensor y = emb.forward(ids);
-  check_values(y.narrow(0, 0, 1).narrow(1, 0, 1), {0, 0, 0});
-  sum(y).backward();
+  check_values(y.narrow(0, 0, 1).narrow(1, 0, 1), {5, 6, 7}, 0);
+  check_values(y.narrow(0, 1, 1).narrow(1, 0, 1), {5, 6, 7}, 0);
+  check_values(y.narrow(0, 0, 1).narrow(1, 1, 1), emb.weight.narrow(0, 2, 1).to_vector<double>(),
+               0);
+  sum(mul(y, 3.0)).backward();
   std::vector<double> g = emb.weight.grad().to_vector<double>();
-  BOOST_CHECK_EQUAL(g[0] + g[1] + g[2], 0.0);  // padding row: no gradient
-  BOOST_CHECK_EQUAL(g[2 * 3], 1.0);            // row 2 used once
+  for (int k = 0; k < 3; ++k) {
+    BOOST_CHECK_EQUAL(g[size_t(k)], 0.0);          // padding row, used twice: no gradient
+    BOOST_CHECK_EQUAL(g[size_t(2 * 3 + k)], 3.0);  // row 2 used once
+    BOOST_CHECK_EQUAL(g[size_t(1 * 3 + k)], 0.0);  // row 1 unused
+  }
+}
+
+// torch counts a negative padding_idx from the end and refuses one outside [-num, num).
+BOOST_AUTO_TEST_CASE(embedding_negative_padding_idx_counts_from_the_end) {
+  Embedding emb(4, 2, -1);
+  BOOST_REQUIRE(emb.padding_idx.has_value());
+  BOOST_CHECK_EQUAL(*emb.padding_idx, 3);
+  check_values(emb.weight.narrow(0, 3, 1), {0, 0}, 0);
+  BOOST_CHECK(!Embedding(4, 2).padding_idx.has_value());
+  check_error([] { Embedding(4, 2, 4); }, {"padding_idx 4 out of range for 4 embeddings"});
+  check_error([] { Embedding(4, 2, -5); }, {"padding_idx -5 out of range", "-4 .. 3"});
 }
 
 BOOST_AUTO_TEST_CASE(linear_init_matches_pytorch_bounds) {

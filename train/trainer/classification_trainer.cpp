@@ -64,7 +64,7 @@ TrainResult train_classification(const Config& config, RunMode mode) {
   Classifier k = make_classifier(config, data);
   nn::Module& model = k.module();
 
-  auto opt = make_optimizer(config, model.parameters());
+  auto opt = make_optimizer(config, model);
   nn::LrSchedule schedule = make_schedule(config);
   TrainerState state;
   // A resume that cannot go on (other data, a damaged checkpoint) fails before the run's files

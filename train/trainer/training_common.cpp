@@ -8,6 +8,7 @@
 #include "engine/autograd.h"
 #include "engine/error.h"
 #include "engine/random.h"
+#include "nn/param_groups.h"
 #include "nn/safetensors.h"
 #include "train/atomic_file.h"
 #include "train/checkpoint_dir.h"
@@ -100,14 +101,16 @@ nn::LrSchedule make_schedule(const Config& c) {
   return s;
 }
 
-std::unique_ptr<nn::Optimizer> make_optimizer(const Config& c, std::vector<Tensor> params) {
+std::unique_ptr<nn::Optimizer> make_optimizer(const Config& c, const nn::Module& model) {
+  // Biases, norm weights and embedding tables get no weight decay (nn/param_groups.h).
+  std::vector<nn::ParamGroup> groups = nn::weight_decay_groups(model, c.weight_decay);
   if (c.optimizer == "sgd")
     return std::make_unique<nn::SGD>(
-        std::move(params), c.lr, nn::SGDOptions{.momentum = 0.9, .weight_decay = c.weight_decay});
+        std::move(groups), c.lr,
+        nn::SGDOptions{.momentum = 0.9, .dampening = 0, .weight_decay = 0, .nesterov = false});
   return std::make_unique<nn::AdamW>(
-      std::move(params), c.lr,
-      nn::AdamOptions{
-          .beta1 = c.beta1, .beta2 = c.beta2, .eps = 1e-8, .weight_decay = c.weight_decay});
+      std::move(groups), c.lr,
+      nn::AdamOptions{.beta1 = c.beta1, .beta2 = c.beta2, .eps = 1e-8, .weight_decay = 0});
 }
 
 void save_checkpoint(const RunDir& run, const nn::Module& model, const nn::Optimizer& opt,
@@ -132,7 +135,9 @@ TrainerState load_checkpoint(const RunDir& run, nn::Module& model, nn::Optimizer
             " has no checkpoint (trainer_state.json) to resume from; a run stopped before its "
             "first checkpoint starts again with --overwrite");
   model.load_state_dict(nn::load_safetensors(run.file("model.safetensors")).tensors);
-  opt.load_state_dict(nn::load_safetensors(run.file("optimizer.safetensors")).tensors);
+  // A checkpoint from before parameter groups numbered the parameters in model.parameters() order.
+  opt.load_state_dict(nn::load_safetensors(run.file("optimizer.safetensors")).tensors,
+                      model.parameters());
   return parse_trainer_state(read_file(state_path, "--resume"), state_path);
 }
 

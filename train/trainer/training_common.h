@@ -23,7 +23,9 @@ nn::LrSchedule make_schedule(const Config& config);
 // --precision ("fp32" or "bf16") as the dtype of an Autocast scope (engine/autocast.h). A run
 // trains, validates and tests under it; its parameters and checkpoints stay float32.
 DType compute_dtype(const std::string& precision);
-std::unique_ptr<nn::Optimizer> make_optimizer(const Config& config, std::vector<Tensor> params);
+// AdamW or SGD (momentum 0.9) over the two groups of nn::weight_decay_groups: --weight-decay on
+// the weight matrices and kernels, none on biases, norm weights and embedding tables.
+std::unique_ptr<nn::Optimizer> make_optimizer(const Config& config, const nn::Module& model);
 
 // Everything besides the weights that a resumed run needs, written last so that a checkpoint is
 // only "there" once its tensors are.

@@ -35,7 +35,7 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
       if (state.step >= config.steps || stop) break;
       ++state.step;
       task.load_batch(indices);
-      opt.set_lr(schedule.at(state.step));
+      opt.scale_lr(schedule.factor(state.step));  // every parameter group follows the schedule
 
       if (config.trace && state.step == first_step)
         trace_attention(task.attention_stats(), state.step, run);

@@ -104,7 +104,7 @@ TrainResult train_translation(const Config& config, RunMode mode) {
   t.model = std::make_shared<models::Seq2SeqTransformer>(t.model_config);
   if (!t.device.is_cpu()) t.model->to(t.device);
 
-  auto opt = make_optimizer(config, t.model->parameters());
+  auto opt = make_optimizer(config, *t.model);
   nn::LrSchedule schedule = make_schedule(config);
   TrainerState state;
   // A resume that cannot go on (other data, a damaged checkpoint) fails before the run's files
