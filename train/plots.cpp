@@ -31,8 +31,8 @@ KeyLabels key_label_layout(const std::vector<std::string>& labels, int cell) {
     return k;
   };
   KeyLabels big = layout(2);
-  // twice the font when rows of cells are tall enough for it and the keys fit in two rows
-  if (cell >= text_height(2) + 2 && big.tiers <= 2) return big;
+  // twice the font when rows of cells are tall enough for it and the keys fit in three rows
+  if (cell >= text_height(2) + 2 && big.tiers <= 3) return big;
   return layout(1);
 }
 

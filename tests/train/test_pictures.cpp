@@ -237,6 +237,9 @@ BOOST_AUTO_TEST_CASE(a_metric_gets_its_own_linear_axis_beside_a_log_loss) {
   BOOST_TEST(orange_near(px(250), pr(0.645)));
   BOOST_TEST(orange_near(px(1500), pr(0.985)));
   BOOST_TEST(pr(0.645) - pr(0.985) >= 0.8 * (layout.y1 - layout.y0));
+  // The legend moved out of the way: the last segment, which ends in the top-right corner, shows.
+  BOOST_TEST(orange_near(px(1400), pr(0.97 + 0.015 * 150 / 250)));
+  BOOST_TEST(has_text(img, "loss"));  // the legend is there, somewhere
   BOOST_TEST(has_text(img, "valid_exact_match", 1, kBlack, true));  // the right axis's title
   BOOST_TEST(has_text(img, "training loss (log scale)", 1, kBlack, true));
   BOOST_TEST(has_text(img, "valid_exact_match (right axis)"));  // the legend says which axis
@@ -295,6 +298,11 @@ BOOST_AUTO_TEST_CASE(attention_maps_have_axis_titles_and_readable_keys) {
   BOOST_TEST(has_text(img, "<s>", 2));
   BOOST_TEST(has_text(img, "a", 2));                   // the query labels too
   BOOST_TEST(!has_text(img, "<s>", 1, kBlack, true));  // not turned on its side
+
+  // Six tokens of five letters: still twice the font size, in three staggered rows.
+  std::vector<std::string> six{"[CLS]", "<unk>", "A", "w13", "B", "<pad>"};
+  Image words = attention_heatmap(std::vector<float>(36, 1.0f / 6), six, six, "encoder.1.self");
+  for (const auto& t : six) BOOST_TEST(has_text(words, t, 2), "token " << t);
 
   // Many tokens wider than their column: staggered rows, every label whole and untouched.
   std::vector<std::string> many, rows{"r0", "r1", "r2"};
@@ -390,6 +398,14 @@ BOOST_AUTO_TEST_CASE(a_block_panel_shows_image_map_overlay_and_channel_bars) {
   flat.spatial[3] = 0.51f;
   Image flat_panel = attention_block_panel(title, test_input(), flat);
   BOOST_TEST(has_text(flat_panel, "nearly constant: 0.500 to 0.510", 1, Color{200, 40, 40}));
+  // The overlay uses the gate's scale too: over the input's black pixels a flat map blends to
+  // half of colormap(0.5); stretched to its own range it would reach half of colormap(0).
+  auto half = [](Color c) {
+    return Color{uint8_t(std::lround(0.5 * c.r)), uint8_t(std::lround(0.5 * c.g)),
+                 uint8_t(std::lround(0.5 * c.b))};
+  };
+  BOOST_TEST(rows_of(flat_panel, half(colormap(0.5))).first >= 0);
+  BOOST_TEST(rows_of(flat_panel, half(colormap(0.0))).first < 0);
 
   BlockAttention se = cbam;  // SE: channel weights, no spatial map
   se.spatial.clear(), se.spatial_h = se.spatial_w = 0;
