@@ -1,9 +1,12 @@
 #include "train/trainer/classification_pictures.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "engine/error.h"
 #include "engine/ops.h"
+#include "train/attention_panel.h"
 #include "train/plots.h"
 #include "train/png.h"
 
@@ -13,39 +16,65 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> se_charts(const Classifier& k, const ClassifierBatch& b,
-                                   const std::string& dir) {
-  std::vector<std::string> written;
-  auto weights = k.cnn->se_weights();
-  for (size_t i = 0; i < weights.size(); ++i) {
-    if (!weights[i].defined()) continue;
-    // [B, C] -> the mean over the batch: what each channel gets on average
-    std::vector<float> mean_c = mean(weights[i], {0}).contiguous().to_vector<float>();
-    std::string path = (fs::path(dir) / ("se_block" + std::to_string(i) + ".png")).string();
-    bar_chart_png(path, std::vector<double>(mean_c.begin(), mean_c.end()), {},
-                  {.title = "SE channel weights, block " + std::to_string(i) + " (mean over " +
-                            std::to_string(b.labels.size(0)) + " test images)",
-                   .x_label = "channel",
-                   .y_label = "weight"});
-    written.push_back(path);
-  }
-  return written;
+std::string label_name(const ClassificationSet& set, int64_t label) {
+  return label >= 0 && size_t(label) < set.labels.size() ? set.labels[size_t(label)]
+                                                         : std::to_string(label);
 }
 
-std::vector<std::string> cbam_overlays(const Classifier& k, const ClassifierBatch& b,
-                                       const std::string& dir) {
+// "predicted Sneaker (p = 0.93), true Sneaker" for the batch's first example.
+std::string prediction_title(const ClassificationSet& set, const Tensor& logits,
+                             int64_t true_label) {
+  std::vector<float> p =
+      softmax(logits.narrow(0, 0, 1), -1).to(Device::cpu()).contiguous().to_vector<float>();
+  const size_t best = size_t(std::max_element(p.begin(), p.end()) - p.begin());
+  char prob[32];
+  std::snprintf(prob, sizeof prob, " (p = %.2f)", double(p[best]));
+  return "predicted " + label_name(set, int64_t(best)) + prob + ", true " +
+         label_name(set, true_label);
+}
+
+std::vector<double> row0(const Tensor& t) {  // [B, ...] -> the first example's values
+  std::vector<float> v = t.narrow(0, 0, 1).to(Device::cpu()).contiguous().to_vector<float>();
+  return {v.begin(), v.end()};
+}
+
+// One panel per block with SE or CBAM: the batch's first image, its spatial map (CBAM), and its
+// channel weights beside their mean over the batch.
+std::vector<std::string> cnn_block_panels(const Classifier& k, const ClassificationSet& set,
+                                          const ClassifierBatch& b, const Tensor& logits,
+                                          int64_t true_label, const std::string& caption,
+                                          const std::string& dir) {
+  PanelInput input;
+  input.height = int(b.inputs.size(2)), input.width = int(b.inputs.size(3));
+  std::vector<double> first = row0(b.inputs);  // channel 0 of the first image
+  input.gray.assign(first.begin(), first.begin() + input.height * input.width);
+  input.caption = caption;
+  const std::string title = prediction_title(set, logits, true_label);
+  const size_t blocks = k.cnn->blocks.size();
   std::vector<std::string> written;
-  const int h = int(b.inputs.size(2)), w = int(b.inputs.size(3));
-  std::vector<float> all = b.inputs.contiguous().to_vector<float>();
-  std::vector<float> image(all.begin(), all.begin() + h * w);  // the first image of the batch
-  auto maps = k.cnn->cbam_spatial_maps();
-  for (size_t i = 0; i < maps.size(); ++i) {
-    if (!maps[i].defined()) continue;
-    const int mh = int(maps[i].size(-2)), mw = int(maps[i].size(-1));
-    std::vector<float> m = maps[i].contiguous().to_vector<float>();
-    std::vector<float> heat(m.begin(), m.begin() + mh * mw);
-    std::string path = (fs::path(dir) / ("cbam_block" + std::to_string(i) + ".png")).string();
-    write_png(path, overlay_heatmap_on_image(image, h, w, heat, mh, mw));
+  for (size_t i = 0; i < blocks; ++i) {
+    const auto& block = *k.cnn->blocks[i];
+    if (!block.se && !block.cbam) continue;
+    const Tensor& weights = block.se ? block.se->last_weights : block.cbam->last_channel_weights;
+    BlockAttention a;
+    a.channel_weights = row0(weights);
+    std::vector<float> mean_c =
+        mean(weights, {0}).to(Device::cpu()).contiguous().to_vector<float>();
+    a.channel_means.assign(mean_c.begin(), mean_c.end());
+    a.means_of = std::to_string(weights.size(0)) + " test images";
+    a.heading = "block " + std::to_string(i) + " of " + std::to_string(blocks) + ": " +
+                (block.se ? "SE" : "CBAM") + ", " + std::to_string(a.channel_weights.size()) +
+                " channels";
+    if (block.cbam) {
+      const Tensor& map = block.cbam->last_spatial_map;  // [B, H, W]
+      a.spatial_h = int(map.size(-2)), a.spatial_w = int(map.size(-1));
+      std::vector<double> m = row0(map);
+      a.spatial.assign(m.begin(), m.end());
+      a.heading += " at " + std::to_string(a.spatial_h) + "x" + std::to_string(a.spatial_w);
+    }
+    const std::string name = (block.se ? "se_block" : "cbam_block") + std::to_string(i) + ".png";
+    const std::string path = (fs::path(dir) / name).string();
+    write_png(path, attention_block_panel(title, input, a));
     written.push_back(path);
   }
   return written;
@@ -94,13 +123,11 @@ std::vector<std::string> write_classifier_pictures(const Classifier& k,
   std::vector<std::string> written;
   const std::string attention_dir = (fs::path(out_dir) / "attention").string();
   if (k.cnn) {
-    std::vector<size_t> batch;  // the example first: the CBAM overlays show the batch's first
+    std::vector<size_t> batch;  // the example first: the panels show the batch's first
     for (size_t i = index; i < std::min(examples.size(), index + 256); ++i) batch.push_back(i);
     ClassifierBatch b = make_classifier_batch(set, examples, batch, k.config.max_len);
-    k.forward(b);
-    auto se = se_charts(k, b, out_dir), cbam = cbam_overlays(k, b, out_dir);
-    written.insert(written.end(), se.begin(), se.end());
-    written.insert(written.end(), cbam.begin(), cbam.end());
+    Tensor logits = k.forward(b);
+    written = cnn_block_panels(k, set, b, logits, examples[index].label, caption, out_dir);
   } else if (k.vit) {
     ClassifierBatch b = make_classifier_batch(set, examples, {index}, k.config.max_len);
     k.vit->set_record_attention(true);

@@ -1,6 +1,9 @@
 // What a trained classifier looks at, as PNG files in the run folder:
-//   CNN + SE:   se_block<i>.png, the mean channel weights of block i over a batch of test images
-//   CNN + CBAM: cbam_block<i>.png, block i's spatial attention over the first test image
+//   CNN + SE:   se_block<i>.png, one panel per block for the first test image: the image and
+//               block i's channel weights for it (bars) beside their mean over a batch of test
+//               images, titled with the predicted label, its probability and the true label
+//   CNN + CBAM: cbam_block<i>.png, the same panel with block i's spatial attention as a heatmap
+//               (colour bar, min and max) and laid over the image
 //   text, ViT:  attention/encoder.<i>.self.png, every head of layer i for the first test example
 #pragma once
 
@@ -18,8 +21,8 @@ std::vector<std::string> write_classifier_pictures(const Classifier& k,
                                                    const std::string& run_dir);
 
 // The pictures of `examples[index]` (an image's row in set.pixels, or token ids) in out_dir,
-// `caption` naming it in the titles. SE bars average over the batch of up to 256 examples
-// starting there. Used by `qkv attention` on classifier runs.
+// `caption` naming it in the titles. The channel weights' means are over the batch of up to 256
+// examples starting there. Used by `qkv attention` on classifier runs.
 std::vector<std::string> write_classifier_pictures(const Classifier& k,
                                                    const ClassificationSet& set,
                                                    const std::vector<Example>& examples,

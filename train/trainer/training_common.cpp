@@ -173,10 +173,12 @@ bool finish_evaluation(const Config& config, RunDir& run, ProgressBar& bar, cons
   run.log(line);
   state.generator_offset = default_generator().offset();
   save_checkpoint(run, model, opt, state);
-  if (config.pictures)
-    loss_curve_png(run.file("loss.png"),
-                   read_metric_series(run.file("metrics.jsonl"), {"loss", valid_key}),
-                   {.title = curve_title, .y_label = "", .log_y = true});
+  if (config.pictures) {
+    auto curves = read_metric_series(run.file("metrics.jsonl"), {"loss", valid_key});
+    curves[1].right_axis = true;  // a metric in [0, 1], on its own linear axis beside the log loss
+    loss_curve_png(run.file("loss.png"), curves,
+                   {.title = curve_title, .y_label = "training loss", .log_y = true});
+  }
   bool stop = false;
   if (!stop_reason.empty()) {
     bar.message(stop_reason);
