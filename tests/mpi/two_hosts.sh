@@ -4,7 +4,7 @@
 # way it runs across two machines. mpirun runs in the first namespace and starts the second rank
 # through a launch agent that enters the second namespace where a cluster would ssh to the
 # second machine; the file system is shared, as on a cluster with a shared home.
-#   two_hosts.sh TEST_MPI MPIRUN MPI_VERSION_STRING
+#   two_hosts.sh TEST_MPI MPIRUN MPIRUN_VERSION_LINE
 # Exits 77 (ctest: skipped) where namespaces cannot be created (no CAP_SYS_ADMIN, no `ip`) or the
 # MPI is not OpenMPI (the launch agent and --mca options are OpenMPI's).
 test_mpi=$1
@@ -12,7 +12,7 @@ mpirun=$2
 version=$3
 
 case $version in
-  *"Open MPI"*) ;;
+  *"Open MPI"* | *OpenRTE*) ;;
   *) echo "SKIPPED: the two-host test drives OpenMPI's launcher; this MPI is: $version"; exit 77 ;;
 esac
 command -v ip >/dev/null || { echo "SKIPPED: no ip command (iproute2)"; exit 77; }
