@@ -1,6 +1,6 @@
 #!/bin/sh
 # A rank that dies (SIGKILL) or fails (an exception) ends the whole 3-rank job, which exits
-# non-zero with a line naming that rank - and does not hang: `timeout` gives the job 60 s, where
+# non-zero with a line naming that rank (MPICH's launcher names its PID) - and does not hang: `timeout` gives the job 60 s, where
 # it takes a few seconds, so a hang fails the test (exit 124) instead of stalling ctest.
 #   peer_failure.sh MPI_PEER_FAILURE NUMPROC_FLAG MPIRUN [MPIRUN_FLAGS...]
 binary=$1
@@ -19,7 +19,14 @@ for mode in kill throw; do
     status=1
   fi
   case $mode in
-    kill) pattern='rank 1 with PID [0-9]+ on node .* exited on signal 9' ;;
+    kill)
+      # OpenMPI names the rank; MPICH names the PID, which the ranks printed at start
+      pattern='rank 1 with PID [0-9]+ on node .* exited on signal 9'
+      pid=$(printf '%s\n' "$out" | sed -n 's/^= *PID \([0-9]*\) RUNNING AT.*/\1/p' | head -1)
+      if [ -n "$pid" ] && printf '%s\n' "$out" | grep -q "^mpi_peer_failure: rank 1 of 3 is pid $pid\$"; then
+        pattern="PID $pid RUNNING AT"
+      fi
+      ;;
     throw) pattern='^qkv: rank 1 of 3: mpi_peer_failure: gave up on purpose at step 5$' ;;
   esac
   if ! printf '%s\n' "$out" | grep -Eq "$pattern"; then
