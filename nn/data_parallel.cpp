@@ -1,6 +1,5 @@
 #include "nn/data_parallel.h"
 
-#include <algorithm>
 #include <optional>
 #include <unordered_set>
 #include <utility>
@@ -34,6 +33,7 @@ DataParallel::DataParallel(std::vector<Tensor> parameters, std::shared_ptr<Proce
   }
   // Reverse order: backward reaches the last parameters first.
   bucket_of_.resize(parameters_.size());
+  slot_of_.resize(parameters_.size());
   size_t bytes = 0;
   for (size_t i = parameters_.size(); i-- > 0;) {
     const Tensor& p = parameters_[i];
@@ -44,6 +44,7 @@ DataParallel::DataParallel(std::vector<Tensor> parameters, std::shared_ptr<Proce
       buckets_.emplace_back();
       bytes = 0;
     }
+    slot_of_[i] = buckets_.back().parameters.size();
     buckets_.back().parameters.push_back(i);
     buckets_.back().numel += p.numel();
     bytes += size_t(p.numel()) * dtype_size(p.dtype());
@@ -125,11 +126,9 @@ void DataParallel::on_gradient_ready(const Tensor& leaf) {
   auto found = index_of_.find(leaf.impl());
   if (found == index_of_.end()) return;  // a leaf that is not one of ours (an input)
   size_t i = found->second, b = bucket_of_[i];
-  const auto& members = buckets_[b].parameters;
-  size_t slot = size_t(std::find(members.begin(), members.end(), i) - members.begin());
   BucketState& s = state_[b];
-  if (s.ready[slot]) return;
-  s.ready[slot] = true;
+  if (s.ready[slot_of_[i]]) return;
+  s.ready[slot_of_[i]] = true;
   ++s.ready_count;
   while (next_to_start_ < buckets_.size() &&
          state_[next_to_start_].ready_count == buckets_[next_to_start_].parameters.size())

@@ -90,6 +90,7 @@ class DataParallel {
   std::vector<Bucket> buckets_;
   std::unordered_map<TensorImpl*, size_t> index_of_;  // parameter -> its position
   std::vector<size_t> bucket_of_;                     // parameter position -> its bucket
+  std::vector<size_t> slot_of_;                       // ... and its place in the bucket
 
   // State of one backward().
   struct BucketState;
