@@ -207,14 +207,22 @@ class MpiProcessGroup final : public ProcessGroup {
  public:
   MpiProcessGroup() {
     int initialized = 0;
-    MPI_Initialized(&initialized);
+    check_mpi(MPI_Initialized(&initialized), "process group", "MPI_Initialized", where_);
+    int provided = 0;
     if (!initialized) {
-      int provided = 0;
-      // An error here has no communicator to return through: MPI reports it and aborts.
-      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+      // An error here has no communicator to return through yet: MPI reports it and aborts.
+      check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "process group",
+                "MPI_Init_thread", where_);
       owns_mpi_ = true;
+    } else {
+      check_mpi(MPI_Query_thread(&provided), "process group", "MPI_Query_thread", where_);
     }
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    // The thread pool's workers exist alongside the thread that calls MPI.
+    QKV_CHECK(provided >= MPI_THREAD_FUNNELED, "process group", "this MPI provides thread level ",
+              provided,
+              " only; qkv needs MPI_THREAD_FUNNELED (MPI calls from one thread among several)");
+    check_mpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "process group",
+              "MPI_Comm_set_errhandler", where_);
     check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "process group", "MPI_Comm_dup", where_);
     check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "process group",
               "MPI_Comm_set_errhandler", where_);
