@@ -4,12 +4,13 @@
 # way it runs across two machines. mpirun runs in the first namespace and starts the second rank
 # through a launch agent that enters the second namespace where a cluster would ssh to the
 # second machine; the file system is shared, as on a cluster with a shared home.
-#   two_hosts.sh TEST_MPI MPIRUN MPIRUN_VERSION_LINE
+#   two_hosts.sh MPIRUN MPIRUN_VERSION_LINE PROGRAM [ARGS...]
+# runs PROGRAM with one rank on each host (ctest: the MPI suite; by hand, e.g. bench_allreduce).
 # Exits 77 (ctest: skipped) where namespaces cannot be created (no CAP_SYS_ADMIN, no `ip`) or the
 # MPI is not OpenMPI (the launch agent and --mca options are OpenMPI's).
-test_mpi=$1
-mpirun=$2
-version=$3
+mpirun=$1
+version=$2
+shift 2
 
 case $version in
   *"Open MPI"* | *OpenRTE*) ;;
@@ -64,8 +65,7 @@ echo "two hosts: 10.77.0.1 (namespace $ns_a) and 10.77.0.2 (namespace $ns_b), TC
 timeout 240 ip netns exec "$ns_a" "$mpirun" --hostfile "$dir/hosts" -np 2 \
   --mca plm_rsh_agent "$dir/agent" --mca btl tcp,self \
   --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
-  -x QKV_MPI_SEPARATE_NETNS=1 \
-  "$test_mpi" --color_output=no --report_level=short --run_test='!nccl'
+  -x QKV_MPI_SEPARATE_NETNS=1 "$@"
 rc=$?
 [ $rc -eq 124 ] && echo "FAIL: the two-host job did not finish within 240 s"
 exit $rc
