@@ -6,10 +6,12 @@
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "engine/autocast.h"
 #include "engine/error.h"
 #include "engine/ops.h"
+#include "engine/post_accumulate_grad_hook.h"
 
 namespace qkv {
 
@@ -163,10 +165,40 @@ std::vector<Node*> topo_order(Node* root) {
 
 Tensor accumulate(const Tensor& into, const Tensor& g) { return into.defined() ? add(into, g) : g; }
 
+thread_local std::function<void(const Tensor&)> t_post_accumulate_hook;
+
+// Tells the post-accumulate hook about each leaf once the last node feeding it has run: for each
+// position in the sweep's order, the leaves whose last use it is.
+class LeafCompletion {
+ public:
+  LeafCompletion(const std::vector<Node*>& order, const std::function<void(const Tensor&)>* hook)
+      : hook_(hook && *hook ? hook : nullptr) {
+    if (!hook_) return;
+    // Walking the order from its end, a leaf is first met at its last use.
+    std::unordered_set<TensorImpl*> seen;
+    done_after_.resize(order.size());
+    for (size_t k = order.size(); k-- > 0;)
+      for (size_t i = 0; i < order[k]->inputs.size(); ++i) {
+        const auto& leaf = order[k]->inputs[i];
+        if (leaf && !order[k]->input_nodes[i] && seen.insert(leaf.get()).second)
+          done_after_[k].push_back(leaf);
+      }
+  }
+  void finished(size_t k) const {
+    if (hook_)
+      for (const auto& leaf : done_after_[k]) (*hook_)(Tensor(leaf));
+  }
+
+ private:
+  const std::function<void(const Tensor&)>* hook_;
+  std::vector<std::vector<std::shared_ptr<TensorImpl>>> done_after_;
+};
+
 // The sweep shared by backward() and grad(): calls `on_leaf` with each leaf's total gradient.
 void sweep(const Tensor& root, const Tensor& gradient, bool retain_graph, bool create_graph,
            const std::function<void(const std::shared_ptr<TensorImpl>&, const Tensor&)>& on_leaf,
-           const std::unordered_map<TensorImpl*, Tensor*>* capture = nullptr) {
+           const std::unordered_map<TensorImpl*, Tensor*>* capture = nullptr,
+           const std::function<void(const Tensor&)>* post_accumulate = nullptr) {
   QKV_CHECK(root.defined(), "backward", "called on an undefined tensor");
   QKV_CHECK(root.requires_grad(), "backward",
             "the tensor does not require grad and has no grad_fn (was it computed under NoGrad, "
@@ -190,11 +222,15 @@ void sweep(const Tensor& root, const Tensor& gradient, bool retain_graph, bool c
   if (root.is_leaf()) {
     if (capture && capture->count(root.impl())) *capture->at(root.impl()) = seed;
     on_leaf(root.impl_ptr(), seed);
+    if (post_accumulate && *post_accumulate) (*post_accumulate)(root);
     return;
   }
   std::unordered_map<Node*, Tensor> pending;
   pending[root.grad_fn().get()] = seed;
-  for (Node* node : topo_order(root.grad_fn().get())) {
+  std::vector<Node*> order = topo_order(root.grad_fn().get());
+  LeafCompletion completion(order, post_accumulate);
+  for (size_t k = 0; k < order.size(); completion.finished(k++)) {  // also after `continue`
+    Node* node = order[k];
     auto it = pending.find(node);
     if (it == pending.end()) continue;  // no gradient reached this node
     Tensor g = std::move(it->second);
@@ -245,14 +281,20 @@ void sweep(const Tensor& root, const Tensor& gradient, bool retain_graph, bool c
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph,
                   bool create_graph) {
   ProfileScope profiled("backward", ProfilePhase::backward);
-  sweep(root, gradient, retain_graph, create_graph,
-        [&](const std::shared_ptr<TensorImpl>& leaf, const Tensor& g) {
-          Tensor old(leaf->grad);
-          // A fresh tensor each time: the caller may hold the previous .grad.
-          Tensor total = old.defined() ? add(old, g) : (create_graph ? g : g.detach());
-          leaf->grad = total.impl_ptr();
-        });
+  sweep(
+      root, gradient, retain_graph, create_graph,
+      [&](const std::shared_ptr<TensorImpl>& leaf, const Tensor& g) {
+        Tensor old(leaf->grad);
+        // A fresh tensor each time: the caller may hold the previous .grad.
+        Tensor total = old.defined() ? add(old, g) : (create_graph ? g : g.detach());
+        leaf->grad = total.impl_ptr();
+      },
+      nullptr, &t_post_accumulate_hook);
 }
+
+PostAccumulateGradHook::PostAccumulateGradHook(std::function<void(const Tensor&)> hook)
+    : previous_(std::exchange(t_post_accumulate_hook, std::move(hook))) {}
+PostAccumulateGradHook::~PostAccumulateGradHook() { t_post_accumulate_hook = std::move(previous_); }
 
 std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs,
                          const Tensor& gradient, bool retain_graph, bool create_graph) {
