@@ -172,6 +172,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    qkv::num_threads();  // a bad QKV_NUM_THREADS is refused here, before any work
     if (threads > 0) qkv::set_num_threads(threads);
     initialize_layers();
     if (gc->parsed()) return gradcheck_command(gradcheck);
