@@ -55,6 +55,13 @@ int64_t estimated_parameters(const models::VisionTransformerConfig& c);
 void check_model_fits_weights(int64_t estimated, const nn::TensorMap& weights,
                               const std::string& model_json, const std::string& weights_file);
 
+// The "config" object of the model.json at `path`, unchecked beyond being an object.
+nlohmann::json read_model_json_config(const std::string& path);
+// Each key in which a model.json's config differs from the one the run's config.json builds, as
+// "num_heads 2 (config.json gives 4)", comma-separated; "" when they agree. The shape is what is
+// compared: checkpoint_activations (how backward saves memory) is left out.
+std::string model_config_differences(const nlohmann::json& in_file, const nlohmann::json& built);
+
 // The range checks parse_*_model_json apply; each throws qkv::Error("<source>: ...").
 void validate_model_config(const models::Seq2SeqConfig& c, const std::string& source);
 void validate_model_config(const models::TransformerClassifierConfig& c, const std::string& source);
