@@ -178,8 +178,10 @@ BOOST_AUTO_TEST_CASE(translation_tasks_are_refused) {
   c.task = "dates";
   BOOST_CHECK_EXCEPTION(train_classification(c), qkv::Error, message_has("train translate"));
   c.task = "order";
+  // Resuming a folder that was never a run is refused before a folder is made (issue 19: 14).
   BOOST_CHECK_EXCEPTION(train_classification(c, /*resume=*/true), qkv::Error,
-                        message_has("no checkpoint"));
+                        message_has("--resume", "is not a run folder"));
+  BOOST_TEST(!fs::exists(c.out));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
