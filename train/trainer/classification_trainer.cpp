@@ -57,7 +57,7 @@ TrainResult train_classification(const Config& requested, bool resume) {
             "' is a translation task: use `qkv train translate`");
   Config config = requested;
   const Config saved = resume ? resumed_run_config(requested.out) : requested;
-  if (resume) check_resume_request(saved, requested);
+  if (resume) check_resume_changes(saved, requested, requested.out);
   const EarlyStopping early_stopping(config, {"accuracy"});
   const Autocast precision(
       compute_dtype(config.precision));  // matmuls in bf16 with --precision bf16

@@ -17,10 +17,6 @@ Config resumed_run_config(const std::string& run_dir) {
   return load_config(path);
 }
 
-void check_resume_request(const Config& saved, const Config& requested) {
-  check_resume_changes(saved, requested, requested.out);
-}
-
 Config with_resume_history(Config requested, const Config& saved, int64_t trained_steps) {
   QKV_CHECK(requested.steps >= trained_steps, "--steps", requested.steps, " is fewer than the ",
             trained_steps, " steps the run in ", requested.out,

@@ -3,8 +3,9 @@
 // A checkpoint belongs to the model shape, the data and the order of batches it was trained with:
 // resuming with other heads loads the same tensors into a different architecture without any shape
 // mismatch, and other data or another seed replays other batches. So a resumed run may change only
-// the options config_fields() marks as may_change (steps, lr, eval_every, ...), and config.json
-// keeps a "resume_history" of every change and the step it took effect at.
+// the options config_fields() marks as may_change (steps, lr, eval_every, ...; checked by
+// check_resume_changes in config.h), and config.json keeps a "resume_history" of every change and
+// the step it took effect at.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -17,10 +18,6 @@ namespace qkv::train {
 // The run's own config.json (run_dir/config.json). Throws qkv::Error naming --resume when the
 // folder has none.
 Config resumed_run_config(const std::string& run_dir);
-
-// Throws qkv::Error naming the fixed options `requested` changes from `saved`
-// (check_resume_changes).
-void check_resume_request(const Config& saved, const Config& requested);
 
 // `requested` with its changes from `saved` appended to resume_history at `trained_steps`, the
 // step the checkpoint reached. Throws qkv::Error when requested.steps is below trained_steps (the

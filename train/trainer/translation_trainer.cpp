@@ -87,7 +87,7 @@ TrainResult train_translation(const Config& requested, bool resume) {
   validate_config(requested);
   Config config = requested;
   const Config saved = resume ? resumed_run_config(requested.out) : requested;
-  if (resume) check_resume_request(saved, requested);
+  if (resume) check_resume_changes(saved, requested, requested.out);
   const EarlyStopping early_stopping(config, {"exact_match", "token_accuracy"});
   const Autocast precision(
       compute_dtype(config.precision));  // matmuls in bf16 with --precision bf16
