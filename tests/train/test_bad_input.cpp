@@ -323,7 +323,11 @@ BOOST_AUTO_TEST_CASE(a_failed_start_creates_no_run_folder) {
   BOOST_CHECK_EXCEPTION(train_translation(c), Error, message_has("absent.tsv", "cannot open"));
   BOOST_TEST(!fs::exists(c.out));
   c = tiny_copy(dir.file("bad_device"), 2);
-  c.device = "cuda:7";  // no such device, here or on a one-GPU machine
+  c.device = "cuda:7";  // this test binary registers no CUDA backend
+  BOOST_CHECK_EXCEPTION(train_translation(c), Error, message_has("cuda:7 is not available"));
+  BOOST_TEST(!fs::exists(c.out));
+  c = tiny_copy(dir.file("bad_model"), 2);
+  c.positional = "rope", c.heads = 16;  // heads of width 1: RoPE rotates pairs of features
   BOOST_CHECK_THROW(train_translation(c), Error);
   BOOST_TEST(!fs::exists(c.out));
 }
