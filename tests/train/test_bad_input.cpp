@@ -292,6 +292,23 @@ BOOST_AUTO_TEST_CASE(a_model_json_edited_to_other_heads_is_refused) {
                         message_has("--resume", "model.json", "num_heads 4 (config.json gives 2)"));
 }
 
+// Issue 19 (9): a vocabulary whose "tokenizer" was switched from char to whitespace still holds
+// only tokens a whitespace tokenizer could produce (single letters); config.json tells.
+BOOST_AUTO_TEST_CASE(a_vocabulary_with_its_tokenizer_switched_is_refused) {
+  ScratchDir dir("switched_tokenizer");
+  Config c = tiny_copy(dir.file("run"), 2);
+  train_translation(c);
+  const std::string path = c.out + "/" + kSourceVocab;
+  nlohmann::json j = nlohmann::json::parse(read_file(path));
+  BOOST_REQUIRE(j["tokenizer"] == "char");
+  j["tokenizer"] = "whitespace";
+  write_file_atomic(path, j.dump());
+  BOOST_CHECK_NO_THROW(Vocab::load(path));  // a valid whitespace vocabulary on its own
+  BOOST_CHECK_EXCEPTION(load_translator(c.out), Error,
+                        message_has("--run", "source_vocab.json", "tokenizer \"whitespace\"",
+                                    "\"char\" the run's config.json trains with"));
+}
+
 // Issue 19 (9): a NaN in model.safetensors was loaded and used.
 BOOST_AUTO_TEST_CASE(a_non_finite_weight_in_a_checkpoint_is_refused_naming_the_tensor) {
   ScratchDir dir("nan_weight");

@@ -213,6 +213,7 @@ Classifier load_classifier(const std::string& run_dir) {
                            weights, path(kModelJson), path(kModelFile));
   if (m.text) {
     k.vocab = Vocab::load(path(kVocabFile));
+    check_vocab_tokenizer(k.vocab, run_tokenizers(k.config).source, path(kVocabFile));
     QKV_CHECK(int64_t(k.vocab.size()) == m.text->vocab, "--run", run_dir, ": the vocabulary (",
               k.vocab.size(), " tokens) does not match the model (", m.text->vocab, ")");
     k.text = std::make_shared<models::TransformerClassifier>(*m.text);

@@ -233,6 +233,13 @@ std::string model_config_differences(const json& in_file, const json& built) {
   return differences;
 }
 
+void check_vocab_tokenizer(const Vocab& vocab, TokenizerKind expected, const std::string& file) {
+  if (vocab.kind() != expected)
+    throw Error("--run: " + file + ": tokenizer \"" + to_string(vocab.kind()) + "\" is not the \"" +
+                to_string(expected) +
+                "\" the run's config.json trains with (was the file edited?)");
+}
+
 std::string parse_model_architecture(std::string_view text, const std::string& source) {
   json j = parse_object(text, source);
   if (!j.contains("architecture") || !j["architecture"].is_string())

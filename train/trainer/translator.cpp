@@ -7,6 +7,7 @@
 #include "nn/safetensors.h"
 #include "train/atomic_file.h"
 #include "train/batching.h"
+#include "train/dataset.h"
 #include "train/trainer/model_files.h"
 
 namespace qkv::train {
@@ -56,6 +57,11 @@ Translator load_translator(const std::string& run_dir) {
   t.config = load_config(path("config.json"));
   t.source_vocab = Vocab::load(path(kSourceVocab));
   t.target_vocab = Vocab::load(path(kTargetVocab));
+  // A vocabulary file whose "tokenizer" was switched may still hold only tokens the other
+  // tokenizer produces; config.json says which one the model was trained with.
+  const TokenizerChoice kinds = run_tokenizers(t.config);
+  check_vocab_tokenizer(t.source_vocab, kinds.source, path(kSourceVocab));
+  check_vocab_tokenizer(t.target_vocab, kinds.target, path(kTargetVocab));
   TranslatorModelJson m =
       parse_translator_model_json(read_file(path(kModelJson), "--run"), path(kModelJson));
   t.model_config = m.config;
