@@ -8,9 +8,11 @@
 #include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "engine/error.h"
 #include "engine/profiler.h"
 
 namespace qkv {
@@ -18,10 +20,20 @@ namespace {
 
 thread_local bool t_in_parallel = false;
 
+constexpr int kMaxThreads = 1024;
+
+// QKV_NUM_THREADS when set: a whole number in 1..kMaxThreads, anything else ("abc", "2x", "-3", a
+// million threads the system cannot start) is refused rather than ignored.
 int default_threads() {
   if (const char* env = std::getenv("QKV_NUM_THREADS")) {
-    int n = std::atoi(env);
-    if (n > 0) return n;
+    const std::string text = env;
+    const bool digits = !text.empty() && text.size() <= 4 &&
+                        text.find_first_not_of("0123456789") == std::string::npos;
+    const int n = digits ? std::stoi(text) : 0;
+    if (n < 1 || n > kMaxThreads)
+      throw Error("QKV_NUM_THREADS: expected a whole number in 1.." + std::to_string(kMaxThreads) +
+                  ", got '" + text + "'");
+    return n;
   }
   return std::max(1u, std::thread::hardware_concurrency());
 }

@@ -12,7 +12,8 @@
 namespace qkv {
 
 // Threads used by kernels: QKV_NUM_THREADS if set, else the number of cores. set_num_threads
-// (the CLI's --threads) overrides both.
+// (the CLI's --threads) overrides both. The first call throws qkv::Error if QKV_NUM_THREADS is
+// not a whole number in 1..1024.
 int num_threads();
 void set_num_threads(int n);
 

@@ -1,5 +1,7 @@
 #include "nn/module.h"
 
+#include <algorithm>
+#include <cmath>
 #include <set>
 #include <sstream>
 
@@ -133,6 +135,22 @@ StateDict Module::state_dict() const {
   return out;
 }
 
+namespace {
+
+// No weight or buffer of a trained model is NaN or Inf: one that is would poison every output it
+// reaches, so a file holding one is damaged, not merely unusual.
+void require_finite(const std::string& name, const Tensor& t) {
+  if (!is_floating(t.dtype())) return;
+  const std::vector<double> values = t.to(Device::cpu()).to(DType::f64).to_vector<double>();
+  for (size_t i = 0; i < values.size(); ++i)
+    if (!std::isfinite(values[i]))
+      throw Error("load_state_dict: tensor '" + name + "' holds " +
+                  (std::isnan(values[i]) ? "NaN" : "Inf") + " (element " + std::to_string(i) +
+                  " of " + std::to_string(values.size()) + "): the weights are damaged");
+}
+
+}  // namespace
+
 void Module::load_state_dict(const StateDict& state, bool strict) {
   StateDict own = state_dict();
   std::vector<std::string> missing, unexpected, mismatched;
@@ -146,9 +164,13 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   }
   for (const auto& [name, t] : state)
     if (!own.count(name)) unexpected.push_back(name);
+  // A model of another width mismatches in every tensor: three names say enough, the count the
+  // rest.
   auto join = [](const std::vector<std::string>& names) {
     std::string s;
-    for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+    for (size_t i = 0; i < std::min<size_t>(names.size(), 3); ++i)
+      s += (s.empty() ? "" : ", ") + names[i];
+    if (names.size() > 3) s += " and " + std::to_string(names.size() - 3) + " more";
     return s;
   };
   bool bad = !mismatched.empty() || (strict && (!missing.empty() || !unexpected.empty()));
@@ -164,6 +186,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   for (const auto& [name, t] : own) {
     auto it = state.find(name);
     if (it == state.end()) continue;
+    require_finite(name, it->second);
     Tensor src = it->second;
     if (src.dtype() != t.dtype()) src = src.to(t.dtype());
     if (src.device() != t.device()) src = src.to(t.device());

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 
 #include "engine/error.h"
 #include "engine/ops.h"
+#include "nn/unique_keys_json.h"
 
 namespace qkv::nn {
 
@@ -110,6 +112,9 @@ void save_safetensors(const std::string& path, const TensorMap& tensors,
 SafetensorsFile load_safetensors(const std::string& path) {
   // The whole file is read at once: checkpoints here are megabytes, and parsing from memory is what
   // the fuzz target exercises, so the two paths cannot drift apart.
+  // A folder opens as a stream on Linux and fails only when read, with a message naming no file.
+  QKV_CHECK(!std::filesystem::is_directory(path), "load_safetensors(" + path + ")",
+            "is a folder, not a file");
   std::ifstream in(path, std::ios::binary);
   QKV_CHECK(in.good(), "load_safetensors(" + path + ")", "cannot open the file");
   std::string bytes(std::istreambuf_iterator<char>(in), {});
@@ -131,7 +136,7 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& wha
 
   json header;
   try {
-    header = json::parse(text);
+    header = parse_json_unique_keys(text, op);
   } catch (const json::exception& e) {
     throw Error(op + ": header is not valid JSON: " + e.what());
   }

@@ -1,16 +1,49 @@
 #include "train/config.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "nn/unique_keys_json.h"
 #include "train/atomic_file.h"
 #include "train/utf8.h"
 
 namespace qkv::train {
 
 using nlohmann::json;
+
+namespace {
+
+// Ranges: [low, high] unless marked open. The upper ends are far beyond anything qkv trains, so
+// they only stop numbers that would overflow a size or a loop (and typos such as 1e12 steps).
+Range closed(double low, double high) { return {low, high, false, false}; }
+Range below(double low, double high) { return {low, high, false, true}; }  // [low, high)
+// (0, inf): the learning rate has no upper end, since a huge one is how a run's divergence (and
+// the NaN report) is tested.
+Range positive() { return {0, std::numeric_limits<double>::infinity(), true, true}; }
+constexpr double kCount = 1e9;     // steps, intervals, patience
+constexpr double kExamples = 1e8;  // split sizes
+constexpr auto kMayChange = OnResume::may_change;
+
+}  // namespace
+
+std::string Range::describe(bool integer) const {
+  auto number = [&](double v) {
+    if (integer) return std::to_string(int64_t(v));
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", v);
+    return std::string(text);
+  };
+  if (integer) return number(low) + ".." + number(high);
+  std::string text(low_open ? "(" : "[");
+  text += number(low);
+  text += ", ";
+  text += number(high);
+  text += high_open ? ")" : "]";
+  return text;
+}
 
 const std::vector<ConfigField>& config_fields() {
   using C = Config;
@@ -21,18 +54,22 @@ const std::vector<ConfigField>& config_fields() {
        {},
        "path of the TSV file for pairs / classify, or the IDX folder for fashion-mnist"},
       {"tokenizer", &C::tokenizer, {"", "char", "whitespace"}, "how text becomes tokens"},
-      {"min_frequency", &C::min_frequency, {}, "rarer tokens become <unk>"},
-      {"train_size", &C::train_size, {}, "training examples"},
-      {"valid_size", &C::valid_size, {}, "validation examples"},
-      {"test_size", &C::test_size, {}, "test examples"},
-      {"min_length", &C::min_length, {}, "shortest generated sequence"},
-      {"max_length", &C::max_length, {}, "longest generated sequence"},
-      {"max_len", &C::max_len, {}, "truncate batches' sequences to this many tokens"},
-      {"d_model", &C::d_model, {}, "model width"},
-      {"heads", &C::heads, {}, "attention heads"},
-      {"layers", &C::layers, {}, "encoder and decoder layers"},
-      {"ff_dim", &C::ff_dim, {}, "feed-forward hidden width"},
-      {"dropout", &C::dropout, {}, "dropout probability"},
+      {"min_frequency", &C::min_frequency, {}, "rarer tokens become <unk>", closed(1, kCount)},
+      {"train_size", &C::train_size, {}, "training examples", closed(1, kExamples)},
+      {"valid_size", &C::valid_size, {}, "validation examples", closed(1, kExamples)},
+      {"test_size", &C::test_size, {}, "test examples", closed(1, kExamples)},
+      {"min_length", &C::min_length, {}, "shortest generated sequence", closed(1, 1000)},
+      {"max_length", &C::max_length, {}, "longest generated sequence", closed(1, 1000)},
+      {"max_len",
+       &C::max_len,
+       {},
+       "truncate batches' sequences to this many tokens",
+       closed(1, 1 << 16)},
+      {"d_model", &C::d_model, {}, "model width", closed(1, 1 << 16)},
+      {"heads", &C::heads, {}, "attention heads", closed(1, 1 << 16)},
+      {"layers", &C::layers, {}, "encoder and decoder layers", closed(1, 256)},
+      {"ff_dim", &C::ff_dim, {}, "feed-forward hidden width", closed(1, 1 << 20)},
+      {"dropout", &C::dropout, {}, "dropout probability", below(0, 1)},
       {"positional",
        &C::positional,
        {"sinusoidal", "learned", "relative", "rope", "alibi"},
@@ -40,48 +77,81 @@ const std::vector<ConfigField>& config_fields() {
       {"model", &C::model, {"cnn", "vit"}, "image classifier"},
       {"attention", &C::attention, {"none", "se", "cbam"}, "attention in the CNN's blocks"},
       {"channels", &C::channels, {}, "CNN widths, one residual block each, e.g. 16,32"},
-      {"patch_size", &C::patch_size, {}, "ViT patch size (divides the image size)"},
+      {"patch_size", &C::patch_size, {}, "ViT patch size (divides the image size)", closed(1, 28)},
       {"pooling", &C::pooling, {"cls", "mean"}, "text classifier: [CLS] state or mean of states"},
       {"optimizer", &C::optimizer, {"adamw", "sgd"}, "optimizer"},
-      {"batch_size", &C::batch_size, {}, "examples per step"},
-      {"steps", &C::steps, {}, "optimizer steps"},
-      {"lr", &C::lr, {}, "peak learning rate"},
-      {"weight_decay", &C::weight_decay, {}, "decoupled weight decay"},
-      {"beta1", &C::beta1, {}, "Adam beta1"},
-      {"beta2", &C::beta2, {}, "Adam beta2"},
-      {"warmup", &C::warmup, {}, "linear warm-up steps"},
+      {"batch_size", &C::batch_size, {}, "examples per step", closed(1, 1 << 20)},
+      {"steps", &C::steps, {}, "optimizer steps", closed(1, kCount), kMayChange},
+      {"lr", &C::lr, {}, "peak learning rate", positive(), kMayChange},
+      {"weight_decay", &C::weight_decay, {}, "decoupled weight decay", closed(0, 100), kMayChange},
+      {"beta1", &C::beta1, {}, "Adam beta1", below(0, 1), kMayChange},
+      {"beta2", &C::beta2, {}, "Adam beta2", below(0, 1), kMayChange},
+      {"warmup", &C::warmup, {}, "linear warm-up steps", closed(0, kCount), kMayChange},
       {"schedule",
        &C::schedule,
        {"constant", "linear", "cosine", "noam"},
-       "lr schedule (after warmup)"},
-      {"clip", &C::clip, {}, "max gradient norm (0 = off)"},
-      {"label_smoothing", &C::label_smoothing, {}, "label smoothing of the loss"},
+       "lr schedule (after warmup)",
+       {},
+       kMayChange},
+      {"clip", &C::clip, {}, "max gradient norm (0 = off)", closed(0, 1e9), kMayChange},
+      {"label_smoothing",
+       &C::label_smoothing,
+       {},
+       "label smoothing of the loss",
+       below(0, 1),
+       kMayChange},
       {"bucket_by_length", &C::bucket_by_length, {}, "batch similar lengths together"},
-      {"eval_every", &C::eval_every, {}, "steps between evaluations"},
-      {"log_every", &C::log_every, {}, "steps between log lines"},
-      {"checkpoint_every", &C::checkpoint_every, {}, "steps between checkpoints (0 = end only)"},
-      {"beam", &C::beam, {}, "beam width (1 = greedy)"},
+      {"eval_every",
+       &C::eval_every,
+       {},
+       "steps between evaluations",
+       closed(1, kCount),
+       kMayChange},
+      {"log_every", &C::log_every, {}, "steps between log lines", closed(1, kCount), kMayChange},
+      {"checkpoint_every",
+       &C::checkpoint_every,
+       {},
+       "steps between checkpoints (0 = end only)",
+       closed(0, kCount),
+       kMayChange},
+      {"beam", &C::beam, {}, "beam width (1 = greedy)", closed(1, 64), kMayChange},
       {"target_metric",
        &C::target_metric,
        {"", "exact_match", "token_accuracy", "accuracy"},
-       "validation metric for target_value and patience (default: the task's main one)"},
-      {"target_value", &C::target_value, {}, "stop when the metric reaches it (0 = never)"},
-      {"patience", &C::patience, {}, "evaluations without improvement before stopping (0 = never)"},
-      {"seed", &C::seed, {}, "seed of data, initialization and dropout"},
-      {"threads", &C::threads, {}, "CPU threads (0 = all)"},
-      {"device", &C::device, {}, "cpu, cuda or cuda:N"},
-      {"precision", &C::precision, {"fp32", "bf16"}, "compute precision"},
-      {"out", &C::out, {}, "run folder"},
-      {"pictures", &C::pictures, {}, "draw attention maps and curves"},
+       "validation metric for target_value and patience (default: the task's main one)",
+       {},
+       kMayChange},
+      {"target_value",
+       &C::target_value,
+       {},
+       "stop when the metric reaches it (0 = never)",
+       closed(0, 1),
+       kMayChange},
+      {"patience",
+       &C::patience,
+       {},
+       "evaluations without improvement before stopping (0 = never)",
+       closed(0, kCount),
+       kMayChange},
+      {"seed", &C::seed, {}, "seed of data, initialization and dropout", closed(0, 1.8e19)},
+      {"threads", &C::threads, {}, "CPU threads (0 = all)", closed(0, 1024), kMayChange},
+      {"device", &C::device, {}, "cpu, cuda or cuda:N", {}, kMayChange},
+      {"precision", &C::precision, {"fp32", "bf16"}, "compute precision", {}, kMayChange},
+      {"out", &C::out, {}, "run folder", {}, kMayChange},
+      {"pictures", &C::pictures, {}, "draw attention maps and curves", {}, kMayChange},
       {"trace",
        &C::trace,
        {},
        "print each attention layer's Q/K/V shapes, score ranges, row sums and entropy for the "
-       "first batch"},
+       "first batch",
+       {},
+       kMayChange},
       {"checkpoint_activations",
        &C::checkpoint_activations,
        {},
-       "recompute each layer's activations in backward (less memory, ~30% more time)"},
+       "recompute each layer's activations in backward (less memory, ~30% more time)",
+       {},
+       kMayChange},
   };
   return fields;
 }
@@ -130,6 +200,12 @@ std::string json_type(const json& v) {
   return std::string(v.type_name()) + " " + v.dump();
 }
 
+void check_range(const ConfigField& f, double value, bool integer, const std::string& where,
+                 const std::string& given) {
+  if (!f.range.contains(value))
+    throw Error(where + " must be in " + f.range.describe(integer) + ", got " + given);
+}
+
 void set_field(Config& c, const ConfigField& f, const json& v, const std::string& source) {
   const std::string where = source + ": key '" + f.key + "'";
   std::visit(
@@ -151,6 +227,7 @@ void set_field(Config& c, const ConfigField& f, const json& v, const std::string
           c.*member = v.get<bool>();
         } else if constexpr (std::is_same_v<T, double>) {
           if (!v.is_number()) throw Error(where + " must be a number, got " + json_type(v));
+          check_range(f, v.get<double>(), false, where, v.dump());
           c.*member = v.get<double>();
         } else {  // int64_t or uint64_t
           if (!v.is_number_integer())
@@ -161,10 +238,33 @@ void set_field(Config& c, const ConfigField& f, const json& v, const std::string
           if (std::is_signed_v<T> && v.is_number_unsigned() &&
               v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
             throw Error(where + " is out of range, got " + v.dump());
+          // A uint64_t field (the seed) takes any value its type holds.
+          if constexpr (std::is_signed_v<T>)
+            check_range(f, double(v.get<T>()), true, where, v.dump());
           c.*member = v.get<T>();
         }
       },
       f.member);
+}
+
+// The resume_history array of a config.json, every entry checked for its kind.
+std::vector<ResumeChange> parse_resume_history(const json& v, const std::string& source) {
+  const std::string where = source + ": key 'resume_history'";
+  if (!v.is_array()) throw Error(where + " must be an array, got " + json_type(v));
+  std::vector<ResumeChange> history;
+  for (const json& entry : v) {
+    if (!entry.is_object() || !entry.contains("step") || !entry["step"].is_number_unsigned() ||
+        !entry.contains("key") || !entry["key"].is_string() || !entry.contains("before") ||
+        !entry["before"].is_primitive() || !entry.contains("after") ||
+        !entry["after"].is_primitive())
+      throw Error(where +
+                  " must hold objects {\"step\", \"key\", \"before\", \"after\"} of plain values");
+    if (entry["step"].get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+      throw Error(where + ": a step is out of range");
+    history.push_back({entry["step"].get<int64_t>(), entry["key"].get<std::string>(),
+                       entry["before"].dump(), entry["after"].dump()});
+  }
+  return history;
 }
 
 }  // namespace
@@ -172,8 +272,12 @@ void set_field(Config& c, const ConfigField& f, const json& v, const std::string
 void apply_config_json(Config& config, const json& j, const std::string& source) {
   if (!j.is_object())
     throw Error(source + ": a config must be a JSON object, got " + j.type_name());
-  for (const auto& [key, value] : j.items())
-    set_field(config, find_field(key, source), value, source);
+  for (const auto& [key, value] : j.items()) {
+    if (key == "resume_history")
+      config.resume_history = parse_resume_history(value, source);
+    else
+      set_field(config, find_field(key, source), value, source);
+  }
 }
 
 void set_config_value(Config& config, const std::string& key, const std::string& value,
@@ -198,7 +302,7 @@ Config load_config(const std::string& path) {
 Config parse_config(std::string_view text, const std::string& source) {
   json j;
   try {
-    j = json::parse(text);
+    j = nn::parse_json_unique_keys(text, source);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e999
     throw Error(source + ": not valid JSON: " + e.what());
   }
@@ -211,46 +315,79 @@ json config_to_json(const Config& config) {
   json j = json::object();
   for (const auto& f : config_fields())
     std::visit([&](auto member) { j[f.key] = config.*member; }, f.member);
+  if (!config.resume_history.empty()) {
+    json history = json::array();
+    for (const auto& change : config.resume_history)
+      history.push_back({{"step", change.step},
+                         {"key", change.key},
+                         {"before", json::parse(change.before)},
+                         {"after", json::parse(change.after)}});
+    j["resume_history"] = history;
+  }
   return j;
+}
+
+std::vector<ConfigChange> config_changes(const Config& before, const Config& after) {
+  const json a = config_to_json(before), b = config_to_json(after);
+  std::vector<ConfigChange> changes;
+  for (const auto& f : config_fields())
+    if (a[f.key] != b[f.key]) changes.push_back({f.key, a[f.key].dump(), b[f.key].dump()});
+  return changes;
+}
+
+void check_resume_changes(const Config& saved, const Config& resumed, const std::string& run_dir) {
+  std::string fixed;
+  for (const auto& change : config_changes(saved, resumed)) {
+    if (find_field(change.key, "--resume").on_resume == OnResume::may_change) continue;
+    fixed += (fixed.empty() ? "" : ", ") + change.key + " (" + change.before + " -> " +
+             change.after + ")";
+  }
+  if (!fixed.empty())
+    throw Error("--resume: cannot change " + fixed + " of the run in " + run_dir +
+                ": they fix the model's shape, its data or the order of its batches; only "
+                "schedule-like options (steps, lr, eval_every, patience, ...) may change");
 }
 
 void save_config(const Config& config, const std::string& path) {
   write_file_atomic(path, config_to_json(config).dump(2) + "\n");
 }
 
+bool is_device_name(const std::string& name) {
+  if (name == "cpu" || name == "cuda") return true;
+  if (name.rfind("cuda:", 0) != 0) return false;
+  const std::string number = name.substr(5);
+  return !number.empty() && number.size() <= 4 &&
+         number.find_first_not_of("0123456789") == std::string::npos;
+}
+
 void validate_config(const Config& c, const std::string& source) {
   auto require = [&](bool ok, const std::string& key, const std::string& why) {
     if (!ok) throw Error(source + ": key '" + key + "' " + why);
   };
-  require(c.d_model > 0, "d_model", "must be positive, got " + std::to_string(c.d_model));
-  require(c.heads > 0, "heads", "must be positive, got " + std::to_string(c.heads));
+  // A Config filled in by code (not through set_field) gets the same range checks.
+  for (const auto& f : config_fields())
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_cvref_t<decltype(c.*member)>;
+          if constexpr (std::is_same_v<T, int64_t>)
+            check_range(f, double(c.*member), true, source + ": key '" + f.key + "'",
+                        std::to_string(c.*member));
+          else if constexpr (std::is_same_v<T, double>)
+            check_range(f, c.*member, false, source + ": key '" + f.key + "'",
+                        json(c.*member).dump());
+        },
+        f.member);
   require(c.d_model % c.heads == 0, "heads",
           "must divide d_model (" + std::to_string(c.d_model) + " is not divisible by " +
               std::to_string(c.heads) + ")");
-  require(c.layers > 0, "layers", "must be positive");
-  require(c.ff_dim > 0, "ff_dim", "must be positive");
-  require(c.dropout >= 0 && c.dropout < 1, "dropout", "must be in [0, 1)");
-  require(c.batch_size > 0, "batch_size", "must be positive");
-  require(c.steps > 0, "steps", "must be positive");
-  require(c.lr > 0, "lr", "must be positive");
-  require(c.warmup >= 0, "warmup", "must not be negative");
-  require(c.clip >= 0, "clip", "must not be negative");
-  require(c.label_smoothing >= 0 && c.label_smoothing < 1, "label_smoothing", "must be in [0, 1)");
-  require(c.eval_every > 0, "eval_every", "must be positive");
-  require(c.beam >= 1, "beam", "must be at least 1");
-  require(c.min_frequency >= 1, "min_frequency", "must be at least 1");
-  require(c.min_length >= 1 && c.min_length <= c.max_length, "min_length",
-          "must be in 1..max_length");
-  require(c.train_size > 0, "train_size", "must be positive");
-  require(c.valid_size >= 0 && c.test_size >= 0, "valid_size",
-          "and test_size must not be negative");
-  require(c.patch_size > 0, "patch_size", "must be positive");
+  require(c.min_length <= c.max_length, "min_length",
+          "must not exceed max_length (" + std::to_string(c.min_length) + " > " +
+              std::to_string(c.max_length) + ")");
   require(!c.channels.empty() && c.channels.find_first_not_of("0123456789, ") == std::string::npos,
           "channels",
           "must be a comma-separated list of widths such as 16,32, got \"" + c.channels + "\"");
-  require(c.threads >= 0, "threads", "must not be negative");
-  require(c.device == "cpu" || c.device.rfind("cuda", 0) == 0, "device",
-          "must be cpu, cuda or cuda:N, got \"" + c.device + "\"");
+  require(is_device_name(c.device), "device",
+          "must be cpu, cuda or cuda:N (N a device number), got \"" + c.device + "\"");
 }
 
 }  // namespace qkv::train

@@ -16,6 +16,13 @@
 
 namespace qkv::train {
 
+// One option that `--resume` gave another value: the step the run had reached, the key, and the
+// value before and after as JSON text.
+struct ResumeChange {
+  int64_t step = 0;
+  std::string key, before, after;
+};
+
 struct Config {
   // ---- data
   std::string task =
@@ -60,7 +67,25 @@ struct Config {
   bool pictures = true;
   bool trace = false;  // print attention statistics of the first batch (the seeds' DebugAttention)
   bool checkpoint_activations = false;  // gradient checkpointing of the transformer layers
+  // ---- written by --resume (config.json's "resume_history"; not an option)
+  std::vector<ResumeChange> resume_history;
 };
+
+// The values a numeric field may take: low..high, either end open or closed. Every numeric field
+// has one, checked for flags, config files and resumed config.json alike.
+struct Range {
+  double low = 0, high = 0;
+  bool low_open = false, high_open = false;
+  bool contains(double v) const {
+    return (low_open ? v > low : v >= low) && (high_open ? v < high : v <= high);
+  }
+  // "1..1024" for integers, "[0, 1)" for real numbers.
+  std::string describe(bool integer) const;
+};
+
+// Whether `--resume` may give a field another value than the run was started with. The others fix
+// the model's shape, the data or the order of the batches, which the checkpoint depends on.
+enum class OnResume { fixed, may_change };
 
 // One row per Config field: its JSON key, where it lives, and what it means.
 struct ConfigField {
@@ -70,6 +95,8 @@ struct ConfigField {
       member;
   std::vector<std::string> choices;  // allowed values of a string field (empty: any)
   std::string help;
+  Range range{};  // numeric fields only
+  OnResume on_resume = OnResume::fixed;
 };
 const std::vector<ConfigField>& config_fields();
 
@@ -91,8 +118,22 @@ nlohmann::json config_to_json(const Config& config);
 // Writes the effective config as pretty JSON, atomically.
 void save_config(const Config& config, const std::string& path);
 
-// Cross-field checks (d_model divisible by heads, positive sizes, ...); throws naming the key.
+// A field whose value differs between two configs: its key and both values as JSON text.
+struct ConfigChange {
+  std::string key, before, after;
+};
+std::vector<ConfigChange> config_changes(const Config& before, const Config& after);
+// The config a resumed run goes on with: `resumed` (the run's config.json with the flags over it)
+// may differ from `saved` only in fields that may change on resume; otherwise throws qkv::Error
+// naming every fixed field that changed and both its values.
+void check_resume_changes(const Config& saved, const Config& resumed, const std::string& run_dir);
+
+// Each numeric field in its range, then the cross-field checks (heads divides d_model, min_length
+// <= max_length, ...); throws qkv::Error naming the key.
 void validate_config(const Config& config, const std::string& source = "config");
+
+// "cpu", "cuda" or "cuda:N" with N a number of at most four digits ("cuda:", "cuda:1x" are not).
+bool is_device_name(const std::string& name);
 
 // Levenshtein distance; and the valid key closest to `key` (for "did you mean").
 size_t edit_distance(const std::string& a, const std::string& b);

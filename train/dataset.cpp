@@ -28,6 +28,12 @@ TokenizerChoice natural_tokenizers(const std::string& task) {
   return {TokenizerKind::character, TokenizerKind::character};
 }
 
+TokenizerChoice run_tokenizers(const Config& c) {
+  TokenizerChoice kinds = natural_tokenizers(c.task);
+  if (!c.tokenizer.empty()) kinds.source = kinds.target = parse_tokenizer_kind(c.tokenizer);
+  return kinds;
+}
+
 namespace {
 
 void require_data_path(const Config& c) {
@@ -63,8 +69,7 @@ TranslationData prepare_translation_data(const Config& c) {
     d.pairs = make_splits(c.task, size_t(c.train_size), size_t(c.valid_size), size_t(c.test_size),
                           c.seed, options);
   }
-  TokenizerChoice kinds = natural_tokenizers(c.task);
-  if (!c.tokenizer.empty()) kinds.source = kinds.target = parse_tokenizer_kind(c.tokenizer);
+  const TokenizerChoice kinds = run_tokenizers(c);
   d.source_vocab = Vocab::build(sources_of(d.pairs.train), kinds.source, int(c.min_frequency));
   d.target_vocab = Vocab::build(targets_of(d.pairs.train), kinds.target, int(c.min_frequency));
   d.train = encode_pairs(d.pairs.train, d.source_vocab, d.target_vocab);
@@ -95,8 +100,7 @@ ClassificationData prepare_classification_data(const Config& c) {
     auto s = holdout_split(all.examples, size_t(c.valid_size), size_t(c.test_size), c.seed);
     train = std::move(s.train), valid = std::move(s.valid), test = std::move(s.test);
   }
-  TokenizerKind tokenizer =
-      c.tokenizer.empty() ? natural_tokenizers(c.task).source : parse_tokenizer_kind(c.tokenizer);
+  const TokenizerKind tokenizer = run_tokenizers(c).source;
   std::vector<std::string> train_texts;
   for (const auto& e : train) train_texts.push_back(e.text);
   d.vocab = Vocab::build(train_texts, tokenizer, int(c.min_frequency));

@@ -21,6 +21,8 @@ struct TokenizerChoice {
   TokenizerKind source, target;
 };
 TokenizerChoice natural_tokenizers(const std::string& task);
+// The tokenizers a run uses: config.tokenizer for both sides when set, else the task's own.
+TokenizerChoice run_tokenizers(const Config& c);
 
 // Translation: a toy task (copy, reverse, sort, dates, numbers) or "pairs" (config.data is a
 // pairs.tsv). The vocabularies come from the training split.

@@ -7,6 +7,7 @@
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <variant>
 
 #include "engine/error.h"
 #include "engine/parallel.h"
@@ -44,6 +45,10 @@ CLI::App* add_train_command(CLI::App& train, const std::string& name,
     std::replace(dashed.begin(), dashed.end(), '_', '-');
     std::string names = "--" + dashed + (dashed != field.key ? ",--" + field.key : "");
     std::string help = field.help;
+    if (std::holds_alternative<int64_t qkv::train::Config::*>(field.member))
+      help += " [" + field.range.describe(true) + "]";
+    if (std::holds_alternative<double qkv::train::Config::*>(field.member))
+      help += " " + field.range.describe(false);
     if (!field.choices.empty()) {
       help += " (";
       for (size_t i = 0; i < field.choices.size(); ++i)
@@ -196,6 +201,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    qkv::num_threads();  // a bad QKV_NUM_THREADS is refused here, before any work
     if (threads > 0) qkv::set_num_threads(threads);
     initialize_layers();
     if (gc->parsed()) return gradcheck_command(gradcheck);

@@ -6,14 +6,32 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "nn/unique_keys_json.h"
 #include "train/atomic_file.h"
 #include "train/utf8.h"
 
 namespace qkv::train {
 
 namespace {
+
 const std::vector<std::string> kSpecials = {"<pad>", "<s>", "</s>", "<unk>"};
+
+// A token the vocabulary's tokenizer can produce: one character for "char", a run of non-space
+// characters for "whitespace". Anything else could never be looked up, and means the file was
+// edited (its "tokenizer" switched, or a token changed).
+void check_token_fits(const std::string& token, TokenizerKind kind, size_t index,
+                      const std::string& source) {
+  const std::string at = source + ": token " + std::to_string(index) + " '" + token + "'";
+  if (token.empty()) throw Error(source + ": token " + std::to_string(index) + " is empty");
+  if (kind == TokenizerKind::character && split_utf8(token).size() != 1)
+    throw Error(at + " is not one character, as every token of a \"char\" vocabulary is (was " +
+                "\"tokenizer\" changed?)");
+  if (kind == TokenizerKind::whitespace && tokenize(token, kind) != std::vector<std::string>{token})
+    throw Error(at + " holds whitespace, which a \"whitespace\" vocabulary's tokens never do " +
+                "(was \"tokenizer\" changed?)");
 }
+
+}  // namespace
 
 std::string to_string(TokenizerKind kind) {
   return kind == TokenizerKind::character ? "char" : "whitespace";
@@ -113,7 +131,7 @@ void Vocab::save(const std::string& path) const { write_file_atomic(path, to_jso
 Vocab Vocab::from_json(const std::string& text, const std::string& source) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
+    j = nn::parse_json_unique_keys(text, source);
   } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e999
     throw Error(source + ": not valid JSON: " + e.what());
   }
@@ -135,6 +153,7 @@ Vocab Vocab::from_json(const std::string& text, const std::string& source) {
                     ", found '" + token + "'");
       continue;
     }
+    check_token_fits(token, vocab.kind_, i, source);
     if (vocab.ids_.count(token))
       throw Error(source + ": token '" + token + "' appears twice (ids " +
                   std::to_string(vocab.ids_[token]) + " and " + std::to_string(i) + ")");

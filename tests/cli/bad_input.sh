@@ -48,6 +48,62 @@ check "config: missing file" 1 "--config: cannot read .*nothere.json" \
 check "flag: bad number" 1 "--steps: .*must be an integer" \
   "$qkv" train translate --steps abc --out "$scratch/x"
 
+# Issue 19: values that were accepted and then ignored, misread or fatal
+check "flag: log-every 0 (was SIGFPE)" 1 "--log_every: key 'log_every' must be in 1\.\.1000000000, got 0" \
+  "$qkv" train translate --log-every 0 --out "$scratch/log0"
+printf '{"log_every": 0}' >"$scratch/log0.json"
+check "config: log_every 0" 1 "log0.json: key 'log_every' must be in 1\.\.1000000000" \
+  "$qkv" train translate --config "$scratch/log0.json" --out "$scratch/log0"
+check "flag: empty validation split" 1 "'valid_size' must be in 1\.\.100000000, got 0" \
+  "$qkv" train translate --valid-size 0 --out "$scratch/valid0"
+check "flag: empty test split" 1 "'test_size' must be in 1\.\.100000000, got 0" \
+  "$qkv" train translate --test-size 0 --out "$scratch/test0"
+check "flag: beta1 1.0" 1 "'beta1' must be in \[0, 1\), got 1.0" \
+  "$qkv" train translate --beta1 1.0 --out "$scratch/beta"
+check "flag: weight decay -1" 1 "'weight_decay' must be in \[0, 100\], got -1" \
+  "$qkv" train translate --weight-decay=-1 --out "$scratch/wd"
+printf '{"threads": 100000}' >"$scratch/threads.json"
+check "config: threads 100000" 1 "'threads' must be in 0\.\.1024, got 100000" \
+  "$qkv" train translate --config "$scratch/threads.json" --out "$scratch/threads"
+printf '{"lr": 0.1, "lr": 0.2}' >"$scratch/twice.json"
+check "config: a key given twice" 1 "twice.json: key 'lr' appears twice" \
+  "$qkv" train translate --config "$scratch/twice.json" --out "$scratch/twice"
+check "train: device cuda: (was stoi)" 1 "'device' must be cpu, cuda or cuda:N .*got \"cuda:\"" \
+  "$qkv" train translate $tiny --steps 1 --device cuda: --out "$scratch/dev"
+check "eval: device cuda:1x (was cuda:1)" 1 "--device: expected cpu, cuda or cuda:N .*'cuda:1x'" \
+  "$qkv" eval --run "$scratch/nowhere" --device cuda:1x
+for n in abc 2x -3 0 1000000; do
+  check "QKV_NUM_THREADS=$n" 1 "QKV_NUM_THREADS: expected a whole number in 1\.\.1024, got '$n'" \
+    env QKV_NUM_THREADS=$n "$qkv" info
+done
+
+# A start that fails leaves no run folder behind (issue 19).
+check_absent() {
+  if [ -e "$2" ]; then
+    echo "FAIL $1: $2 was created"
+    failures=$((failures + 1))
+  else
+    echo "ok   $1"
+  fi
+}
+check "failed start: unknown task" 1 "unknown task 'revrse'" \
+  "$qkv" train translate --task revrse --out "$scratch/typo"
+check_absent "failed start: unknown task leaves no folder" "$scratch/typo"
+check "failed start: missing data" 1 "nothere.tsv: cannot open" \
+  "$qkv" train translate --task pairs --data "$scratch/nothere.tsv" --out "$scratch/nodata"
+check_absent "failed start: missing data leaves no folder" "$scratch/nodata"
+
+# ---- TSV corpora read as other data than they hold (issue 19)
+printf 'abc\tcba\nthank you\tmerci\tbeaucoup\n' >"$scratch/three.tsv"
+check "data: a third column" 1 "three.tsv:2: more than two columns" \
+  "$qkv" train translate --task pairs --data "$scratch/three.tsv" --out "$scratch/three"
+printf 'abc\tcba\nxyz\t  \n' >"$scratch/blank.tsv"
+check "data: a target of spaces" 1 "blank.tsv:2: empty target \(only spaces\)" \
+  "$qkv" train translate --task pairs --data "$scratch/blank.tsv" --out "$scratch/blank"
+printf 'abc\tcba\rxyz\tzyx\rdef\tfed\r' >"$scratch/mac.tsv"
+check "data: CR-only line ends (was '1 examples are too few')" 1 "mac.tsv:1: .*end in CR alone" \
+  "$qkv" train translate --task pairs --data "$scratch/mac.tsv" --out "$scratch/mac"
+
 # ---- files the run needs or writes
 check "data: missing TSV" 1 "nothere.tsv: cannot open" \
   "$qkv" train translate --task pairs --data "$scratch/nothere.tsv" --out "$scratch/x"
@@ -107,9 +163,26 @@ cp -r "$run" "$scratch/inflated"  # model.json edited to a far wider model than 
 sed 's/"d_model": *16/"d_model":4096/' "$run/model.json" >"$scratch/inflated/model.json"
 check "eval: model.json far larger than its weights" 1 "do not belong together" \
   "$qkv" eval --run "$scratch/inflated"
+cp -r "$run" "$scratch/heads"  # model.json edited to other heads: the same tensors fit
+sed 's/"num_heads": *2/"num_heads": 1/' "$run/model.json" >"$scratch/heads/model.json"
+check "eval: model.json edited to other heads" 1 "num_heads 1 \(config.json gives 2\)" \
+  "$qkv" eval --run "$scratch/heads"
+cp -r "$run" "$scratch/folder" && rm "$scratch/folder/model.safetensors" &&
+  mkdir "$scratch/folder/model.safetensors"
+check "eval: model.safetensors is a folder" 1 "folder/model.safetensors\): is a folder" \
+  "$qkv" eval --run "$scratch/folder"
+check "resume: other heads" 1 "--resume: cannot change heads \(2 -> 4\) of the run in" \
+  "$qkv" train translate --resume "$run" --heads 4
+check "resume: other width, in one short line" 1 \
+  "--resume: cannot change d_model \(16 -> 64\) of the run in [^ ]*: they fix .{0,160}$" \
+  "$qkv" train translate --resume "$run" --d-model 64
+check "resume: other seed (was blamed on the vocabulary)" 1 "cannot change seed \(1 -> 7\)" \
+  "$qkv" train translate --resume "$run" --seed 7
+check "resume: fewer steps than trained" 1 "--steps: 1 is fewer than the 2 steps" \
+  "$qkv" train translate --resume "$run" --steps 1
 check "resume: not a run folder" 1 "--resume: .*nowhere is not a run folder" \
   "$qkv" train translate --resume "$scratch/nowhere"
-check "resume on other data" 1 "--resume: the data's vocabulary" \
+check "resume on other data" 1 "--resume: cannot change task \(\"copy\" -> \"dates\"\)" \
   "$qkv" train translate --resume "$run" --task dates --steps 4
 
 if [ "$failures" -ne 0 ]; then

@@ -1,11 +1,13 @@
 // safetensors: round trips, the bytes read back by an independent reader written here, and every
 // kind of damaged file answered by a clear error.
 #include <boost/test/unit_test.hpp>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "engine/ops.h"
 #include "nn/linear.h"
 #include "nn/safetensors.h"
 #include "tests/engine/helpers.h"
@@ -129,6 +131,38 @@ BOOST_AUTO_TEST_CASE(damaged_files_give_clear_errors) {
   expect(make_file(R"({"x":{"dtype":"F32","shape":[1]}})", ""), {"lacks"});
   expect(make_file(R"({"__metadata__":{"k":3}})", ""), {"__metadata__", "not a string"});
   check_error([&] { load_safetensors(temp_path("does_not_exist")); }, {"cannot open"});
+}
+
+// Issue 19 (10, 12): a tensor named twice in the header (the last one used to win), and a path
+// that is a folder (it failed deep in the stream library, naming no file).
+BOOST_AUTO_TEST_CASE(a_repeated_tensor_name_or_a_folder_is_refused) {
+  const std::string path = temp_path("twice.safetensors");
+  write_all(path, make_file(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                            R"("x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                            std::string(8, 'a')));
+  check_error([&] { load_safetensors(path); }, {"twice.safetensors", "key 'x' appears twice"});
+  // The same in __metadata__.
+  write_all(path, make_file(R"({"__metadata__":{"k":"a","k":"b"}})", ""));
+  check_error([&] { load_safetensors(path); }, {"key 'k' appears twice"});
+  const std::string folder = temp_path("a_folder.safetensors");
+  std::filesystem::create_directories(folder);
+  check_error([&] { load_safetensors(folder); }, {"a_folder.safetensors", "is a folder"});
+}
+
+// Issue 19 (9): a NaN or Inf weight is refused by load_state_dict, naming the tensor.
+BOOST_AUTO_TEST_CASE(a_checkpoint_holding_nan_or_inf_is_refused_naming_the_tensor) {
+  Linear a(3, 2), b(3, 2);
+  const std::vector<double> before = b.weight.to_vector<double>();
+  for (double bad : {double(NAN), double(INFINITY), -double(INFINITY)}) {
+    StateDict state = a.state_dict();
+    std::vector<double> bias = state["bias"].to_vector<double>();
+    bias[1] = bad;
+    state["bias"] = tensor(bias, {2});
+    check_error([&] { b.load_state_dict(state); },
+                {"load_state_dict", "tensor 'bias'", std::isnan(bad) ? "NaN" : "Inf", "element 1"});
+    // Refused before anything is copied: b keeps its own weights.
+    qkv::testing::check_values(b.weight, before, 0);
+  }
 }
 
 // Found in review while hardening the loaders (regression input in tests/fuzz/corpus/safetensors/):

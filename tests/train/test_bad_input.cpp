@@ -12,9 +12,11 @@
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "engine/op_registry.h"
+#include "engine/ops.h"
 #include "nn/gradcheck_cases.h"
 #include "nn/safetensors.h"
 #include "tests/train/helpers.h"
@@ -162,12 +164,22 @@ BOOST_AUTO_TEST_CASE(a_disk_full_while_checkpointing_keeps_the_previous_checkpoi
 BOOST_AUTO_TEST_CASE(a_resume_on_other_data_fails_and_leaves_the_run_untouched) {
   ScratchDir dir("resume_other_data");
   Config c = tiny_copy(dir.file("run"), 2);
+  c.task = "pairs", c.data = dir.file("pairs.tsv");
+  std::string pairs;
+  for (const char* word : {"abc", "bca", "cab", "acb", "bac", "cba"})
+    for (int copy = 0; copy < 8; ++copy) pairs += std::string(word) + "\t" + word + "\n";
+  write_file_atomic(c.data, pairs);
   train_translation(c);
   auto before = checkpoint_bytes(c.out);
+  // The same options over a file whose text changed: other tokens of the same count.
+  for (char& ch : pairs)
+    if (ch == 'c') ch = 'x';
+  write_file_atomic(c.data, pairs);
   Config other = c;
-  other.task = "dates", other.steps = 4;
+  other.steps = 4;
   BOOST_CHECK_EXCEPTION(train_translation(other, /*resume=*/true), Error,
-                        message_has("--resume", "vocabulary", "source_vocab.json", "trained with"));
+                        message_has("--resume", "vocabulary (10 tokens) is not the one in",
+                                    "source_vocab.json (10 tokens; token 4 is '", "trained with"));
   auto after = checkpoint_bytes(c.out);
   for (const auto& [file, bytes] : before)
     BOOST_CHECK_MESSAGE(after[file] == bytes, file << " changed");
@@ -216,6 +228,141 @@ BOOST_AUTO_TEST_CASE(translate_refuses_empty_and_over_long_texts) {
   BOOST_CHECK_EXCEPTION(t.check_inputs({std::string(17, 'a')}, "translate"), Error,
                         message_has("text 1 has 17 tokens", "max_len of 16"));
   BOOST_CHECK_NO_THROW(t.check_inputs({std::string(16, 'a')}, "translate"));
+}
+
+// Issue 19 (5): other heads fit the same tensors, so the checkpoint loaded without a shape error
+// into another architecture. A resume now refuses it, and leaves the run as it was.
+BOOST_AUTO_TEST_CASE(a_resume_that_changes_the_model_is_refused_and_leaves_the_run_untouched) {
+  ScratchDir dir("resume_heads");
+  Config c = tiny_copy(dir.file("run"), 2);
+  train_translation(c);
+  const auto before = checkpoint_bytes(c.out);
+  Config other = c;
+  other.heads = 4, other.steps = 4;
+  BOOST_CHECK_EXCEPTION(train_translation(other, /*resume=*/true), Error,
+                        message_has("--resume", "cannot change heads (2 -> 4)", c.out));
+  other = c;
+  other.seed = 7;  // other data and batches, which used to be blamed on the vocabulary
+  BOOST_CHECK_EXCEPTION(train_translation(other, /*resume=*/true), Error,
+                        message_has("--resume", "seed (1 -> 7)"));
+  auto after = checkpoint_bytes(c.out);
+  for (const auto& [file, bytes] : before)
+    BOOST_CHECK_MESSAGE(after[file] == bytes, file << " changed");
+}
+
+// Issue 19 (5, 13): schedule-like options may change, and config.json says when and how; fewer
+// steps than the run already trained is refused (config.json and trainer_state.json would
+// disagree).
+BOOST_AUTO_TEST_CASE(a_resume_records_what_it_changed_and_refuses_fewer_steps) {
+  ScratchDir dir("resume_history");
+  Config c = tiny_copy(dir.file("run"), 4);
+  train_translation(c);
+  Config fewer = c;
+  fewer.steps = 2;
+  BOOST_CHECK_EXCEPTION(train_translation(fewer, /*resume=*/true), Error,
+                        message_has("--steps", "2 is fewer than the 4 steps", "already trained"));
+  Config more = c;
+  more.steps = 6, more.lr = 5e-4;
+  BOOST_TEST(train_translation(more, /*resume=*/true).steps == 6);
+  const Config saved = load_config(c.out + "/config.json");
+  BOOST_TEST(saved.steps == 6);
+  BOOST_REQUIRE(saved.resume_history.size() == 2u);
+  BOOST_TEST(saved.resume_history[0].step == 4);
+  BOOST_TEST(saved.resume_history[0].key == "steps");
+  BOOST_TEST(saved.resume_history[0].before == "4");
+  BOOST_TEST(saved.resume_history[0].after == "6");
+  BOOST_TEST(saved.resume_history[1].key == "lr");
+}
+
+// Issue 19 (5): model.json edited to other heads loaded the trained weights into another model
+// (exact match fell from 0.875 to 0.594). config.json says which model the weights belong to.
+BOOST_AUTO_TEST_CASE(a_model_json_edited_to_other_heads_is_refused) {
+  ScratchDir dir("edited_heads");
+  Config c = tiny_copy(dir.file("run"), 2);
+  train_translation(c);
+  const std::string path = c.out + "/" + kModelJson;
+  nlohmann::json j = nlohmann::json::parse(read_file(path));
+  j["config"]["num_heads"] = 4;
+  write_file_atomic(path, j.dump(2));
+  BOOST_CHECK_EXCEPTION(load_translator(c.out), Error,
+                        message_has("--run", "model.json", "num_heads 4 (config.json gives 2)"));
+  Config more = c;
+  more.steps = 4;
+  BOOST_CHECK_EXCEPTION(train_translation(more, /*resume=*/true), Error,
+                        message_has("--resume", "model.json", "num_heads 4 (config.json gives 2)"));
+}
+
+// Issue 19 (9): a vocabulary whose "tokenizer" was switched from char to whitespace still holds
+// only tokens a whitespace tokenizer could produce (single letters); config.json tells.
+BOOST_AUTO_TEST_CASE(a_vocabulary_with_its_tokenizer_switched_is_refused) {
+  ScratchDir dir("switched_tokenizer");
+  Config c = tiny_copy(dir.file("run"), 2);
+  train_translation(c);
+  const std::string path = c.out + "/" + kSourceVocab;
+  nlohmann::json j = nlohmann::json::parse(read_file(path));
+  BOOST_REQUIRE(j["tokenizer"] == "char");
+  j["tokenizer"] = "whitespace";
+  write_file_atomic(path, j.dump());
+  BOOST_CHECK_NO_THROW(Vocab::load(path));  // a valid whitespace vocabulary on its own
+  BOOST_CHECK_EXCEPTION(load_translator(c.out), Error,
+                        message_has("--run", "source_vocab.json", "tokenizer \"whitespace\"",
+                                    "\"char\" the run's config.json trains with"));
+}
+
+// Issue 19 (9): a NaN in model.safetensors was loaded and used.
+BOOST_AUTO_TEST_CASE(a_non_finite_weight_in_a_checkpoint_is_refused_naming_the_tensor) {
+  ScratchDir dir("nan_weight");
+  Config c = tiny_copy(dir.file("run"), 2);
+  train_translation(c);
+  const std::string model = c.out + "/model.safetensors";
+  nn::TensorMap weights = nn::load_safetensors(model).tensors;
+  const std::string name = weights.begin()->first;
+  std::vector<double> values = weights[name].to_vector<double>();
+  values.back() = INFINITY;
+  weights[name] = tensor(values, weights[name].shape());
+  nn::save_safetensors(model, weights);
+  BOOST_CHECK_EXCEPTION(load_translator(c.out), Error, message_has("tensor '" + name + "'", "Inf"));
+  Config more = c;
+  more.steps = 4;
+  BOOST_CHECK_EXCEPTION(train_translation(more, /*resume=*/true), Error,
+                        message_has("tensor '" + name + "'", "Inf"));
+}
+
+// Issue 19 (14): a start that fails on its options or data leaves no run folder behind.
+BOOST_AUTO_TEST_CASE(a_failed_start_creates_no_run_folder) {
+  ScratchDir dir("failed_start");
+  Config c = tiny_copy(dir.file("typo"), 2);
+  c.task = "revrse";
+  BOOST_CHECK_EXCEPTION(train_translation(c), Error, message_has("unknown task 'revrse'"));
+  BOOST_TEST(!fs::exists(c.out));
+  c = tiny_copy(dir.file("no_data"), 2);
+  c.task = "pairs", c.data = dir.file("absent.tsv");
+  BOOST_CHECK_EXCEPTION(train_translation(c), Error, message_has("absent.tsv", "cannot open"));
+  BOOST_TEST(!fs::exists(c.out));
+  c = tiny_copy(dir.file("bad_device"), 2);
+  c.device = "cuda:7";  // this test binary registers no CUDA backend
+  BOOST_CHECK_EXCEPTION(train_translation(c), Error, message_has("cuda:7 is not available"));
+  BOOST_TEST(!fs::exists(c.out));
+  c = tiny_copy(dir.file("bad_model"), 2);
+  c.positional = "rope", c.heads = 16;  // heads of width 1: RoPE rotates pairs of features
+  BOOST_CHECK_THROW(train_translation(c), Error);
+  BOOST_TEST(!fs::exists(c.out));
+}
+
+// Issue 19 (6): the examples printed after training were decoded with dropout on ("bcag" came
+// out as "bca"); they must be what `qkv translate` gives for the run.
+BOOST_AUTO_TEST_CASE(the_examples_after_training_are_decoded_in_eval_mode) {
+  ScratchDir dir("examples_eval");
+  Config c = tiny_copy(dir.file("run"), 30);
+  c.dropout = 0.5;  // train-mode decoding would differ in almost every example
+  const TrainResult result = train_translation(c);
+  BOOST_REQUIRE(result.examples.size() == 5u);
+  Translator t = load_translator(c.out);
+  std::vector<std::string> sources;
+  for (const auto& [source, output] : result.examples) sources.push_back(source);
+  const std::vector<std::string> expected = t.translate(sources);
+  for (size_t i = 0; i < sources.size(); ++i)
+    BOOST_TEST(result.examples[i].second == expected[i], sources[i]);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -11,6 +11,7 @@
 
 #include "engine/error.h"
 #include "tests/train/helpers.h"
+#include "train/config.h"
 #include "train/trainer/classification_pictures.h"
 #include "train/trainer/classification_trainer.h"
 #include "train/trainer/classifier.h"
@@ -178,8 +179,36 @@ BOOST_AUTO_TEST_CASE(translation_tasks_are_refused) {
   c.task = "dates";
   BOOST_CHECK_EXCEPTION(train_classification(c), qkv::Error, message_has("train translate"));
   c.task = "order";
+  // Resuming a folder that was never a run is refused before a folder is made (issue 19: 14).
   BOOST_CHECK_EXCEPTION(train_classification(c, /*resume=*/true), qkv::Error,
-                        message_has("no checkpoint"));
+                        message_has("--resume", "is not a run folder"));
+  BOOST_TEST(!fs::exists(c.out));
+}
+
+// Issue 19 (5): other heads fit the same tensors. A resume that changes them, and a model.json
+// edited to them, are refused; an allowed change is recorded in config.json.
+BOOST_AUTO_TEST_CASE(a_resume_or_model_json_with_other_heads_is_refused) {
+  ScratchDir dir("cls_heads");
+  Config c = tiny_order_config(dir.file("run"), 4);
+  train_classification(c);
+  Config other = c;
+  other.heads = 4, other.steps = 6;
+  BOOST_CHECK_EXCEPTION(train_classification(other, /*resume=*/true), qkv::Error,
+                        message_has("--resume", "cannot change heads (2 -> 4)"));
+  other = c;
+  other.steps = 6, other.patience = 2;
+  BOOST_TEST(train_classification(other, /*resume=*/true).steps == 6);
+  BOOST_TEST(load_config(c.out + "/config.json").resume_history.size() == 2u);
+
+  const std::string path = c.out + "/model.json";
+  nlohmann::json j = nlohmann::json::parse(read_bytes(path));
+  j["config"]["num_heads"] = 4;
+  std::ofstream(path) << j.dump(2);
+  BOOST_CHECK_EXCEPTION(load_classifier(c.out), qkv::Error,
+                        message_has("--run", "model.json", "num_heads 4 (config.json gives 2)"));
+  other.steps = 8;
+  BOOST_CHECK_EXCEPTION(train_classification(other, /*resume=*/true), qkv::Error,
+                        message_has("--resume", "num_heads 4 (config.json gives 2)"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,5 +1,8 @@
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
+#include <cmath>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "helpers.h"
 #include "train/atomic_file.h"
@@ -92,7 +95,8 @@ BOOST_AUTO_TEST_CASE(overflowing_numbers_are_rejected) {
                         message_has("run.json", "'steps'", "out of range"));
   BOOST_CHECK_EXCEPTION(parse_config(R"({"seed": -1})", "run.json"), qkv::Error,
                         message_has("'seed'", "must not be negative"));
-  BOOST_TEST(parse_config(R"({"steps": 9223372036854775807})", "run.json").steps == INT64_MAX);
+  BOOST_CHECK_EXCEPTION(parse_config(R"({"steps": 9223372036854775807})", "run.json"), qkv::Error,
+                        message_has("run.json", "'steps'", "must be in 1..1000000000"));
 }
 
 // Found by replaying a large hand-made input through fuzz_config (the fuzzer's own inputs are too
@@ -103,6 +107,122 @@ BOOST_AUTO_TEST_CASE(deeply_nested_value_gives_an_error_not_a_stack_overflow) {
   std::string text = "{\"steps\": " + std::string(depth, '[') + std::string(depth, ']') + "}";
   BOOST_CHECK_EXCEPTION(parse_config(text, "deep.json"), qkv::Error,
                         message_has("deep.json", "'steps' must be an integer, got an array"));
+}
+
+// Issue 19 (13, 11, 8): each value here was accepted and then ignored, misread or crashed the run
+// (log_every 0 divided by zero; valid_size 0 scored an empty split as 0.0 for early stopping).
+BOOST_AUTO_TEST_CASE(out_of_range_values_are_refused_by_flags_and_config_files_alike) {
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"weight_decay", "-1", "[0, 100]"},
+      {"patience", "-1", "0..1000000000"},
+      {"checkpoint_every", "-1", "0.."},
+      {"threads", "-1", "0..1024"},
+      {"threads", "100000", "0..1024"},
+      {"max_len", "-1", "1..65536"},
+      {"target_value", "2", "[0, 1]"},
+      {"log_every", "0", "1..1000000000"},
+      {"valid_size", "0", "1..100000000"},
+      {"test_size", "0", "1..100000000"},
+      {"beta1", "1.0", "[0, 1)"},
+      {"beta2", "2", "[0, 1)"},
+      {"lr", "0", "(0, inf)"},
+      {"beam", "65", "1..64"},
+  };
+  for (const auto& [key, value, range] : cases) {
+    BOOST_TEST_CONTEXT(key << " " << value) {
+      Config c;
+      BOOST_CHECK_EXCEPTION(
+          set_config_value(c, key, value, "--" + key), qkv::Error,
+          message_has("--" + key, "'" + key + "'", "must be in " + range, "got " + value));
+      BOOST_CHECK_EXCEPTION(parse_config("{\"" + key + "\": " + value + "}", "run.json"),
+                            qkv::Error, message_has("run.json", "'" + key + "'", range));
+    }
+  }
+  // A Config filled in by code is checked by validate_config with the same ranges.
+  Config c;
+  c.log_every = 0;
+  BOOST_CHECK_EXCEPTION(validate_config(c), qkv::Error,
+                        message_has("'log_every'", "1..1000000000"));
+}
+
+// Every numeric field has a range, its default lies inside it, and the first value outside either
+// end is refused: no field is left unchecked.
+BOOST_AUTO_TEST_CASE(every_numeric_field_has_a_range_around_its_default) {
+  BOOST_CHECK_NO_THROW(validate_config(Config{}));
+  int numeric = 0;
+  for (const auto& f : config_fields()) {
+    const bool integer = std::holds_alternative<int64_t Config::*>(f.member);
+    const bool real = std::holds_alternative<double Config::*>(f.member);
+    if (!integer && !real) continue;
+    ++numeric;
+    BOOST_TEST_CONTEXT(f.key) {
+      BOOST_TEST(f.range.low < f.range.high);
+      auto text = [&](double v) {
+        return integer ? std::to_string(int64_t(v)) : nlohmann::json(v).dump();
+      };
+      // An open end is itself outside; a closed one is passed by one (or by a half).
+      const double below = f.range.low_open ? f.range.low : f.range.low - (integer ? 1 : 0.5);
+      const double above = f.range.high_open ? f.range.high : f.range.high + (integer ? 1 : 0.5);
+      Config c;
+      BOOST_CHECK_THROW(set_config_value(c, f.key, text(below)), qkv::Error);
+      if (std::isfinite(f.range.high))  // lr alone has no upper end
+        BOOST_CHECK_THROW(set_config_value(c, f.key, text(above)), qkv::Error);
+      if (!f.range.low_open) BOOST_CHECK_NO_THROW(set_config_value(c, f.key, text(f.range.low)));
+    }
+  }
+  BOOST_TEST(numeric == 29);  // every int64 and double field of Config
+}
+
+BOOST_AUTO_TEST_CASE(a_key_given_twice_is_refused) {
+  BOOST_CHECK_EXCEPTION(parse_config(R"({"lr": 0.1, "steps": 5, "lr": 0.2})", "run.json"),
+                        qkv::Error, message_has("run.json", "key 'lr' appears twice"));
+  BOOST_TEST(parse_config(R"({"lr": 0.1, "steps": 5})", "run.json").lr == 0.1);
+}
+
+BOOST_AUTO_TEST_CASE(device_names_are_read_whole) {
+  for (const char* bad : {"cuda:", "cuda:1x", "cuda:-1", "cuda:99999", "gpu", "cuda1", "CPU"}) {
+    BOOST_TEST_CONTEXT(bad) {
+      BOOST_TEST(!is_device_name(bad));
+      Config c;
+      c.device = bad;
+      BOOST_CHECK_EXCEPTION(validate_config(c), qkv::Error,
+                            message_has("'device'", "cpu, cuda or cuda:N", bad));
+    }
+  }
+  for (const char* good : {"cpu", "cuda", "cuda:0", "cuda:12"}) BOOST_TEST(is_device_name(good));
+}
+
+// Issue 19 (5): a resume may change schedule-like options only.
+BOOST_AUTO_TEST_CASE(resume_refuses_changes_to_the_model_data_and_batches) {
+  Config saved;
+  Config resumed = saved;
+  resumed.steps = 8000, resumed.lr = 5e-4, resumed.eval_every = 100, resumed.patience = 3;
+  BOOST_CHECK_NO_THROW(check_resume_changes(saved, resumed, "runs/r"));
+  resumed.heads = 2, resumed.seed = 7;
+  BOOST_CHECK_EXCEPTION(
+      check_resume_changes(saved, resumed, "runs/r"), qkv::Error,
+      message_has("--resume", "heads (4 -> 2)", "seed (1 -> 7)", "runs/r", "schedule-like"));
+  for (const char* key : {"d_model", "layers", "ff_dim", "positional", "dropout", "task", "data",
+                          "tokenizer", "train_size", "batch_size", "max_len", "optimizer"}) {
+    const auto& f = *std::find_if(config_fields().begin(), config_fields().end(),
+                                  [&](const ConfigField& f) { return f.key == key; });
+    BOOST_TEST_CONTEXT(key) { BOOST_TEST((f.on_resume == OnResume::fixed)); }
+  }
+  const auto changes = config_changes(saved, resumed);
+  BOOST_TEST(changes.size() == 6u);  // steps, lr, heads, eval_every, patience, seed
+}
+
+BOOST_AUTO_TEST_CASE(resume_history_round_trips_through_config_json) {
+  Config c;
+  c.resume_history = {{400, "steps", "400", "800"}, {800, "lr", "0.001", "0.0005"}};
+  const Config back = parse_config(config_to_json(c).dump(), "config.json");
+  BOOST_REQUIRE(back.resume_history.size() == 2u);
+  BOOST_TEST(back.resume_history[1].step == 800);
+  BOOST_TEST(back.resume_history[1].key == "lr");
+  BOOST_TEST(back.resume_history[1].after == "0.0005");
+  BOOST_TEST(!config_to_json(Config{}).contains("resume_history"));
+  BOOST_CHECK_EXCEPTION(parse_config(R"({"resume_history": [{"step": 1}]})", "config.json"),
+                        qkv::Error, message_has("config.json", "'resume_history'"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

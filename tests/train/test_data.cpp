@@ -38,18 +38,50 @@ BOOST_AUTO_TEST_SUITE(data)
 
 BOOST_AUTO_TEST_CASE(pairs_tsv) {
   ScratchDir dir("tsv");
-  write_text(dir.file("pairs.tsv"), "hello\tbonjour\r\n\nthank you\tmerci\tbeaucoup\n");
+  write_text(dir.file("pairs.tsv"), "hello\tbonjour\r\n\nthank you\tmerci beaucoup\n");
   auto pairs = read_pairs_tsv(dir.file("pairs.tsv"));
   BOOST_TEST(pairs.size() == 2u);
   BOOST_TEST(pairs[0].target == "bonjour");  // '\r' dropped
   BOOST_TEST(pairs[1].source == "thank you");
-  BOOST_TEST(pairs[1].target == "merci\tbeaucoup");
+  BOOST_TEST(pairs[1].target == "merci beaucoup");
 
   write_text(dir.file("bad.tsv"), "a\tb\n\nno tab here\n");
   BOOST_CHECK_EXCEPTION(read_pairs_tsv(dir.file("bad.tsv")), qkv::Error,
                         message_has("bad.tsv:3:", "no TAB"));
   BOOST_CHECK_EXCEPTION(read_pairs_tsv(dir.file("absent.tsv")), qkv::Error,
                         message_has("absent.tsv", "cannot open"));
+}
+
+// Issue 19 (10): each of these was read as some other data without a word.
+BOOST_AUTO_TEST_CASE(tsv_files_that_would_be_misread_are_refused_or_mended) {
+  // A byte-order mark is dropped, not made part of the first source (and so a token).
+  auto pairs = parse_pairs_tsv(
+      "\xEF\xBB\xBF"
+      "abc\tcba\nxy\tyx\n",
+      "bom.tsv");
+  BOOST_TEST(pairs[0].source == "abc");
+  BOOST_TEST(pairs[1].source == "xy");
+  // Only the first line's BOM is one; anywhere else it is text, as the file says.
+  BOOST_TEST(parse_pairs_tsv("a\tb\n\xEF\xBB\xBF"
+                             "c\td\n",
+                             "m.tsv")[1]
+                 .source ==
+             "\xEF\xBB\xBF"
+             "c");
+  BOOST_CHECK_EXCEPTION(parse_pairs_tsv("a\tb\nthank you\tmerci\tbeaucoup\n", "three.tsv"),
+                        qkv::Error, message_has("three.tsv:2:", "more than two columns"));
+  BOOST_CHECK_EXCEPTION(parse_classification_tsv("pos\tgood\tfilm\nneg\tbad\n", "three.tsv"),
+                        qkv::Error, message_has("three.tsv:1:", "more than two columns"));
+  BOOST_CHECK_EXCEPTION(parse_pairs_tsv("a\tb\nc\t   \n", "space.tsv"), qkv::Error,
+                        message_has("space.tsv:2:", "empty target", "only spaces"));
+  BOOST_CHECK_EXCEPTION(parse_pairs_tsv("  \tb\n", "space.tsv"), qkv::Error,
+                        message_has("space.tsv:1:", "empty source"));
+  BOOST_CHECK_EXCEPTION(parse_classification_tsv(" \tgood\nneg\tbad\n", "space.tsv"), qkv::Error,
+                        message_has("space.tsv:1:", "empty label"));
+  BOOST_CHECK_EXCEPTION(parse_pairs_tsv("a\tb\rc\td\re\tf\r", "mac.tsv"), qkv::Error,
+                        message_has("mac.tsv:1:", "end in CR alone"));
+  // Windows line ends stay fine.
+  BOOST_TEST(parse_pairs_tsv("a\tb\r\nc\td\r\n", "win.tsv").size() == 2u);
 }
 
 BOOST_AUTO_TEST_CASE(classification_tsv) {

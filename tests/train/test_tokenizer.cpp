@@ -73,6 +73,28 @@ BOOST_AUTO_TEST_CASE(corrupt_files_are_clear_errors) {
   BOOST_CHECK_EXCEPTION(
       Vocab::load(write(R"({"tokenizer": "bpe", "tokens": ["<pad>", "<s>", "</s>", "<unk>"]})")),
       qkv::Error, message_has("unknown tokenizer 'bpe'"));
+  // Issue 19 (9): tokens its tokenizer could never produce, as when "tokenizer" was switched.
+  const std::string specials = R"("<pad>", "<s>", "</s>", "<unk>")";
+  BOOST_CHECK_EXCEPTION(
+      Vocab::load(write(R"({"tokenizer": "char", "tokens": [)" + specials + R"(, "a", "bc"]})")),
+      qkv::Error, message_has("v.json", "token 5 'bc'", "not one character"));
+  BOOST_CHECK_EXCEPTION(
+      Vocab::load(write(R"({"tokenizer": "char", "tokens": [)" + specials + R"(, ""]})")),
+      qkv::Error, message_has("v.json", "token 4 is empty"));
+  BOOST_CHECK_EXCEPTION(Vocab::load(write(R"({"tokenizer": "whitespace", "tokens": [)" + specials +
+                                          R"(, "a", " "]})")),
+                        qkv::Error, message_has("v.json", "token 5 ' '", "holds whitespace"));
+  BOOST_CHECK_EXCEPTION(
+      Vocab::load(write(R"({"tokenizer": "char", "tokenizer": "whitespace", "tokens": [)" +
+                        specials + "]}")),
+      qkv::Error, message_has("v.json", "key 'tokenizer' appears twice"));
+  // What the tokenizers produce loads: "\xc3\xa9" (e acute) is one character, and so is a space.
+  const Vocab c = Vocab::load(write(R"({"tokenizer": "char", "tokens": [)" + specials +
+                                    ", \"\xc3\xa9\", \" \"]}"));
+  BOOST_TEST(c.encode("\xc3\xa9 ") == (std::vector<int64_t>{4, 5}));
+  const Vocab w =
+      Vocab::load(write(R"({"tokenizer": "whitespace", "tokens": [)" + specials + R"(, "ab"]})"));
+  BOOST_TEST(w.encode("ab ab") == (std::vector<int64_t>{4, 4}));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,10 +3,11 @@
 //   pairs.tsv (translation):    source TAB target        one pair per line
 //   labels.tsv (classification): label TAB text          one example per line
 //
-// Blank lines are skipped and a trailing '\r' (a file saved on Windows) is dropped. Everything
-// after the first TAB belongs to the second field, so targets may contain tabs. A line without a
-// TAB is an error naming the file and the line number, since silently skipping it would train on
-// less data than the user thinks.
+// Blank lines are skipped, a trailing '\r' (a file saved on Windows) is dropped, and so is a UTF-8
+// byte-order mark at the start of the file. A line without a TAB or with a second one, an empty or
+// all-space source, target or label, and a file whose lines end in CR alone are errors naming the
+// file and the line number, since silently reading them otherwise would train on other data than
+// the user thinks.
 #pragma once
 
 #include <cstdint>

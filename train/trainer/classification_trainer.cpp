@@ -13,6 +13,7 @@
 #include "train/trainer/classification_pictures.h"
 #include "train/trainer/classifier.h"
 #include "train/trainer/early_stopping.h"
+#include "train/trainer/resume.h"
 #include "train/trainer/training_common.h"
 #include "train/trainer/training_loop.h"
 
@@ -48,16 +49,20 @@ std::vector<AttentionLayerStats> batch_attention_stats(const Classifier& k,
 
 }  // namespace
 
-TrainResult train_classification(const Config& config, RunMode mode) {
+TrainResult train_classification(const Config& requested, RunMode mode) {
   const bool resume = mode == RunMode::resume;
-  validate_config(config);
-  QKV_CHECK(task_kind(config.task) != TaskKind::translation, "--task", "'", config.task,
+  // Everything that can be checked without the run folder is, before it is created: a failed
+  // start leaves nothing behind.
+  validate_config(requested);
+  QKV_CHECK(task_kind(requested.task) != TaskKind::translation, "--task", "'", requested.task,
             "' is a translation task: use `qkv train translate`");
+  Config config = requested;
+  const Config saved = resume ? resumed_run_config(requested.out) : requested;
+  if (resume) check_resume_changes(saved, requested, requested.out);
   const EarlyStopping early_stopping(config, {"accuracy"});
   const Autocast precision(
       compute_dtype(config.precision));  // matmuls in bf16 with --precision bf16
   if (config.threads > 0) set_num_threads(int(config.threads));
-  RunDir run(config.out, mode);
   manual_seed(config.seed);
 
   ClassificationSet data = prepare_classification_set(config);
@@ -67,12 +72,15 @@ TrainResult train_classification(const Config& config, RunMode mode) {
   auto opt = make_optimizer(config, model);
   nn::LrSchedule schedule = make_schedule(config);
   TrainerState state;
+  RunDir run(config.out, mode);
   // A resume that cannot go on (other data, a damaged checkpoint) fails before the run's files
   // are touched: the folder stays resumable with the right options.
   if (resume) {
+    check_model_json_matches(run.path(), model_config_json(k));
     if (k.text) check_resumed_vocab(run, "vocab.json", k.vocab);
     state = load_checkpoint(run, model, *opt);
     default_generator().set_offset(state.generator_offset);
+    config = with_resume_history(config, saved, state.step);
   }
   save_config(config, run.file("config.json"));
   save_classifier_files(k, run.path());

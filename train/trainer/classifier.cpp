@@ -131,36 +131,54 @@ Classifier make_classifier(const Config& c, const ClassificationSet& set) {
   k.device = parse_device(c.device);
   const int64_t classes = int64_t(set.labels.size());
   if (!set.images) {
-    models::TransformerClassifierConfig m;
-    m.vocab = int64_t(set.vocab.size()), m.num_classes = classes;
-    m.d_model = c.d_model, m.num_heads = c.heads, m.num_layers = c.layers;
-    m.dim_feedforward = c.ff_dim, m.dropout = c.dropout;
-    m.max_len = c.max_len, m.positional = c.positional, m.pooling = c.pooling;
-    k.text = std::make_shared<models::TransformerClassifier>(m);
+    k.text = std::make_shared<models::TransformerClassifier>(
+        text_classifier_config(c, int64_t(set.vocab.size()), classes));
   } else if (c.model == "vit") {
     QKV_CHECK(set.pixels.height % c.patch_size == 0, "--patch-size", c.patch_size,
               " does not divide the image size ", set.pixels.height);
-    models::VisionTransformerConfig m;
-    m.image_size = set.pixels.height, m.patch_size = c.patch_size, m.num_classes = classes;
-    m.d_model = c.d_model, m.num_heads = c.heads, m.num_layers = c.layers;
-    m.dim_feedforward = c.ff_dim, m.dropout = c.dropout;
-    k.vit = std::make_shared<models::VisionTransformer>(m);
+    k.vit = std::make_shared<models::VisionTransformer>(vit_config(c, set.pixels.height, classes));
   } else {
-    models::CnnClassifierConfig m;
-    m.image_size = set.pixels.height, m.num_classes = classes;
-    m.channels = parse_channels(c.channels), m.attention = c.attention;
-    k.cnn = std::make_shared<models::CnnClassifier>(m);
+    k.cnn = std::make_shared<models::CnnClassifier>(cnn_config(c, set.pixels.height, classes));
   }
   if (!k.device.is_cpu()) k.module().to(k.device);
   return k;
 }
 
+models::TransformerClassifierConfig text_classifier_config(const Config& c, int64_t vocab,
+                                                           int64_t classes) {
+  models::TransformerClassifierConfig m;
+  m.vocab = vocab, m.num_classes = classes;
+  m.d_model = c.d_model, m.num_heads = c.heads, m.num_layers = c.layers;
+  m.dim_feedforward = c.ff_dim, m.dropout = c.dropout;
+  m.max_len = c.max_len, m.positional = c.positional, m.pooling = c.pooling;
+  return m;
+}
+
+models::VisionTransformerConfig vit_config(const Config& c, int64_t image_size, int64_t classes) {
+  models::VisionTransformerConfig m;
+  m.image_size = image_size, m.patch_size = c.patch_size, m.num_classes = classes;
+  m.d_model = c.d_model, m.num_heads = c.heads, m.num_layers = c.layers;
+  m.dim_feedforward = c.ff_dim, m.dropout = c.dropout;
+  return m;
+}
+
+models::CnnClassifierConfig cnn_config(const Config& c, int64_t image_size, int64_t classes) {
+  models::CnnClassifierConfig m;
+  m.image_size = image_size, m.num_classes = classes;
+  m.channels = parse_channels(c.channels), m.attention = c.attention;
+  return m;
+}
+
+nlohmann::json model_config_json(const Classifier& k) {
+  if (k.text) return k.text->config;
+  if (k.cnn) return k.cnn->config;
+  QKV_CHECK(k.vit != nullptr, "classifier", "no model");
+  return k.vit->config;
+}
+
 void save_classifier_files(const Classifier& k, const std::string& run_dir) {
-  nlohmann::json config;
-  if (k.text) config = k.text->config;
-  if (k.cnn) config = k.cnn->config;
-  if (k.vit) config = k.vit->config;
-  nlohmann::json j = {{"architecture", k.architecture()}, {"config", config}, {"labels", k.labels}};
+  nlohmann::json j = {
+      {"architecture", k.architecture()}, {"config", model_config_json(k)}, {"labels", k.labels}};
   namespace fs = std::filesystem;
   write_file_atomic((fs::path(run_dir) / kModelJson).string(), j.dump(2) + "\n");
   if (k.text) k.vocab.save((fs::path(run_dir) / kVocabFile).string());
@@ -197,12 +215,23 @@ Classifier load_classifier(const std::string& run_dir) {
                            weights, path(kModelJson), path(kModelFile));
   if (m.text) {
     k.vocab = Vocab::load(path(kVocabFile));
+    check_vocab_tokenizer(k.vocab, run_tokenizers(k.config).source, path(kVocabFile));
     QKV_CHECK(int64_t(k.vocab.size()) == m.text->vocab, "--run", run_dir, ": the vocabulary (",
               k.vocab.size(), " tokens) does not match the model (", m.text->vocab, ")");
     k.text = std::make_shared<models::TransformerClassifier>(*m.text);
   }
   if (m.cnn) k.cnn = std::make_shared<models::CnnClassifier>(*m.cnn);
   if (m.vit) k.vit = std::make_shared<models::VisionTransformer>(*m.vit);
+  // The weights fit a model.json edited to other heads just as well: config.json says which.
+  const int64_t classes = int64_t(m.labels.size());
+  const nlohmann::json built =
+      m.text  ? nlohmann::json(text_classifier_config(k.config, m.text->vocab, classes))
+      : m.cnn ? nlohmann::json(cnn_config(k.config, m.cnn->image_size, classes))
+              : nlohmann::json(vit_config(k.config, m.vit->image_size, classes));
+  const std::string differences = model_config_differences(model_config_json(k), built);
+  QKV_CHECK(differences.empty(), "--run", path(kModelJson),
+            " does not describe the model the run's config.json builds: ", differences,
+            " (was model.json edited?)");
   k.module().load_state_dict(weights);
   k.module().eval();
   return k;

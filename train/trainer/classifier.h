@@ -66,6 +66,15 @@ struct Classifier {
 // The model the config asks for, sized for the data (vocabulary, classes, image size).
 Classifier make_classifier(const Config& config, const ClassificationSet& set);
 
+// The config of the model the options ask for, sized by `vocab` (text), `image_size` and
+// `classes`: what model.json's "config" holds.
+models::TransformerClassifierConfig text_classifier_config(const Config& c, int64_t vocab,
+                                                           int64_t classes);
+models::VisionTransformerConfig vit_config(const Config& c, int64_t image_size, int64_t classes);
+models::CnnClassifierConfig cnn_config(const Config& c, int64_t image_size, int64_t classes);
+// model.json's "config" of the classifier's model.
+nlohmann::json model_config_json(const Classifier& k);
+
 // model.json: {"architecture", "config", "labels"}; vocab.json for text models.
 void save_classifier_files(const Classifier& c, const std::string& run_dir);
 // Rebuilds the model from a run folder and loads its weights. Errors name the folder and file.

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "nn/unique_keys_json.h"
+#include "train/atomic_file.h"
 
 namespace qkv::train {
 
@@ -14,7 +16,7 @@ namespace {
 json parse_object(std::string_view text, const std::string& source) {
   json j;
   try {
-    j = json::parse(text);
+    j = nn::parse_json_unique_keys(text, source);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e999
     throw Error(source + ": not valid JSON: " + e.what());
   }
@@ -206,6 +208,36 @@ void check_model_fits_weights(int64_t estimated, const nn::TensorMap& weights,
                 " parameters, but " + weights_file + " holds " + std::to_string(stored) +
                 ": the two files do not belong together (was model.json edited or copied from "
                 "another run?)");
+}
+
+json read_model_json_config(const std::string& path) {
+  json j = parse_object(read_file(path, "--run"), path);
+  if (!j.contains("config") || !j["config"].is_object())
+    throw Error(path + ": \"config\" must be an object");
+  return j["config"];
+}
+
+std::string model_config_differences(const json& in_file, const json& built) {
+  std::string differences;
+  auto value = [](const json& config, const std::string& key) {
+    return config.contains(key) ? config[key].dump() : std::string("nothing");
+  };
+  json keys = built;
+  keys.update(in_file);  // the union of both files' keys
+  for (const auto& [key, unused] : keys.items()) {
+    if (key == "checkpoint_activations") continue;
+    if (in_file.contains(key) && built.contains(key) && in_file[key] == built[key]) continue;
+    differences += (differences.empty() ? "" : ", ") + key + " " + value(in_file, key) +
+                   " (config.json gives " + value(built, key) + ")";
+  }
+  return differences;
+}
+
+void check_vocab_tokenizer(const Vocab& vocab, TokenizerKind expected, const std::string& file) {
+  if (vocab.kind() != expected)
+    throw Error("--run: " + file + ": tokenizer \"" + to_string(vocab.kind()) + "\" is not the \"" +
+                to_string(expected) +
+                "\" the run's config.json trains with (was the file edited?)");
 }
 
 std::string parse_model_architecture(std::string_view text, const std::string& source) {

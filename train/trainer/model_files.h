@@ -13,6 +13,7 @@
 #include "models/classifiers.h"
 #include "models/seq2seq.h"
 #include "nn/safetensors.h"
+#include "train/tokenizer.h"
 
 namespace qkv::train {
 
@@ -54,6 +55,17 @@ int64_t estimated_parameters(const models::VisionTransformerConfig& c);
 // naming both files and both sizes.
 void check_model_fits_weights(int64_t estimated, const nn::TensorMap& weights,
                               const std::string& model_json, const std::string& weights_file);
+
+// The "config" object of the model.json at `path`, unchecked beyond being an object.
+nlohmann::json read_model_json_config(const std::string& path);
+// Each key in which a model.json's config differs from the one the run's config.json builds, as
+// "num_heads 2 (config.json gives 4)", comma-separated; "" when they agree. The shape is what is
+// compared: checkpoint_activations (how backward saves memory) is left out.
+std::string model_config_differences(const nlohmann::json& in_file, const nlohmann::json& built);
+
+// Throws qkv::Error("--run: <file>: tokenizer ...") when `vocab` was not made by `expected`, the
+// tokenizer the run's config.json trains with.
+void check_vocab_tokenizer(const Vocab& vocab, TokenizerKind expected, const std::string& file);
 
 // The range checks parse_*_model_json apply; each throws qkv::Error("<source>: ...").
 void validate_model_config(const models::Seq2SeqConfig& c, const std::string& source);

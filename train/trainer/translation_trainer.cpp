@@ -15,6 +15,7 @@
 #include "train/trainer/attention_pictures.h"
 #include "train/trainer/attention_stats.h"
 #include "train/trainer/early_stopping.h"
+#include "train/trainer/resume.h"
 #include "train/trainer/training_common.h"
 #include "train/trainer/training_loop.h"
 #include "train/trainer/translator.h"
@@ -80,14 +81,18 @@ std::vector<AttentionLayerStats> batch_attention_stats(const Translator& t, cons
 
 }  // namespace
 
-TrainResult train_translation(const Config& config, RunMode mode) {
+TrainResult train_translation(const Config& requested, RunMode mode) {
   const bool resume = mode == RunMode::resume;
-  validate_config(config);
+  // Everything that can be checked without the run folder is, before it is created: a failed
+  // start leaves nothing behind.
+  validate_config(requested);
+  Config config = requested;
+  const Config saved = resume ? resumed_run_config(requested.out) : requested;
+  if (resume) check_resume_changes(saved, requested, requested.out);
   const EarlyStopping early_stopping(config, {"exact_match", "token_accuracy"});
   const Autocast precision(
       compute_dtype(config.precision));  // matmuls in bf16 with --precision bf16
   if (config.threads > 0) set_num_threads(int(config.threads));
-  RunDir run(config.out, mode);
   manual_seed(config.seed);
 
   TranslationData data = prepare_translation_data(config);
@@ -107,13 +112,16 @@ TrainResult train_translation(const Config& config, RunMode mode) {
   auto opt = make_optimizer(config, *t.model);
   nn::LrSchedule schedule = make_schedule(config);
   TrainerState state;
+  RunDir run(config.out, mode);
   // A resume that cannot go on (other data, a damaged checkpoint) fails before the run's files
   // are touched: the folder stays resumable with the right options.
   if (resume) {
+    check_model_json_matches(run.path(), nlohmann::json(t.model_config));
     check_resumed_vocab(run, kSourceVocab, data.source_vocab);
     check_resumed_vocab(run, kTargetVocab, data.target_vocab);
     state = load_checkpoint(run, *t.model, *opt);
     default_generator().set_offset(state.generator_offset);
+    config = with_resume_history(config, saved, state.step);
   }
   save_config(config, run.file("config.json"));
   data.source_vocab.save(run.file(kSourceVocab));
@@ -187,12 +195,14 @@ TrainResult train_translation(const Config& config, RunMode mode) {
   std::vector<std::string> examples;
   for (size_t i = 0; i < std::min<size_t>(5, data.pairs.test.size()); ++i)
     examples.push_back(data.pairs.test[i].source);
+  t.model->eval();  // evaluate() put it back in training mode: decode without dropout
   auto outputs = t.translate(examples);
+  for (size_t i = 0; i < examples.size(); ++i)
+    result.examples.emplace_back(examples[i], outputs[i]);
   for (size_t i = 0; i < examples.size(); ++i)
     std::printf("  %s -> %s\n", pad_right("\"" + examples[i] + "\"", 32).c_str(),
                 outputs[i].c_str());
   if (config.pictures && !examples.empty()) {
-    t.model->eval();
     auto maps = write_attention_maps(t, examples[0], run.file("attention"));
     std::printf("attention maps: %s/ (%zu files)\n", run.file("attention").c_str(), maps.size());
     std::printf("loss curve:     %s\n", run.file("loss.png").c_str());

@@ -7,6 +7,10 @@
 // attention maps of one test example. docs/TRAINING.md walks through it.
 #pragma once
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "train/config.h"
 #include "train/run_dir.h"
 
@@ -18,6 +22,8 @@ struct TrainResult {
   double test_accuracy = 0;                              // classification
   double seconds = 0;
   bool interrupted = false;
+  // translation: the (source, translation) examples printed at the end, decoded in eval mode
+  std::vector<std::pair<std::string, std::string>> examples;
 };
 
 // RunMode::resume continues the run in config.out from its last checkpoint (same data order, same

@@ -7,16 +7,18 @@
 #include "nn/safetensors.h"
 #include "train/atomic_file.h"
 #include "train/batching.h"
+#include "train/dataset.h"
 #include "train/run_lock.h"
 #include "train/trainer/model_files.h"
 
 namespace qkv::train {
 
 Device parse_device(const std::string& name) {
+  if (!is_device_name(name))
+    throw Error("--device: expected cpu, cuda or cuda:N (N a device number), got '" + name + "'");
   if (name == "cpu") return Device::cpu();
   if (name == "cuda") return Device::cuda(0);
-  if (name.rfind("cuda:", 0) == 0) return Device::cuda(std::stoi(name.substr(5)));
-  throw Error("--device: expected cpu, cuda or cuda:N, got '" + name + "'");
+  return Device::cuda(std::stoi(name.substr(5)));  // at most four digits: no overflow
 }
 
 models::Seq2SeqConfig seq2seq_config(const Config& c, int64_t src_vocab, int64_t tgt_vocab) {
@@ -57,6 +59,11 @@ Translator load_translator(const std::string& run_dir) {
   t.config = load_config(path("config.json"));
   t.source_vocab = Vocab::load(path(kSourceVocab));
   t.target_vocab = Vocab::load(path(kTargetVocab));
+  // A vocabulary file whose "tokenizer" was switched may still hold only tokens the other
+  // tokenizer produces; config.json says which one the model was trained with.
+  const TokenizerChoice kinds = run_tokenizers(t.config);
+  check_vocab_tokenizer(t.source_vocab, kinds.source, path(kSourceVocab));
+  check_vocab_tokenizer(t.target_vocab, kinds.target, path(kTargetVocab));
   TranslatorModelJson m =
       parse_translator_model_json(read_file(path(kModelJson), "--run"), path(kModelJson));
   t.model_config = m.config;
@@ -69,6 +76,13 @@ Translator load_translator(const std::string& run_dir) {
   const nn::TensorMap weights = nn::load_safetensors(path(kModelFile)).tensors;
   check_model_fits_weights(estimated_parameters(t.model_config), weights, path(kModelJson),
                            path(kModelFile));
+  // The weights fit a model.json edited to other heads just as well: config.json says which.
+  const std::string differences = model_config_differences(
+      nlohmann::json(m.config),
+      nlohmann::json(seq2seq_config(t.config, m.config.src_vocab, m.config.tgt_vocab)));
+  QKV_CHECK(differences.empty(), "--run", path(kModelJson),
+            " does not describe the model the run's config.json builds: ", differences,
+            " (was model.json edited?)");
   t.model = std::make_shared<models::Seq2SeqTransformer>(t.model_config);
   t.model->load_state_dict(weights);
   t.model->eval();
