@@ -56,7 +56,7 @@ struct Node {
 Tensor record(const char* op, const std::vector<Tensor>& inputs, Tensor output, BackwardFn fn);
 
 // While a RecordedOps guard lives, the names of all ops recorded (on any thread) are collected;
-// the op-registry test uses it to prove every op that records itself has a gradcheck case.
+// the op-registry test uses it to check that a case named after an op does record that op.
 class RecordedOps {
  public:
   RecordedOps();
