@@ -8,8 +8,9 @@
 // - OpRegistry::ops_without_case() lists every declared op of a layer that has no case, and the
 //   test suites fail naming each one (tests/engine/test_gradcheck.cpp,
 //   tests/nn/test_gradcheck.cpp);
-// - tests/models/test_registry_scan.cpp reads the sources, so an op declared or recorded in a file
-//   no test links is still found.
+// - tests/models/test_registry_scan.cpp reads the sources, so an op declared, or recorded under a
+//   literal name, in a file no test links is still found (a name passed in a variable is checked
+//   by record() when the op runs, as every op does in its case).
 //
 // The third argument says how the op's backward is written, which decides whether a gradient
 // computed through it can itself be differentiated (grad(..., create_graph=true)):

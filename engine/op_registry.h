@@ -43,8 +43,8 @@ struct InputSpec {
   double range_low = 0, range_high = 0;  // for Domain::range
 };
 
-// An input drawn uniformly from [low, high]: for a formula whose branches lie outside [-2, 2]
-// (a stable sigmoid's exp(x) / (1 + exp(x)) side, saturated tanh, large logits).
+// An input drawn uniformly from [low, high]: for a formula whose branches or hazards lie outside
+// [-2, 2] (saturated sigmoid and tanh, logits whose exp overflows unless the max is subtracted).
 inline InputSpec in_range(Shape shape, double low, double high) {
   return {std::move(shape), Domain::range, 0, low, high};
 }
