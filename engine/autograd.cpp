@@ -115,6 +115,10 @@ Tensor record(const char* op, const std::vector<Tensor>& inputs, Tensor output, 
   bool any = false;
   for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
   if (!any) return output;
+  const OpDeclaration* declaration = find_declared_op(op);
+  QKV_CHECK(declaration, "record", "op '", op, "' is not declared: add QKV_RECORDED_OP(\"", op,
+            "\", layer, composed|kernel) beside its definition and a gradcheck case "
+            "(docs/TESTING.md)");
   if (g_trace) {
     std::lock_guard lock(g_trace_mutex);
     if (g_trace) g_trace->insert(op);
@@ -127,6 +131,7 @@ Tensor record(const char* op, const std::vector<Tensor>& inputs, Tensor output, 
     node->input_nodes.push_back(tracked ? t.grad_fn() : nullptr);
   }
   node->backward = std::move(fn);
+  node->backward_kind = declaration->backward;
   node->output_shape = output.shape();
   node->output_dtype = output.dtype();
   node->autocast_dtype = autocast_dtype();
@@ -200,6 +205,9 @@ void sweep(const Tensor& root, const Tensor& gradient, bool retain_graph, bool c
            const std::unordered_map<TensorImpl*, Tensor*>* capture = nullptr,
            const std::function<void(const Tensor&)>* post_accumulate = nullptr) {
   QKV_CHECK(root.defined(), "backward", "called on an undefined tensor");
+  // A recorded gradient reaches back into the forward graph (its rules read the forward's
+  // tensors), so create_graph keeps that graph alive: PyTorch's default, retain_graph=create_graph.
+  retain_graph = retain_graph || create_graph;
   QKV_CHECK(root.requires_grad(), "backward",
             "the tensor does not require grad and has no grad_fn (was it computed under NoGrad, "
             "or from inputs that do not require grad?)");
@@ -238,6 +246,10 @@ void sweep(const Tensor& root, const Tensor& gradient, bool retain_graph, bool c
     QKV_CHECK(!node->released, "backward",
               "trying to backward through the graph a second time (through op '", node->op,
               "'); its saved tensors were freed - pass retain_graph=true the first time");
+    QKV_CHECK(!create_graph || node->backward_kind == OpBackward::composed, "backward",
+              "create_graph through op '", node->op,
+              "', whose backward runs raw kernels and cannot be differentiated again (the ops "
+              "without a second derivative are listed in docs/ARCHITECTURE.md)");
     grads input_grads;
     Autocast precision(node->autocast_dtype);
     profile_hooks::BackwardRuleScope profiled_rule;

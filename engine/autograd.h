@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/op_declaration.h"
 #include "engine/profiler.h"
 #include "engine/tensor.h"
 
@@ -40,6 +41,8 @@ struct Node {
   std::vector<std::shared_ptr<TensorImpl>> inputs;  // kept for leaves and for to_dot
   std::vector<std::shared_ptr<Node>> input_nodes;   // inputs[i]'s grad_fn (null for leaves)
   BackwardFn backward;                              // released after use unless retained
+  // From the op's declaration: a kernel backward cannot be differentiated (create_graph throws).
+  OpBackward backward_kind = OpBackward::composed;
   Shape output_shape;
   DType output_dtype = DType::f32;
   // The autocast dtype (engine/autocast.h) the forward ran under; the backward runs under it too,
@@ -53,11 +56,12 @@ struct Node {
 };
 
 // Attaches the autograd record to `output` and returns it. Inputs that do not require grad get
-// no gradient (their entries in the closure's result are ignored).
+// no gradient (their entries in the closure's result are ignored). `op` must be declared with
+// QKV_RECORDED_OP (engine/op_declaration.h): recording an undeclared name throws qkv::Error.
 Tensor record(const char* op, const std::vector<Tensor>& inputs, Tensor output, BackwardFn fn);
 
 // While a RecordedOps guard lives, the names of all ops recorded (on any thread) are collected;
-// the op-registry test uses it to prove every op that records itself has a gradcheck case.
+// the op-registry test uses it to check that a case named after an op does record that op.
 class RecordedOps {
  public:
   RecordedOps();
@@ -114,6 +118,10 @@ class EnableGrad {
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph, bool create_graph);
 
 // Gradients of `output` with respect to `inputs` without touching any .grad (torch.autograd.grad).
+// With create_graph the gradients are recorded in turn, so they can be differentiated again (and
+// the graph is retained whatever retain_graph says, as in PyTorch, since they reach into it); a
+// graph holding an op whose backward runs raw kernels (declared `kernel`) throws qkv::Error naming
+// that op rather than return a gradient whose own derivative would be silently wrong.
 std::vector<Tensor> grad(const Tensor& output, const std::vector<Tensor>& inputs,
                          const Tensor& gradient = Tensor(), bool retain_graph = false,
                          bool create_graph = false);

@@ -4,6 +4,12 @@
 // applied to a random projection of the output: L = sum(f(x) * r) for a fixed random r, so one
 // backward gives the analytic dL/dx and two evaluations per input element give the numeric one.
 // A wrong backward for any output element shows up in L for a random r.
+//
+// gradgradcheck is PyTorch's second-order check: it gradchecks the function
+//   (inputs, gy) -> the gradients of <f(inputs), gy> with respect to the inputs, computed with
+//   create_graph,
+// so the derivative of every backward rule - in the inputs (second derivatives) and in gy - is
+// compared with finite differences of the backward itself.
 #pragma once
 
 #include <functional>
@@ -38,5 +44,12 @@ using GradcheckFn = std::function<Tensor(const std::vector<Tensor>&)>;
 // CPU tensors (others are passed through unchanged, e.g. int64 indices).
 GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
                           const GradcheckOptions& options = {});
+
+// Second derivatives of fn (see above), with the same inputs and options. It also fails when the
+// gradient computed with create_graph differs from the one computed without (a rule whose two
+// paths disagree). A graph holding an op whose backward runs raw kernels throws qkv::Error naming
+// that op (autograd.h).
+GradcheckResult gradgradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
+                              const GradcheckOptions& options = {});
 
 }  // namespace qkv

@@ -1,6 +1,8 @@
 // One gradcheck case per differentiable engine op (see engine/op_registry.h). Shapes are small
 // (numeric differentiation costs two forward passes per input element) but exercise what can go
-// wrong: broadcasting, non-contiguous inputs, batch dims, masks, ignored targets.
+// wrong: broadcasting, non-contiguous inputs, batch dims, masks, ignored targets, and the branches
+// of a formula that lie outside [-2, 2] (in_range).
+#include "engine/autograd.h"
 #include "engine/op_registry.h"
 #include "engine/ops.h"
 
@@ -33,6 +35,16 @@ void register_engine_gradcheck_cases(OpRegistry& r) {
   // float32 in the middle: a coarse step keeps the difference far above float32 rounding
   add_case("cast", {{{3, 4}}}, [](X x) { return cast(cast(x[0], DType::f32), DType::f64); },
            {.eps = 1e-2, .atol = 1e-3, .rtol = 1e-2});
+  // the same round trip through float32 on the GPU (CUDA kernels run float32)
+  r.add({"to_device",
+         "engine",
+         {{{3, 4}}},
+         [](X x) {
+           Tensor on_gpu = to_device(cast(x[0], DType::f32), Device::cuda());
+           return cast(to_device(on_gpu, Device::cpu()), DType::f64);
+         },
+         {.eps = 1e-2, .atol = 1e-3, .rtol = 1e-2},
+         /*needs_cuda=*/true});
 
   // unary
   add_case("neg", {{{3, 4}}}, [](X x) { return neg(x[0]); });
@@ -44,10 +56,21 @@ void register_engine_gradcheck_cases(OpRegistry& r) {
   add_case("pow", {{{3, 4}, pos}}, [](X x) { return pow(x[0], 2.5); });
   add_case("square", {{{3, 4}}}, [](X x) { return square(x[0]); });
   add_case("tanh", {{{3, 4}}}, [](X x) { return tanh(x[0]); });
+  add_case("tanh", {in_range({3, 4}, -8, 8)}, [](X x) { return tanh(x[0]); });  // saturated
+  // far into saturation on both sides: exp(x) / (1 + exp(x)) alone would be inf / inf above 709
   add_case("sigmoid", {{{3, 4}}}, [](X x) { return sigmoid(x[0]); });
+  add_case("sigmoid", {in_range({3, 4}, -800, 800)}, [](X x) { return sigmoid(x[0]); });
   add_case("relu", {{{3, 4}, away}}, [](X x) { return relu(x[0]); });
-  add_case("gelu", {{{3, 4}}}, [](X x) { return gelu(x[0]); });
-  add_case("gelu", {{{3, 4}}}, [](X x) { return gelu(x[0], GeluApprox::tanh); });
+  for (GeluApprox a : {GeluApprox::none, GeluApprox::tanh}) {
+    add_case("gelu", {{{3, 4}}}, [a](X x) { return gelu(x[0], a); });
+    add_case("gelu", {in_range({3, 4}, -7, 7)}, [a](X x) { return gelu(x[0], a); });
+    // gelu's derivative is an op of its own (so that gelu's backward is differentiable): it
+    // records only when a gradient is taken with create_graph
+    add_case("gelu_derivative", {in_range({3, 4}, -5, 5)}, [a](X x) {
+      EnableGrad recording;  // gradcheck's finite differences run under NoGrad
+      return grad(sum(gelu(x[0], a)), {x[0]}, Tensor(), false, /*create_graph=*/true)[0];
+    });
+  }
 
   // binary with broadcasting
   add_case("add", {{{2, 3, 4}}, {{3, 1}}}, [](X x) { return add(x[0], x[1]); });
@@ -91,6 +114,9 @@ void register_engine_gradcheck_cases(OpRegistry& r) {
   add_case("softmax", {{{3, 5}}}, [](X x) { return softmax(x[0], 1); });
   add_case("softmax", {{{4, 3, 2}}}, [](X x) { return softmax(x[0], 0); });
   add_case("log_softmax", {{{3, 5}}}, [](X x) { return log_softmax(x[0], -1); });
+  // logits whose exp overflows float64: only the max-subtracted form stays finite
+  add_case("softmax", {in_range({3, 5}, -800, 800)}, [](X x) { return softmax(x[0], 1); });
+  add_case("log_softmax", {in_range({3, 5}, -800, 800)}, [](X x) { return log_softmax(x[0], 1); });
   add_case("layer_norm", {{{3, 6}}, {{6}}, {{6}}},
            [](X x) { return layer_norm(x[0], {6}, x[1], x[2]); });
   add_case("layer_norm", {{{2, 2, 3}}}, [](X x) { return layer_norm(x[0], {2, 3}); });
@@ -101,6 +127,8 @@ void register_engine_gradcheck_cases(OpRegistry& r) {
     return dropout(x[0], 0.3, true, &gen);
   });
   add_case("cross_entropy", {{{4, 5}}, {{4}, Domain::index, 5}},
+           [](X x) { return cross_entropy(x[0], x[1]); });
+  add_case("cross_entropy", {in_range({4, 5}, -800, 800), {{4}, Domain::index, 5}},
            [](X x) { return cross_entropy(x[0], x[1]); });
   add_case("cross_entropy", {{{2, 5, 3}}, {{2, 3}, Domain::index, 5}}, [](X x) {
     // label smoothing, and target class 0 ignored

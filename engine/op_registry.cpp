@@ -1,26 +1,29 @@
 #include "engine/op_registry.h"
 
-#include <set>
-
+#include "engine/backend.h"
 #include "engine/error.h"
 #include "engine/ops.h"
 
 namespace qkv {
 
-void OpRegistry::declare(const std::string& op, const std::string& layer) { declared_[op] = layer; }
-
 void OpRegistry::add(GradcheckCase c) {
-  declare(c.op, c.layer);
+  case_names_.insert(c.op);
   cases_.push_back(std::move(c));
 }
 
-std::vector<std::string> OpRegistry::ops_without_case() const {
-  std::set<std::string> covered;
-  for (const auto& c : cases_) covered.insert(c.op);
-  std::vector<std::string> missing;
-  for (const auto& [op, layer] : declared_)
-    if (!covered.count(op)) missing.push_back(op);
+std::vector<OpDeclaration> OpRegistry::ops_without_case(const std::string& layer) const {
+  std::vector<OpDeclaration> missing;
+  for (const OpDeclaration& d : declared_ops())
+    if ((layer.empty() || d.layer == layer) && !has_case(std::string(d.name))) missing.push_back(d);
   return missing;
+}
+
+bool OpRegistry::declared(const std::string& op) const {
+  return has_case(op) || find_declared_op(op) != nullptr;
+}
+
+bool OpRegistry::runnable(const GradcheckCase& c) {
+  return !c.needs_cuda || has_backend(DeviceKind::cuda);
 }
 
 std::vector<Tensor> OpRegistry::make_inputs(const GradcheckCase& c, uint64_t seed) {
@@ -38,6 +41,11 @@ std::vector<Tensor> OpRegistry::make_inputs(const GradcheckCase& c, uint64_t see
         break;
       case Domain::unit:
         t = uniform(s.shape, 0.05, 0.95, f64, &gen);
+        break;
+      case Domain::range:
+        QKV_CHECK(s.range_low < s.range_high, "gradcheck", "input range of op ", c.op,
+                  " is empty: [", s.range_low, ", ", s.range_high, "]");
+        t = uniform(s.shape, s.range_low, s.range_high, f64, &gen);
         break;
       case Domain::away: {
         Tensor mag = uniform(s.shape, 0.3, 2, f64, &gen);
@@ -65,6 +73,10 @@ std::vector<Tensor> OpRegistry::make_inputs(const GradcheckCase& c, uint64_t see
 
 GradcheckResult OpRegistry::run(const GradcheckCase& c) {
   return gradcheck(c.fn, make_inputs(c), c.options);
+}
+
+GradcheckResult OpRegistry::run_second_order(const GradcheckCase& c) {
+  return gradgradcheck(c.fn, make_inputs(c), c.options);
 }
 
 OpRegistry& OpRegistry::global() {

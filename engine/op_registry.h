@@ -1,20 +1,28 @@
-// The op registry: every differentiable op, and the gradcheck case that proves its backward.
+// The op registry: the gradcheck cases that prove every differentiable op's backward.
 //
-// Each op is declared once by name with one case: the input shapes, a domain the inputs are drawn
-// from (log needs positive numbers, abs must stay away from its kink) and a function building the
-// op from those inputs. `qkv gradcheck` and the test suite run every case in float64, and a test
-// fails if a declared op has no case - so adding an op is: forward, backward, kernel, one case.
+// Which ops exist is not the registry's business: every op that records itself is declared beside
+// its definition (QKV_RECORDED_OP, engine/op_declaration.h), and every nn::Module type is found in
+// the sources (tests/models/test_registry_scan.cpp). The registry holds the cases: input shapes,
+// the ranges the inputs are drawn from (log needs positive numbers, abs must stay away from its
+// kink, a numerically stable op needs large |x| to reach its other branch) and a function building
+// the op from those inputs. `qkv gradcheck` and the test suites run every case in float64, and a
+// test fails, naming the op, for each declared op of a layer that has no case named after it -
+// whether or not another case happens to call it. Adding an op is: forward, backward, kernel,
+// declaration, one case.
 //
-// Cases live next to their layer: engine/gradcheck_cases.cpp for the engine's ops, nn's for its
-// modules (registered by nn::register_gradcheck_cases).
+// Cases live next to their layer: engine/gradcheck_cases.cpp for the engine's ops, nn's and
+// models' for their ops and module types (nn::register_gradcheck_cases,
+// models::register_gradcheck_cases). A module type's cases are named "nn.<Type>" or
+// "nn.<Type>.<variant>" ("models.<Type>..." for models).
 #pragma once
 
 #include <functional>
-#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "engine/gradcheck.h"
+#include "engine/op_declaration.h"
 
 namespace qkv {
 
@@ -25,13 +33,21 @@ enum class Domain {
   away,      // |x| in [0.3, 2] with random sign: clear of kinks at 0
   index,     // int64 in [0, high)
   mask,      // bool, random (about one in four true)
+  range,     // uniform in [low, high] given by the case (see in_range)
 };
 
 struct InputSpec {
   Shape shape;
   Domain domain = Domain::real;
-  int64_t high = 0;  // for Domain::index
+  int64_t high = 0;                      // for Domain::index
+  double range_low = 0, range_high = 0;  // for Domain::range
 };
+
+// An input drawn uniformly from [low, high]: for a formula whose branches or hazards lie outside
+// [-2, 2] (saturated sigmoid and tanh, logits whose exp overflows unless the max is subtracted).
+inline InputSpec in_range(Shape shape, double low, double high) {
+  return {std::move(shape), Domain::range, 0, low, high};
+}
 
 struct GradcheckCase {
   std::string op;     // the op's name, as recorded in the graph where it records one
@@ -39,29 +55,35 @@ struct GradcheckCase {
   std::vector<InputSpec> inputs;
   GradcheckFn fn;
   GradcheckOptions options{};
+  bool needs_cuda = false;  // the case moves data to a CUDA device: skipped without one
 };
 
 class OpRegistry {
  public:
-  // Declares a differentiable op that must have a case.
-  void declare(const std::string& op, const std::string& layer);
-  // Adds the case of a declared (or newly declared) op.
   void add(GradcheckCase c);
-  // Declared ops without a case (should be empty).
-  std::vector<std::string> ops_without_case() const;
+  // The ops declared with QKV_RECORDED_OP for `layer` ("" = every layer) that no case of this
+  // registry is named after (should be empty).
+  std::vector<OpDeclaration> ops_without_case(const std::string& layer = "") const;
   const std::vector<GradcheckCase>& cases() const { return cases_; }
-  bool declared(const std::string& op) const { return declared_.count(op) > 0; }
-  size_t size() const { return declared_.size(); }
+  // Whether a case is named `op`, or `op` is a declared recorded op.
+  bool declared(const std::string& op) const;
+  bool has_case(const std::string& op) const { return case_names_.count(op) > 0; }
+  size_t size() const { return case_names_.size(); }  // distinct case names
 
   // Inputs drawn for a case (float64 with requires_grad for floating domains).
   static std::vector<Tensor> make_inputs(const GradcheckCase& c, uint64_t seed = 42);
+  // Whether this machine can run the case (a CUDA case needs a CUDA backend).
+  static bool runnable(const GradcheckCase& c);
   static GradcheckResult run(const GradcheckCase& c);
+  // Second derivatives through the case (gradgradcheck); throws qkv::Error naming the op when
+  // the case's graph holds an op whose backward is a raw kernel.
+  static GradcheckResult run_second_order(const GradcheckCase& c);
 
   // The process-wide registry, holding the engine's cases from the start.
   static OpRegistry& global();
 
  private:
-  std::map<std::string, std::string> declared_;  // op -> layer
+  std::set<std::string> case_names_;
   std::vector<GradcheckCase> cases_;
 };
 

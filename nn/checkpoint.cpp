@@ -1,9 +1,12 @@
 #include "nn/checkpoint.h"
 
 #include "engine/error.h"
+#include "engine/op_declaration.h"
 
 namespace qkv::nn {
 
+// The backward replays fn and differentiates it once (grad without create_graph).
+QKV_RECORDED_OP("checkpoint", "nn", kernel);
 Tensor checkpoint(const CheckpointFn& fn, const std::vector<Tensor>& inputs,
                   const std::vector<Tensor>& params) {
   const uint64_t rng_offset = default_generator().offset();

@@ -10,6 +10,7 @@
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/vec_math.h"
 #include "engine/error.h"
+#include "engine/op_declaration.h"
 #include "engine/parallel.h"
 #include "nn/fused_attention.h"
 
@@ -354,6 +355,8 @@ bool efficient_attention_supported(const Tensor& q, const Tensor& k, const Tenso
   return true;
 }
 
+// The backward is the fused attention kernel (recomputed scores).
+QKV_RECORDED_OP("efficient_attention", "nn", kernel);
 Tensor efficient_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                            const std::vector<Tensor>& masks, const AttentionPattern& pattern,
                            double scale, double dropout_p, Generator* gen) {

@@ -5,6 +5,7 @@
 
 #include "engine/backend.h"
 #include "engine/error.h"
+#include "engine/op_declaration.h"
 
 namespace qkv::nn {
 
@@ -91,6 +92,8 @@ bool fused_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v
   return true;
 }
 
+// The backward is the fused attention kernel (recomputed scores).
+QKV_RECORDED_OP("efficient_attention", "nn", kernel);
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                        const std::vector<Tensor>& masks, const AttentionPattern& pattern,
                        double scale) {

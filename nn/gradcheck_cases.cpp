@@ -1,21 +1,28 @@
-// Gradcheck cases for nn's modules. nn adds no new recorded op: every module is a composition of
-// engine ops, so these cases check the compositions (masks, reshapes between heads, windows of a
-// convolution) in float64. Each case builds its module once, converts it to float64, and where a
-// module's parameters matter to the check it swaps them for the case's inputs (the members are
-// public handles) so their gradients are checked too.
+// Gradcheck cases for nn: its two recorded ops (efficient_attention, checkpoint) and every
+// nn::Module type, each case named "nn.<Type>" or "nn.<Type>.<variant>" so the module guard
+// (tests/models/test_registry_scan.cpp) finds it. Modules are compositions of engine ops, so these
+// cases check the compositions (masks, reshapes between heads, windows of a convolution) in
+// float64. Each case builds its module once, converts it to float64, and where a module's
+// parameters matter to the check it swaps them for the case's inputs (the members are public
+// handles) so their gradients are checked too.
 #include "nn/gradcheck_cases.h"
 
+#include "nn/activation.h"
 #include "nn/attention.h"
 #include "nn/batch_norm.h"
 #include "nn/channel_attention.h"
 #include "nn/checkpoint.h"
 #include "nn/conv.h"
 #include "nn/efficient_attention.h"
+#include "nn/embedding.h"
+#include "nn/feed_forward.h"
 #include "nn/layer_norm.h"
+#include "nn/linear.h"
 #include "nn/loss.h"
 #include "nn/pooling.h"
 #include "nn/positional.h"
 #include "nn/residual_block.h"
+#include "nn/sequential.h"
 #include "nn/transformer.h"
 
 namespace qkv::nn {
@@ -145,22 +152,28 @@ void register_gradcheck_cases(OpRegistry& r) {
     attn->position->to(DType::f64);
     if (kind == "relative") {
       auto rel = std::dynamic_pointer_cast<RelativePositionBias>(attn->position);
-      add_case("positional.relative", {{{2, 5, 8}}, {{2 * rel->max_distance + 1, 4}}},
+      add_case("RelativePositionBias", {{{2, 5, 8}}, {{2 * rel->max_distance + 1, 4}}},
                [attn, rel](X x) {
                  rel->weight = x[1];
                  return attn->forward(x[0], x[0], x[0], {}, {}, false, true, true).output;
                });
     } else {
-      add_case("positional." + kind, {{{2, 5, 8}}}, [attn](X x) {
+      add_case(kind == "rope" ? "RotaryEmbedding" : "ALiBi", {{{2, 5, 8}}}, [attn](X x) {
         return attn->forward(x[0], x[0], x[0], {}, {}, false, true, true).output;
       });
     }
   }
+  // The base class is a usable no-op: attention through it is plain attention.
+  auto plain = in_f64(std::make_shared<MultiheadAttention>(4, 2));
+  plain->set_position(std::make_shared<AttentionPosition>());
+  add_case("AttentionPosition", {{{2, 3, 4}}}, [plain](X x) {
+    return plain->forward(x[0], x[0], x[0], {}, {}, false, true, true).output;
+  });
   auto sinusoidal = in_f64(std::make_shared<SinusoidalPositionalEncoding>(6, 4));
-  add_case("positional.sinusoidal", {{{2, 5, 6}}},  // 5 > max_len 4: the table grows
+  add_case("SinusoidalPositionalEncoding", {{{2, 5, 6}}},  // 5 > max_len 4: the table grows
            [sinusoidal](X x) { return mul(sinusoidal->forward(x[0], 1), x[0]); });
   auto learned = in_f64(std::make_shared<LearnedPositionalEncoding>(6, 8));
-  add_case("positional.learned", {{{2, 5, 6}}, {{8, 6}}}, [learned](X x) {
+  add_case("LearnedPositionalEncoding", {{{2, 5, 6}}, {{8, 6}}}, [learned](X x) {
     learned->weight = x[1];
     return square(learned->forward(x[0], 2));
   });
@@ -184,6 +197,60 @@ void register_gradcheck_cases(OpRegistry& r) {
     add_case("TransformerDecoderLayer" + tag, {{{2, 3, 8}}, {{2, 4, 8}}},
              [dec](X x) { return dec->forward(x[0], x[1]); });
   }
+
+  // Whole stacks: two encoder layers with the final norm of pre-norm, a decoder with key padding.
+  TransformerLayerOptions stack_options{.d_model = 4,
+                                        .num_heads = 2,
+                                        .dim_feedforward = 6,
+                                        .dropout = 0,
+                                        .activation = "relu",
+                                        .norm_first = true,
+                                        .positional = ""};
+  auto encoder = in_f64(std::make_shared<TransformerEncoder>(stack_options, 2));
+  add_case("TransformerEncoder", {{{2, 3, 4}}}, [encoder](X x) {
+    Tensor pad = tensor({0, 0, 1, 0, 0, 0}, {2, 3}).to(DType::b8);
+    return encoder->forward(x[0], pad);
+  });
+  stack_options.norm_first = false;
+  auto decoder = in_f64(std::make_shared<TransformerDecoder>(stack_options, 1));
+  add_case("TransformerDecoder", {{{2, 3, 4}}, {{2, 2, 4}}}, [decoder](X x) {
+    Tensor memory_pad = tensor({0, 1, 0, 0}, {2, 2}).to(DType::b8);
+    return decoder->forward(x[0], x[1], {}, memory_pad);
+  });
+
+  // ---- layers --------------------------------------------------------------------------------
+  auto linear_layer = in_f64(std::make_shared<Linear>(4, 3));
+  add_case("Linear", {{{2, 4}}, {{3, 4}}, {{3}}}, [linear_layer](X x) {
+    linear_layer->weight = x[1];
+    linear_layer->bias = x[2];
+    return linear_layer->forward(x[0]);
+  });
+  auto table = in_f64(std::make_shared<Embedding>(5, 3));
+  add_case("Embedding", {{{5, 3}}, {{2, 4}, Domain::index, 5}}, [table](X x) {
+    table->weight = x[0];
+    return table->forward(x[1]);
+  });
+  auto feed_forward = in_f64(std::make_shared<FeedForward>(4, 6, 0.0, "gelu"));
+  add_case("FeedForward", {{{2, 3, 4}}},
+           [feed_forward](X x) { return feed_forward->forward(x[0]); });
+  auto sequential = std::make_shared<Sequential>(std::vector<std::shared_ptr<Layer>>{
+      std::make_shared<Linear>(4, 5), std::make_shared<GELU>(GeluApprox::tanh),
+      std::make_shared<Linear>(5, 2)});
+  sequential->to(DType::f64);
+  add_case("Sequential", {{{3, 4}}}, [sequential](X x) { return sequential->forward(x[0]); });
+  add_case("ReLU", {{{3, 4}, away}}, [](X x) { return ReLU().forward(x[0]); });
+  add_case("GELU", {{{3, 4}}}, [](X x) { return GELU().forward(x[0]); });
+  add_case("GELU.tanh", {{{3, 4}}}, [](X x) { return GELU(GeluApprox::tanh).forward(x[0]); });
+  add_case("Identity", {{{3, 4}}}, [](X x) { return Identity().forward(x[0]); });
+  // The default generator is rewound after each forward, so every evaluation drops the same units.
+  add_case("Dropout", {{{4, 5}}}, [](X x) {
+    Dropout drop(0.3);
+    Generator& gen = default_generator();
+    const uint64_t start = gen.offset();
+    Tensor y = drop.forward(x[0]);
+    gen.set_offset(start);
+    return y;
+  });
 
   // ---- normalization -------------------------------------------------------------------------
   auto ln = in_f64(std::make_shared<LayerNorm>(5));
@@ -221,7 +288,20 @@ void register_gradcheck_cases(OpRegistry& r) {
   add_case("adaptive_avg_pool2d", {{{1, 2, 5, 7}}},
            [](X x) { return adaptive_avg_pool2d(x[0], 2, 3); });
 
+  add_case("MaxPool2d", {{{1, 2, 5, 5}}}, [](X x) { return MaxPool2d(3, 2, 1).forward(x[0]); });
+  add_case("AvgPool2d", {{{1, 2, 5, 5}}}, [](X x) { return AvgPool2d(3, 2, 1).forward(x[0]); });
+  add_case("AdaptiveAvgPool2d", {{{1, 2, 5, 7}}},
+           [](X x) { return AdaptiveAvgPool2d(2, 3).forward(x[0]); });
+  add_case("GlobalAvgPool", {{{2, 3, 2, 3}}}, [](X x) { return GlobalAvgPool().forward(x[0]); });
+
   // ---- channel attention ---------------------------------------------------------------------
+  auto channel = in_f64(std::make_shared<ChannelAttention>(8, 4));
+  add_case("ChannelAttention", {{{2, 8, 3, 3}}}, [channel](X x) { return channel->forward(x[0]); });
+  auto spatial = in_f64(std::make_shared<SpatialAttention>(3));
+  add_case("SpatialAttention", {{{2, 3, 4, 4}}, {{1, 2, 3, 3}}}, [spatial](X x) {
+    spatial->conv->weight = x[1];
+    return spatial->forward(x[0]);
+  });
   auto se = in_f64(std::make_shared<SEBlock>(8, 4));
   add_case("SEBlock", {{{2, 8, 3, 3}}}, [se](X x) { return se->forward(x[0]); });
   auto cbam = in_f64(std::make_shared<CBAM>(8, 4, 3));
@@ -240,6 +320,10 @@ void register_gradcheck_cases(OpRegistry& r) {
   // ---- losses --------------------------------------------------------------------------------
   add_case("mse_loss", {{{3, 4}}, {{3, 4}}}, [](X x) { return mse_loss(x[0], x[1]); });
   add_case("binary_cross_entropy_with_logits", {{{3, 4}, away}, {{3, 4}, Domain::unit}},
+           [](X x) { return binary_cross_entropy_with_logits(x[0], x[1]); });
+  // logits whose exp overflows float64: the stable form's both sides
+  add_case("binary_cross_entropy_with_logits",
+           {in_range({3, 4}, -800, 800), {{3, 4}, Domain::unit}},
            [](X x) { return binary_cross_entropy_with_logits(x[0], x[1]); });
   add_case("cross_entropy", {{{4, 5}}, {{4}, Domain::index, 5}},
            [](X x) { return cross_entropy(x[0], x[1]); });

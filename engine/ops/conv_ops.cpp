@@ -10,6 +10,7 @@
 // Pooling reads the same windows: cols viewed as [N*C, kh*kw, L] and reduced over the middle dim.
 #include <limits>
 
+#include "engine/op_declaration.h"
 #include "engine/ops.h"
 #include "engine/ops/op_helpers.h"
 
@@ -57,6 +58,8 @@ Tensor col2im(const Tensor& gcols, const Window2d& w, const Shape& x_shape) {
 
 }  // namespace
 
+// Backwards through col2im (a raw kernel), conv2d's from detached im2col columns and weights.
+QKV_RECORDED_OP("conv2d", "engine", kernel);
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride,
               int64_t padding, int64_t groups) {
   const char* op = "conv2d";
@@ -103,6 +106,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t
                 });
 }
 
+QKV_RECORDED_OP("max_pool2d", "engine", kernel);
 Tensor max_pool2d(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t padding) {
   const char* op = "max_pool2d";
   if (stride < 0) stride = kernel_size;
@@ -128,6 +132,7 @@ Tensor max_pool2d(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t 
   });
 }
 
+QKV_RECORDED_OP("avg_pool2d", "engine", kernel);
 Tensor avg_pool2d(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t padding) {
   const char* op = "avg_pool2d";
   if (stride < 0) stride = kernel_size;

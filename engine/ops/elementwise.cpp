@@ -3,6 +3,7 @@
 // dimensions that were broadcast (sum_to).
 #include <cmath>
 
+#include "engine/op_declaration.h"
 #include "engine/ops.h"
 #include "engine/ops/op_helpers.h"
 
@@ -18,44 +19,63 @@ Tensor unary_floating(UnaryOp op, const Tensor& x, const char* name, double scal
   detail::check_floating(x, name);
   return unary_kernel(op, x, scalar);
 }
+
+// The output as a backward rule should read it. Rules keep the output detached (autograd.h: the
+// output owns the node), which is right for a first derivative; when the rule is itself recorded
+// (create_graph) the output is recomputed from the input, so its dependence on x stays in the
+// graph and the second derivative is complete.
+Tensor output_for_backward(const Tensor& saved, const Tensor& x, Tensor (*op)(const Tensor&)) {
+  return grad_enabled() ? op(x) : saved;
+}
 }  // namespace
 
+QKV_RECORDED_OP("neg", "engine", composed);
 Tensor neg(const Tensor& x) {
   detail::check_defined(x, "neg");
   Tensor y = unary_kernel(UnaryOp::neg, x);
   return record("neg", {x}, y, [](const Tensor& gy) { return grads{neg(gy)}; });
 }
 
+QKV_RECORDED_OP("exp", "engine", composed);
 Tensor exp(const Tensor& x) {
   Tensor y = unary_floating(UnaryOp::exp, x, "exp");
-  return record("exp", {x}, y, [y = y.detach()](const Tensor& gy) { return grads{mul(gy, y)}; });
+  return record("exp", {x}, y, [x, y = y.detach()](const Tensor& gy) {
+    return grads{mul(gy, output_for_backward(y, x, exp))};
+  });
 }
 
+QKV_RECORDED_OP("log", "engine", composed);
 Tensor log(const Tensor& x) {
   Tensor y = unary_floating(UnaryOp::log, x, "log");
   return record("log", {x}, y, [x](const Tensor& gy) { return grads{div(gy, x)}; });
 }
 
+QKV_RECORDED_OP("sqrt", "engine", composed);
 Tensor sqrt(const Tensor& x) {
   Tensor y = unary_floating(UnaryOp::sqrt, x, "sqrt");
-  return record("sqrt", {x}, y, [y = y.detach()](const Tensor& gy) {
-    return grads{div(gy, mul(y, 2.0))};  // d sqrt(x) = 1 / (2 sqrt(x))
+  return record("sqrt", {x}, y, [x, y = y.detach()](const Tensor& gy) {
+    // d sqrt(x) = 1 / (2 sqrt(x))
+    return grads{div(gy, mul(output_for_backward(y, x, sqrt), 2.0))};
   });
 }
 
+QKV_RECORDED_OP("rsqrt", "engine", composed);
 Tensor rsqrt(const Tensor& x) {
   Tensor y = unary_floating(UnaryOp::rsqrt, x, "rsqrt");
-  return record("rsqrt", {x}, y, [y = y.detach()](const Tensor& gy) {
-    return grads{mul(gy, mul(pow(y, 3.0), -0.5))};  // d x^-1/2 = -1/2 x^-3/2
+  return record("rsqrt", {x}, y, [x, y = y.detach()](const Tensor& gy) {
+    // d x^-1/2 = -1/2 x^-3/2
+    return grads{mul(gy, mul(pow(output_for_backward(y, x, rsqrt), 3.0), -0.5))};
   });
 }
 
+QKV_RECORDED_OP("abs", "engine", composed);
 Tensor abs(const Tensor& x) {
   Tensor y = unary_floating(UnaryOp::abs, x, "abs");
   return record("abs", {x}, y,
                 [x](const Tensor& gy) { return grads{mul(gy, unary_kernel(UnaryOp::sign, x))}; });
 }
 
+QKV_RECORDED_OP("pow", "engine", composed);
 Tensor pow(const Tensor& x, double exponent) {
   Tensor y = unary_floating(UnaryOp::pow_scalar, x, "pow", exponent);
   return record("pow", {x}, y, [x, exponent](const Tensor& gy) {
@@ -64,37 +84,71 @@ Tensor pow(const Tensor& x, double exponent) {
   });
 }
 
+QKV_RECORDED_OP("square", "engine", composed);
 Tensor square(const Tensor& x) {
   Tensor y = unary_floating(UnaryOp::square, x, "square");
   return record("square", {x}, y, [x](const Tensor& gy) { return grads{mul(gy, mul(x, 2.0))}; });
 }
 
+QKV_RECORDED_OP("tanh", "engine", composed);
 Tensor tanh(const Tensor& x) {
   Tensor y = unary_floating(UnaryOp::tanh, x, "tanh");
-  return record("tanh", {x}, y, [y = y.detach()](const Tensor& gy) {
-    return grads{mul(gy, rsub(square(y), 1.0))};  // 1 - tanh^2
+  return record("tanh", {x}, y, [x, y = y.detach()](const Tensor& gy) {
+    return grads{mul(gy, rsub(square(output_for_backward(y, x, tanh)), 1.0))};  // 1 - tanh^2
   });
 }
 
+QKV_RECORDED_OP("sigmoid", "engine", composed);
 Tensor sigmoid(const Tensor& x) {
   Tensor y = unary_floating(UnaryOp::sigmoid, x, "sigmoid");
-  return record("sigmoid", {x}, y, [y = y.detach()](const Tensor& gy) {
-    return grads{mul(gy, mul(y, rsub(y, 1.0)))};  // s (1 - s)
+  return record("sigmoid", {x}, y, [x, y = y.detach()](const Tensor& gy) {
+    Tensor s = output_for_backward(y, x, sigmoid);
+    return grads{mul(gy, mul(s, rsub(s, 1.0)))};  // s (1 - s)
   });
 }
 
+QKV_RECORDED_OP("relu", "engine", composed);
 Tensor relu(const Tensor& x) {
   Tensor y = unary_floating(UnaryOp::relu, x, "relu");
   return record("relu", {x}, y,
                 [x](const Tensor& gy) { return grads{mul(gy, unary_kernel(UnaryOp::step, x))}; });
 }
 
+namespace {
+
+// gelu's second derivative, composed of recorded ops (so a third one exists too).
+//   erf:  gelu''(x) = phi(x) (2 - x^2), phi the standard normal density
+//   tanh: with u = k (x + c x^3), t = tanh(u):
+//         gelu''(x) = (1 - t^2) (u' - x t u'^2 + x u'' / 2),  u' = k (1 + 3c x^2), u'' = 6 k c x
+Tensor gelu_second_derivative(const Tensor& x, bool tanh_approximation) {
+  const double k = 0.7978845608028654, c = 0.044715;  // sqrt(2/pi), the tanh form's cubic term
+  if (!tanh_approximation) {
+    Tensor phi = mul(exp(mul(square(x), -0.5)), 0.3989422804014327);  // 1/sqrt(2 pi)
+    return mul(phi, rsub(square(x), 2.0));
+  }
+  Tensor t = tanh(mul(add(x, mul(pow(x, 3.0), c)), k));
+  Tensor du = mul(add(mul(square(x), 3 * c), 1.0), k);
+  Tensor inner = add(sub(du, mul(mul(x, t), square(du))), mul(square(x), 3 * k * c));
+  return mul(rsub(square(t), 1.0), inner);
+}
+
+// gelu'(x), from the fused kernel; recorded so that gelu's backward is differentiable.
+QKV_RECORDED_OP("gelu_derivative", "engine", composed);
+Tensor gelu_derivative(const Tensor& x, bool tanh_approximation) {
+  Tensor y = unary_kernel(tanh_approximation ? UnaryOp::gelu_tanh_grad : UnaryOp::gelu_erf_grad, x);
+  return record("gelu_derivative", {x}, y, [x, tanh_approximation](const Tensor& gy) {
+    return grads{mul(gy, gelu_second_derivative(x, tanh_approximation))};
+  });
+}
+
+}  // namespace
+
+QKV_RECORDED_OP("gelu", "engine", composed);
 Tensor gelu(const Tensor& x, GeluApprox approximate) {
   bool t = approximate == GeluApprox::tanh;
   Tensor y = unary_floating(t ? UnaryOp::gelu_tanh : UnaryOp::gelu_erf, x, "gelu");
-  return record("gelu", {x}, y, [x, t](const Tensor& gy) {
-    return grads{mul(gy, unary_kernel(t ? UnaryOp::gelu_tanh_grad : UnaryOp::gelu_erf_grad, x))};
-  });
+  return record("gelu", {x}, y,
+                [x, t](const Tensor& gy) { return grads{mul(gy, gelu_derivative(x, t))}; });
 }
 
 // ---- binary -------------------------------------------------------------------------------------
@@ -123,6 +177,7 @@ Tensor arithmetic(BinaryOp op, const Tensor& a, const Tensor& b, const char* nam
 
 }  // namespace
 
+QKV_RECORDED_OP("add", "engine", composed);
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor y = arithmetic(BinaryOp::add, a, b, "add");
   return record("add", {a, b}, y, [sa = a.shape(), sb = b.shape()](const Tensor& gy) {
@@ -130,6 +185,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
   });
 }
 
+QKV_RECORDED_OP("sub", "engine", composed);
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor y = arithmetic(BinaryOp::sub, a, b, "sub");
   return record("sub", {a, b}, y, [sa = a.shape(), sb = b.shape()](const Tensor& gy) {
@@ -137,6 +193,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   });
 }
 
+QKV_RECORDED_OP("mul", "engine", composed);
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor y = arithmetic(BinaryOp::mul, a, b, "mul");
   return record("mul", {a, b}, y, [a, b](const Tensor& gy) {
@@ -145,6 +202,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   });
 }
 
+QKV_RECORDED_OP("div", "engine", composed);
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor y = arithmetic(BinaryOp::div, a, b, "div");
   // Integer division by zero has no answer: an error, as in PyTorch. (The kernels give 0 there
@@ -161,6 +219,8 @@ Tensor div(const Tensor& a, const Tensor& b) {
 
 namespace {
 // maximum/minimum: the gradient goes to the selected input; ties split it evenly (as PyTorch).
+QKV_RECORDED_OP("maximum", "engine", composed);
+QKV_RECORDED_OP("minimum", "engine", composed);
 Tensor extremum(const Tensor& a, const Tensor& b, bool is_max) {
   const char* name = is_max ? "maximum" : "minimum";
   Tensor y = arithmetic(is_max ? BinaryOp::maximum : BinaryOp::minimum, a, b, name);
@@ -177,18 +237,21 @@ Tensor extremum(const Tensor& a, const Tensor& b, bool is_max) {
 Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(a, b, true); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(a, b, false); }
 
+QKV_RECORDED_OP("add_scalar", "engine", composed);
 Tensor add(const Tensor& a, double b) {
   detail::check_defined(a, "add");
   Tensor y = unary_kernel(UnaryOp::add_scalar, a, b);
   return record("add_scalar", {a}, y, [](const Tensor& gy) { return grads{gy}; });
 }
 
+QKV_RECORDED_OP("mul_scalar", "engine", composed);
 Tensor mul(const Tensor& a, double b) {
   detail::check_defined(a, "mul");
   Tensor y = unary_kernel(UnaryOp::mul_scalar, a, b);
   return record("mul_scalar", {a}, y, [b](const Tensor& gy) { return grads{mul(gy, b)}; });
 }
 
+QKV_RECORDED_OP("rsub_scalar", "engine", composed);
 Tensor rsub(const Tensor& a, double b) {
   Tensor y = unary_floating(UnaryOp::rsub_scalar, a, "rsub", b);
   return record("rsub_scalar", {a}, y, [](const Tensor& gy) { return grads{neg(gy)}; });
@@ -244,6 +307,7 @@ Tensor logical_not(const Tensor& a) {
 // ---- where / masked_fill
 // -------------------------------------------------------------------------
 
+QKV_RECORDED_OP("where", "engine", composed);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_bool(cond, "where");
   detail::check_defined(a, "where");

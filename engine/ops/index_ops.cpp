@@ -1,6 +1,7 @@
 // Joining and indexing: cat, stack, split/chunk, index_select, gather.
 #include <algorithm>
 
+#include "engine/op_declaration.h"
 #include "engine/ops.h"
 #include "engine/ops/op_helpers.h"
 
@@ -25,6 +26,7 @@ void check_index_range(const Tensor& index, int64_t size, const char* op, const 
 }
 }  // namespace detail
 
+QKV_RECORDED_OP("cat", "engine", composed);
 Tensor cat(const std::vector<Tensor>& tensors, int dim) {
   QKV_CHECK(!tensors.empty(), "cat", "needs at least one tensor");
   const Tensor& first = tensors[0];
@@ -91,6 +93,8 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int dim) {
   return split(x, std::max<int64_t>(1, (x.shape()[d] + chunks - 1) / chunks), d);
 }
 
+// The backward scatters with a raw index_add kernel.
+QKV_RECORDED_OP("index_select", "engine", kernel);
 Tensor index_select(const Tensor& x, int dim, const Tensor& index) {
   detail::check_defined(x, "index_select");
   detail::check_defined(index, "index_select");
@@ -113,6 +117,8 @@ Tensor index_select(const Tensor& x, int dim, const Tensor& index) {
   });
 }
 
+// The backward scatters with a raw scatter_add kernel.
+QKV_RECORDED_OP("gather", "engine", kernel);
 Tensor gather(const Tensor& x, int dim, const Tensor& index) {
   detail::check_defined(x, "gather");
   detail::check_defined(index, "gather");

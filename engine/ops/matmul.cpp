@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "engine/autocast.h"
+#include "engine/op_declaration.h"
 #include "engine/ops.h"
 #include "engine/ops/op_helpers.h"
 
@@ -158,6 +159,7 @@ Tensor matmul_nd(const Tensor& a_in, const Tensor& b_in) {
 
 }  // namespace
 
+QKV_RECORDED_OP("matmul", "engine", composed);
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   detail::check_defined(a_in, "matmul");
   detail::check_defined(b_in, "matmul");
@@ -186,6 +188,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   });
 }
 
+QKV_RECORDED_OP("linear", "engine", composed);
 Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
   const char* op = "linear";
   detail::check_defined(x_in, op);

@@ -1,12 +1,17 @@
 // Neural-network primitives: softmax, log_softmax, layer_norm, embedding, dropout, cross_entropy.
 // softmax and layer_norm run fused row kernels forward and backward; the others are composed from
 // primitive ops, so their backward comes from the primitives'.
+#include "engine/op_declaration.h"
 #include "engine/ops.h"
 #include "engine/ops/op_helpers.h"
 
 namespace qkv {
 
 namespace {
+
+// Both backwards are the fused softmax_backward kernel.
+QKV_RECORDED_OP("softmax", "engine", kernel);
+QKV_RECORDED_OP("log_softmax", "engine", kernel);
 
 // Softmax family over any dim: the kernel works on the last dim of a contiguous tensor, so other
 // dims are moved last first (and back after).
@@ -32,6 +37,8 @@ Tensor softmax_impl(const Tensor& x, int dim, bool log) {
 Tensor softmax(const Tensor& x, int dim) { return softmax_impl(x, dim, false); }
 Tensor log_softmax(const Tensor& x, int dim) { return softmax_impl(x, dim, true); }
 
+// The backward is the fused layer_norm_backward kernel.
+QKV_RECORDED_OP("layer_norm", "engine", kernel);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
   detail::check_defined(x, "layer_norm");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "engine/op_declaration.h"
 #include "engine/ops.h"
 #include "engine/ops/op_helpers.h"
 
@@ -74,6 +75,7 @@ Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<int>& dims,
 
 }  // namespace
 
+QKV_RECORDED_OP("sum", "engine", composed);
 Tensor sum(const Tensor& x, std::vector<int> dims, bool keepdim) {
   detail::check_defined(x, "sum");
   dims = normalize_dims(x, dims, "sum");
@@ -108,6 +110,8 @@ Tensor var(const Tensor& x, std::vector<int> dims, bool unbiased, bool keepdim) 
 }
 
 namespace {
+QKV_RECORDED_OP("amax", "engine", composed);
+QKV_RECORDED_OP("amin", "engine", composed);
 Tensor extreme(const Tensor& x, std::vector<int> dims, bool keepdim, bool is_max) {
   const char* name = is_max ? "amax" : "amin";
   detail::check_defined(x, name);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "engine/op_declaration.h"
 #include "engine/ops.h"
 #include "engine/ops/op_helpers.h"
 
@@ -77,6 +78,8 @@ bool view_strides(const Tensor& x, const Shape& shape, Strides& out) {
   return view_d == -1;
 }
 
+QKV_RECORDED_OP("reshape", "engine", composed);
+QKV_RECORDED_OP("view", "engine", composed);
 Tensor reshape_impl(const Tensor& x, const Shape& requested, bool allow_copy, const char* op) {
   detail::check_defined(x, op);
   Shape shape = infer_shape(x, requested, op);
@@ -102,6 +105,7 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
 }
 Tensor view(const Tensor& x, const Shape& shape) { return reshape_impl(x, shape, false, "view"); }
 
+QKV_RECORDED_OP("permute", "engine", composed);
 Tensor permute(const Tensor& x, const std::vector<int>& dims) {
   detail::check_defined(x, "permute");
   QKV_CHECK(int(dims.size()) == x.dim(), "permute", "got ", dims.size(),
@@ -133,6 +137,7 @@ Tensor transpose(const Tensor& x, int dim0, int dim1) {
   return permute(x, dims);
 }
 
+QKV_RECORDED_OP("narrow", "engine", composed);
 Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length) {
   detail::check_defined(x, "narrow");
   QKV_CHECK(x.dim() > 0, "narrow", "cannot narrow a 0-d tensor");
@@ -168,6 +173,7 @@ Tensor select(const Tensor& x, int dim, int64_t index) {
   return squeeze(narrow(x, d, index, 1), d);
 }
 
+QKV_RECORDED_OP("expand", "engine", composed);
 Tensor expand(const Tensor& x, const Shape& requested) {
   detail::check_defined(x, "expand");
   QKV_CHECK(requested.size() >= size_t(x.dim()), "expand", "cannot expand ", shape_str(x.shape()),
@@ -224,6 +230,7 @@ Tensor contiguous(const Tensor& x) {
   return clone(x);
 }
 
+QKV_RECORDED_OP("clone", "engine", composed);
 Tensor clone(const Tensor& x) {
   detail::check_defined(x, "clone");
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
@@ -231,6 +238,7 @@ Tensor clone(const Tensor& x) {
   return record("clone", {x}, y, [](const Tensor& gy) { return grads{gy}; });
 }
 
+QKV_RECORDED_OP("cast", "engine", composed);
 Tensor cast(const Tensor& x, DType dtype) {
   detail::check_defined(x, "to");
   if (x.dtype() == dtype) return x;
@@ -241,6 +249,7 @@ Tensor cast(const Tensor& x, DType dtype) {
   return record("cast", {x}, y, [from](const Tensor& gy) { return grads{cast(gy, from)}; });
 }
 
+QKV_RECORDED_OP("to_device", "engine", composed);
 Tensor to_device(const Tensor& x, Device device) {
   detail::check_defined(x, "to");
   if (x.device() == device) return x;

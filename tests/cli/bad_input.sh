@@ -34,6 +34,8 @@ check "unknown flag exits 2" 2 "no-such-option" "$qkv" eval --run "$scratch" --n
 check "bench: second GPU" 1 "benchmarks run on cpu or cuda \(device 0\), got 'cuda:1'" \
   "$qkv" bench attention --device cuda:1
 check "missing required option exits 2" 2 "--run is required" "$qkv" eval
+check "gradcheck: --filter matching no case" 1 "gradcheck: --filter 'no_such_op' matches no case" \
+  "$qkv" gradcheck --filter no_such_op
 printf '{"d_model": 16, "stepz": 4}' >"$scratch/unknown.json"
 check "config: unknown key" 1 "unknown key 'stepz' \(did you mean 'steps'\?\)" \
   "$qkv" train translate --config "$scratch/unknown.json" --out "$scratch/x"

@@ -24,6 +24,8 @@ Tensor leaf(const Shape& shape, double low, double high) {
 
 }  // namespace
 
+QKV_RECORDED_OP("two_inputs", "test", composed);  // an op of the test below
+
 BOOST_AUTO_TEST_SUITE(anomaly_mode)
 
 BOOST_AUTO_TEST_CASE(off_by_default_and_the_guard_restores_it) {
@@ -126,6 +128,7 @@ BOOST_AUTO_TEST_CASE(every_registry_case_runs_clean_under_the_mode) {
   // Valid inputs must never raise a false alarm, forward or backward.
   AnomalyMode anomaly;
   for (const GradcheckCase& c : OpRegistry::global().cases()) {
+    if (!OpRegistry::runnable(c)) continue;
     auto inputs = OpRegistry::make_inputs(c);
     try {
       sum(c.fn(inputs)).backward();
