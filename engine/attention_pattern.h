@@ -4,9 +4,9 @@
 // may attend to key s is a formula of (t, s), and whether a whole tile of queries x keys is empty
 // is a formula of the tile's corners. The CPU's memory-efficient kernel (engine/cpu/
 // attention_kernels.cpp, reached through nn/efficient_attention.h) uses that to skip empty tiles
-// outright - no scores are computed for them, forward or backward - so a window of w keys costs O(T
-// w) instead of O(T^2). nn::pattern_mask() spells the same pattern out as a dense bool mask, which
-// is what the naive attention (and the tests) compare against.
+// outright - no scores are computed for them, forward or backward - so a window of w keys costs
+// O(T w) instead of O(T^2). nn::pattern_mask() spells the same pattern out as a dense bool
+// mask, which is what the naive attention (and the tests) compare against.
 #pragma once
 
 #include <cstdint>
