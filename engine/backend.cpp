@@ -3,6 +3,7 @@
 #include "engine/backend.h"
 
 #include "engine/error.h"
+#include "engine/fused_attention_plan.h"
 
 namespace qkv {
 
@@ -14,6 +15,26 @@ void Backend::matmul_rounding_to_bf16(const Tensor&, const Tensor&, const Tensor
   QKV_CHECK(false, "matmul", "the ", device().str(),
             " backend cannot round float32 operands to bfloat16 in its GEMM (ask "
             "supports_matmul_rounding_to_bf16 first)");
+}
+
+int64_t AttentionProblem::batch() const {
+  int64_t n = 1;
+  for (int i = 0; i < q.dim() - 2; ++i) n *= q.size(i);
+  return n;
+}
+
+bool Backend::supports_attention(const AttentionProblem& problem) const {
+  return fits_fused_kernel(*this, problem);
+}
+
+AttentionForward Backend::attention_forward(const AttentionProblem& problem) {
+  return fused_kernel_forward(*this, problem);
+}
+
+AttentionGradients Backend::attention_backward(const AttentionProblem& problem,
+                                               const AttentionForward& forward,
+                                               const Tensor& grad_out) {
+  return fused_kernel_backward(*this, problem, forward, grad_out);
 }
 
 bool Backend::supports_fused_attention(DType, int64_t, int64_t) const { return false; }
@@ -29,6 +50,14 @@ void Backend::fused_attention_backward(const Tensor&, const Tensor&, const Tenso
                                        const Tensor&, const Tensor&, const Tensor&) {
   QKV_CHECK(false, "fused_attention_backward", "the ", device().str(),
             " backend has no fused attention (ask supports_fused_attention first)");
+}
+
+bool Backend::supports_decode_attention(DType) const { return false; }
+
+void Backend::decode_attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, double,
+                               const Tensor&) {
+  QKV_CHECK(false, "decode_attention", "the ", device().str(),
+            " backend has no single-query attention kernel (ask supports_decode_attention first)");
 }
 
 }  // namespace qkv

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/attention_problem.h"
 #include "engine/tensor.h"
 
 namespace qkv {
@@ -194,16 +195,28 @@ class Backend {
                          double eps, double weight_decay, bool decoupled, int64_t step) = 0;
 
   // ---- fused attention (optional) -------------------------------------------------------------
-  // softmax(scale * q k^T, with hidden keys at -inf) v in one pass that never stores the Tq x Tk
-  // scores. q is [B, H, Tq, d], k and v [B, H, Tk, d], all contiguous; key_padding_mask is
+  // Attention in one pass that never stores the T x S scores (engine/attention_problem.h): masks,
+  // patterns and dropout as the problem says. A backend says which problems it takes in
+  // supports_attention; nn falls back to attention composed from the kernels above for the rest.
+  // The CPU's kernel takes every float32/float64 problem. The defaults translate the problem to
+  // the device kernel below (one key-padding mask and a causal flag, engine/fused_attention_plan.h)
+  // when the backend has one, and take no dropout.
+  virtual bool supports_attention(const AttentionProblem& problem) const;
+  virtual AttentionForward attention_forward(const AttentionProblem& problem);
+  // grad_out is shaped like forward.out (any strides).
+  virtual AttentionGradients attention_backward(const AttentionProblem& problem,
+                                                const AttentionForward& forward,
+                                                const Tensor& grad_out);
+
+  // The device kernel the defaults above are built on: softmax(scale * q k^T, with hidden keys at
+  // -inf) v. q is [B, H, Tq, d], k and v [B, H, Tk, d], all contiguous; key_padding_mask is
   // undefined or a contiguous bool [B, Tk] (true = key hidden from every query of batch b);
   // `causal` hides key j from query i when j > i. A query that sees no key gets zeros and
   // lse = -inf. out is [B, H, Tq, d]; lse [B, H, Tq] is each query's log-sum-exp, kept for the
   // backward, which overwrites grad_q/grad_k/grad_v (shaped like q/k/v).
   //
   // A backend that has such a kernel says so in supports_fused_attention; the others keep the
-  // defaults (no, and a throw if called anyway), and attention is composed from the kernels
-  // above or computed by nn's own CPU kernel.
+  // defaults (no, and a throw if called anyway).
   virtual bool supports_fused_attention(DType dtype, int64_t head_dim, int64_t batch_heads) const;
   virtual void fused_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                        const Tensor& key_padding_mask, bool causal, double scale,
@@ -213,6 +226,15 @@ class Backend {
                                         const Tensor& out, const Tensor& lse,
                                         const Tensor& grad_out, const Tensor& grad_q,
                                         const Tensor& grad_k, const Tensor& grad_v);
+
+  // Optional: attention of one query row per (batch, head) for a decoding step, inference only.
+  // q [B, H, 1, d] contiguous, k [B, H, S, d] and v [B, H, S, dv] each with one dense [S, d]
+  // block per (batch, head) (a KV-cache buffer's first S positions qualify), key_padding_mask
+  // undefined or contiguous bool [B, S]; out [B, H, 1, dv] = softmax(q k^T * scale) v, zeros
+  // for a row whose keys are all padding. Backends without it say no (and throw if called).
+  virtual bool supports_decode_attention(DType dtype) const;
+  virtual void decode_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                const Tensor& key_padding_mask, double scale, const Tensor& out);
 };
 
 // The backend of a device. The CPU backend always exists; others register themselves.

@@ -1,23 +1,41 @@
 #include "models/attention_maps.h"
 
+#include <memory>
+
 namespace qkv::models {
 
+namespace {
+
+// The observer set_record_attention installs: it keeps the last forward's record, which map_of
+// finds again through the observer's type.
+struct KeepLast {
+  std::shared_ptr<nn::AttentionRecord> last = std::make_shared<nn::AttentionRecord>();
+  void operator()(const nn::AttentionRecord& record) const { *last = record; }
+};
+
+void record(nn::MultiheadAttention& attention, bool on) {
+  attention.observer = on ? nn::AttentionObserver(KeepLast{}) : nn::AttentionObserver();
+}
+
+AttentionMap map_of(const std::string& name, const nn::MultiheadAttention& a) {
+  const KeepLast* keep = a.observer.target<KeepLast>();
+  if (!keep) return {name, Tensor(), Tensor(), Tensor(), Tensor()};
+  const nn::AttentionRecord& r = *keep->last;
+  return {name, r.weights, r.q, r.k, r.v};
+}
+
+}  // namespace
+
 void set_record_attention(nn::TransformerEncoder& encoder, bool on) {
-  for (auto& l : encoder.layers) l->self_attn->record_weights = on;
+  for (auto& l : encoder.layers) record(*l->self_attn, on);
 }
 
 void set_record_attention(nn::TransformerDecoder& decoder, bool on) {
   for (auto& l : decoder.layers) {
-    l->self_attn->record_weights = on;
-    l->cross_attn->record_weights = on;
+    record(*l->self_attn, on);
+    record(*l->cross_attn, on);
   }
 }
-
-namespace {
-AttentionMap map_of(const std::string& name, const nn::MultiheadAttention& a) {
-  return {name, a.last_weights, a.last_q, a.last_k, a.last_v};
-}
-}  // namespace
 
 void append_attention_maps(const nn::TransformerEncoder& encoder, const std::string& prefix,
                            std::vector<AttentionMap>& out) {

@@ -1,7 +1,7 @@
 // Attention weights of a model's last forward, named by layer, for heatmaps.
 //
-// Every MultiheadAttention can keep its last per-head weights (record_weights); a model turns
-// that on for all its attention layers and hands the weights back with readable names.
+// A model sets an observer on each of its MultiheadAttention layers (MultiheadAttention::observer)
+// that keeps the last forward's per-head weights, and hands them back with readable names.
 #pragma once
 
 #include <string>

@@ -4,19 +4,19 @@
 // key_padding_mask); a floating mask is added to the scores (0 = keep, -inf = block, anything in
 // between = a bias). A query whose every key is blocked gets all-zero weights and a zero output,
 // never NaN: the engine's softmax maps a row of -inf to zeros.
+//
+// This file is attention as training sees it; the KV cache and the decoding step are
+// nn/kv_cache.h and nn/attention_decoding.cpp, and the choice of kernel is nn/attention_kernel.h.
 #pragma once
 
+#include <functional>
 #include <optional>
 
-#include "nn/attention_pattern.h"
+#include "nn/attention_kernel.h"
+#include "nn/kv_cache.h"
 #include "nn/linear.h"
 
 namespace qkv::nn {
-
-struct AttentionOutput {
-  Tensor output;
-  Tensor weights;
-};
 
 // q [..., T, d], k [..., S, d], v [..., S, dv] -> output [..., T, dv] and weights [..., T, S].
 // scores = q k^T * scale (default 1/sqrt(d)), then attn_mask (bool or additive, broadcast to
@@ -24,15 +24,12 @@ struct AttentionOutput {
 // With need_weights = false the weights come back undefined, and when the operands allow it
 // (no mask or a bool one; on the CPU with any dropout, on a GPU's fused kernel without) the
 // memory-efficient kernel runs instead of the naive one: same output, and with dropout the same
-// dropped weights from the same generator state, in O(T) memory (nn/efficient_attention.h).
+// dropped weights from the same generator state, in O(T) memory (nn/attention_kernel.h).
 AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                              const Tensor& attn_mask = Tensor(),
                                              bool is_causal = false, double dropout_p = 0.0,
                                              std::optional<double> scale = std::nullopt,
                                              bool need_weights = true);
-
-// bool [T, S], true above the diagonal: position t may attend to keys 0..t only.
-Tensor causal_mask(int64_t T, int64_t S = -1, Device device = Device::cpu());
 
 // Positional information that lives inside attention rather than on the input embeddings:
 // rotating queries and keys (RoPE) or adding a term to the scores (relative positions, ALiBi).
@@ -47,6 +44,14 @@ class AttentionPosition : public Module {
     return Tensor();
   }
 };
+
+// What an observer of MultiheadAttention sees of one forward, all detached: the per-head weights
+// [B, H, T, S] and the projected per-head queries, keys and values [B, H, L, head_dim] they were
+// computed from.
+struct AttentionRecord {
+  Tensor weights, q, k, v;
+};
+using AttentionObserver = std::function<void(const AttentionRecord&)>;
 
 // MultiheadAttention(embed_dim, num_heads, dropout, bias, kdim, vdim), batch first: query
 // [B, T, E], key [B, S, kdim], value [B, S, vdim] -> output [B, T, E].
@@ -72,11 +77,10 @@ class MultiheadAttention : public Module {
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
   std::shared_ptr<AttentionPosition> position;
 
-  // When record_weights is set, every forward keeps its per-head weights [B, H, T, S] (detached)
-  // in last_weights, for attention heatmaps and statistics, and the projected per-head queries,
-  // keys and values [B, H, L, head_dim] it computed them from (for `qkv train --trace`).
-  bool record_weights = false;
-  Tensor last_weights, last_q, last_k, last_v;
+  // When set, every forward computes the weights (the composed kernel) and hands them, with the
+  // q, k and v they came from, to the observer: attention heatmaps, statistics and
+  // `qkv train --trace` (models/attention_maps.h).
+  AttentionObserver observer;
 
   // Sparse / local attention: a sliding window or a block-sparse layout (nn/attention_pattern.h)
   // applied on top of the masks. The memory-efficient kernel skips the tiles it leaves empty; when
@@ -87,29 +91,8 @@ class MultiheadAttention : public Module {
   // draws the same dropout masks as the naive one). Off: always the naive kernel.
   bool memory_efficient = true;
 
-  // Incremental decoding: the keys and values of the positions seen so far, per head
-  // [B, H, L, head_dim]. See forward_cached.
-  struct KVCache {
-    Tensor k, v;
-    // Self-attention's storage: like a std::vector, the buffers [B, H, capacity, head_dim] keep
-    // room for more positions and double when full, so a decoding step copies only its own new
-    // keys and values instead of the whole prefix (as cat would). k and v are views of them.
-    Tensor k_buffer, v_buffer;
-    // Appends keys/values [B, H, t, head_dim] along the position dim. Under autograd, when they
-    // require a gradient, it concatenates instead so the gradient reaches them.
-    void append(const Tensor& k_new, const Tensor& v_new);
-    // Keeps the batch rows `rows` (int64 [n], in that order, repeats allowed): beam search
-    // continues from the hypotheses it keeps, several of which may extend the same one.
-    void select_rows(const Tensor& rows);
-
-    // Self-attention projects one input three ways. At inference a decoding step is mostly
-    // per-op cost and the reading of weights, so q_proj, k_proj and v_proj's weights are packed
-    // once per decode into one [3E, E] matrix (and bias) and applied as a single product. True
-    // when that applies: no autograd, query, key and value the same tensor, and no int8 layer.
-    bool fuse_projections(const MultiheadAttention& attention, const Tensor& query,
-                          const Tensor& key, const Tensor& value);
-    Tensor qkv_weight, qkv_bias;
-  };
+  // Incremental decoding (nn/kv_cache.h, nn/attention_decoding.cpp).
+  using KVCache = nn::KVCache;
   // One decoding step attending to a cache. Self-attention (static_kv = false): the new tokens'
   // keys and values (from key/value [B, t, E]) are appended to the cache, and the query attends to
   // everything cached, which is every earlier position - so no causal mask is needed. Cross-

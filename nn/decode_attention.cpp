@@ -1,10 +1,8 @@
 #include "nn/decode_attention.h"
 
-#include <algorithm>
 #include <cmath>
-#include <limits>
-#include <vector>
 
+#include "engine/backend.h"
 #include "engine/error.h"
 #include "engine/ops.h"
 
@@ -12,62 +10,28 @@ namespace qkv::nn {
 
 namespace {
 
-// One (batch, head): scores s_j = q . k_j * scale over the unpadded keys, softmax, out = sum p_j
-// v_j. The probabilities are kept (S is the length decoded so far), so exp runs once per key.
-template <typename T>
-void one_row(const T* q, const T* k, const T* v, const uint8_t* pad, int64_t S, int64_t d,
-             int64_t dv, T scale, T* out, std::vector<T>& p) {
-  p.assign(size_t(S), T(0));
-  T max = -std::numeric_limits<T>::infinity();
-  for (int64_t j = 0; j < S; ++j) {
-    if (pad && pad[j]) continue;
-    const T* kj = k + j * d;
-    T dot = 0;
-    _Pragma("omp simd reduction(+ : dot)") for (int64_t c = 0; c < d; ++c) dot += q[c] * kj[c];
-    p[size_t(j)] = dot * scale;
-    max = std::max(max, p[size_t(j)]);
-  }
-  std::fill(out, out + dv, T(0));
-  if (max == -std::numeric_limits<T>::infinity()) return;  // every key is padding
-  T total = 0;
-  for (int64_t j = 0; j < S; ++j) {
-    if (pad && pad[j]) continue;
-    p[size_t(j)] = std::exp(p[size_t(j)] - max);
-    total += p[size_t(j)];
-  }
-  for (int64_t j = 0; j < S; ++j) {
-    if (pad && pad[j]) continue;
-    const T w = p[size_t(j)] / total;
-    const T* vj = v + j * dv;
-    _Pragma("omp simd") for (int64_t c = 0; c < dv; ++c) out[c] += w * vj[c];
-  }
-}
-
-// q and out are contiguous; k and v need only dense [S, d] blocks per (batch, head), found with
-// their own batch and head strides.
-template <typename T>
-void run(const Tensor& q, const Tensor& k, const Tensor& v, const uint8_t* pad, double scale,
-         const Tensor& out) {
-  const int64_t B = q.size(0), H = q.size(1), S = k.size(2), d = q.size(3), dv = v.size(3);
-  const T* qp = q.data<T>();
-  const T* kp = k.data<T>();
-  const T* vp = v.data<T>();
-  T* op = out.data<T>();
-  std::vector<T> p;
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t h = 0; h < H; ++h) {
-      const int64_t n = b * H + h;
-      one_row(qp + n * d, kp + b * k.strides()[0] + h * k.strides()[1],
-              vp + b * v.strides()[0] + h * v.strides()[1], pad ? pad + b * S : nullptr, S, d, dv,
-              T(scale), op + n * dv, p);
-    }
-}
-
 // True when each (batch, head)'s [S, d] block of t is one dense run: a contiguous tensor, or a
 // view of the first S positions of a longer KV-cache buffer (MultiheadAttention::KVCache).
 bool dense_blocks(const Tensor& t) { return t.strides()[3] == 1 && t.strides()[2] == t.size(3); }
 
 }  // namespace
+
+bool decode_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v,
+                                const Tensor& key_padding_mask) {
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || q.size(2) != 1) return false;
+  const int64_t B = q.size(0), H = q.size(1), S = k.size(2);
+  if (k.size(0) != B || k.size(1) != H || v.size(0) != B || v.size(1) != H || v.size(2) != S ||
+      k.size(3) != q.size(3))
+    return false;
+  if (k.device() != q.device() || v.device() != q.device()) return false;
+  if (k.dtype() != q.dtype() || v.dtype() != q.dtype()) return false;
+  if (grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad())) return false;
+  if (key_padding_mask.defined() &&
+      (key_padding_mask.dtype() != DType::b8 || key_padding_mask.device() != q.device() ||
+       key_padding_mask.shape() != Shape{B, S}))
+    return false;
+  return q.backend().supports_decode_attention(q.dtype());
+}
 
 Tensor decode_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                         const Tensor& key_padding_mask, double scale) {
@@ -80,11 +44,13 @@ Tensor decode_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_
                 v_in.size(2) == S && k_in.size(3) == q_in.size(3),
             op, "q ", shape_str(q_in.shape()), ", k ", shape_str(k_in.shape()), " and v ",
             shape_str(v_in.shape()), " do not match");
-  QKV_CHECK(q_in.device().is_cpu() && k_in.device().is_cpu() && v_in.device().is_cpu(), op,
-            "runs on the CPU");
-  QKV_CHECK(q_in.dtype() == k_in.dtype() && q_in.dtype() == v_in.dtype() &&
-                (q_in.dtype() == DType::f32 || q_in.dtype() == DType::f64),
-            op, "expects float32 or float64 q, k, v of one dtype");
+  QKV_CHECK(k_in.device() == q_in.device() && v_in.device() == q_in.device(), op,
+            "q, k and v are on different devices");
+  QKV_CHECK(q_in.dtype() == k_in.dtype() && q_in.dtype() == v_in.dtype(), op,
+            "expects q, k, v of one dtype");
+  Backend& backend = q_in.backend();
+  QKV_CHECK(backend.supports_decode_attention(q_in.dtype()), op, "the ", q_in.device().str(),
+            " backend has no single-query attention kernel for ", dtype_name(q_in.dtype()));
   QKV_CHECK(
       !(grad_enabled() && (q_in.requires_grad() || k_in.requires_grad() || v_in.requires_grad())),
       op, "records no gradient; use efficient_attention when one is needed");
@@ -94,18 +60,16 @@ Tensor decode_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_
                   key_padding_mask.size(0) == B && key_padding_mask.size(1) == S,
               op, "key_padding_mask must be bool [B, S] = [", B, ",", S, "], got ",
               shape_str(key_padding_mask.shape()));
+    QKV_CHECK(key_padding_mask.device() == q_in.device(), op,
+              "key_padding_mask is not on q's device");
     pad = key_padding_mask.contiguous();
   }
   const Tensor q = q_in.detach().contiguous();
   const Tensor k = dense_blocks(k_in) ? k_in.detach() : k_in.detach().contiguous();
   const Tensor v = dense_blocks(v_in) ? v_in.detach() : v_in.detach().contiguous();
-  Tensor out = Tensor::empty({B, H, 1, v.size(3)}, q.dtype());
+  Tensor out = Tensor::empty({B, H, 1, v.size(3)}, q.dtype(), q.device());
   const double s = scale > 0 ? scale : 1.0 / std::sqrt(double(q.size(3)));
-  const uint8_t* pad_data = pad.defined() ? pad.data<uint8_t>() : nullptr;
-  if (q.dtype() == DType::f32)
-    run<float>(q, k, v, pad_data, s, out);
-  else
-    run<double>(q, k, v, pad_data, s, out);
+  backend.decode_attention(q, k, v, pad, s, out);
   return out;
 }
 

@@ -98,11 +98,12 @@ Tensor QuantizedLinear::dequantized() const {
 
 Tensor QuantizedLinear::forward(const Tensor& x) {
   const char* op = "QuantizedLinear";
-  QKV_CHECK(
-      x.dim() >= 1 && x.size(-1) == in_features && x.device().is_cpu() && is_floating(x.dtype()),
-      op, "expected a floating CPU input with last dim ", in_features, ", got ",
-      shape_str(x.shape()));
-  Tensor xf = x.detach().to(DType::f32).contiguous();
+  QKV_CHECK(x.dim() >= 1 && x.size(-1) == in_features && is_floating(x.dtype()), op,
+            "expected a floating input with last dim ", in_features, ", got ",
+            shape_str(x.shape()));
+  // The int8 weights and their integer products live in host memory: an input on another
+  // device is brought here, and its output taken back.
+  Tensor xf = x.detach().to(DType::f32).to(Device::cpu()).contiguous();
   const int64_t rows = xf.numel() / in_features;
   const float* xs = xf.data<float>();
   // Dynamic per-row quantization of the activations, in float so that the loops vectorize. The
@@ -139,7 +140,7 @@ Tensor QuantizedLinear::forward(const Tensor& x) {
       ys[r * out_features + o] =
           float(acc[size_t(r * out_features + o)]) * row_scale[size_t(r)] * scales[size_t(o)] +
           (b ? b[o] : 0.f);
-  return x.dtype() == DType::f32 ? y : y.to(x.dtype());
+  return (x.dtype() == DType::f32 ? y : y.to(x.dtype())).to(x.device());
 }
 
 std::string QuantizedLinear::describe() const {

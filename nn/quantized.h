@@ -26,7 +26,8 @@ class QuantizedLinear : public Layer {
   Tensor weight_int8() const;   // [out, in], int8 (the padding dropped)
   Tensor weight_scale() const;  // [out], float32
   Tensor dequantized() const;   // [out, in], float32: weight_int8 * weight_scale per row
-  // x [..., in] float32/float64 on the CPU -> [..., out] in x's dtype. No gradient flows.
+  // x [..., in] float32/float64 -> [..., out] in x's dtype and on x's device (the int8
+  // products run in host memory, where the weights are). No gradient flows.
   Tensor forward(const Tensor& x) override;
   std::string describe() const override;
 

@@ -54,6 +54,17 @@ class CpuBackend final : public Backend {
                  const Tensor& exp_avg_sq, double lr, double beta1, double beta2, double eps,
                  double weight_decay, bool decoupled, int64_t step) override;
 
+  // attention_kernels.cpp: every float32/float64 problem, dropout included.
+  bool supports_attention(const AttentionProblem& problem) const override;
+  AttentionForward attention_forward(const AttentionProblem& problem) override;
+  AttentionGradients attention_backward(const AttentionProblem& problem,
+                                        const AttentionForward& forward,
+                                        const Tensor& grad_out) override;
+  // decode_attention.cpp: float32 and float64.
+  bool supports_decode_attention(DType dtype) const override;
+  void decode_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                        const Tensor& key_padding_mask, double scale, const Tensor& out) override;
+
   CachingAllocator& allocator() { return allocator_; }
 
  private:

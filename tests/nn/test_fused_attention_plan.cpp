@@ -6,9 +6,9 @@
 
 #include "engine/backend.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/fused_attention_plan.h"
 #include "nn/attention.h"
 #include "nn/efficient_attention.h"
-#include "nn/fused_attention.h"
 #include "tests/engine/helpers.h"
 
 using namespace qkv;
@@ -182,11 +182,14 @@ BOOST_AUTO_TEST_CASE(refused_masks_and_patterns) {
   BOOST_TEST(!plan_fused_masks({zeros({1, 2, 1, 1, S}, {DType::b8})}, {}, lead, T, S));
 }
 
-// CPU tensors never take the fused route; the CPU's own kernel still takes every pattern, and a
-// backend without a fused kernel says so and refuses to be called anyway.
+// The CPU has no contiguous device kernel, so the plan's route never fits it; its own kernel
+// (Backend::supports_attention) still takes every pattern, and the device kernel says so and
+// refuses to be called anyway.
 BOOST_AUTO_TEST_CASE(cpu_keeps_its_own_kernel) {
   const Tensor q = zeros({2, 3, 4}), k = zeros({2, 5, 4}), v = zeros({2, 5, 4});
-  BOOST_TEST(!fused_attention_supported(q, k, v, {}, {}));
+  AttentionProblem problem;
+  problem.q = q, problem.k = k, problem.v = v;
+  BOOST_TEST(!fits_fused_kernel(cpu::cpu_backend(), problem));
   AttentionPattern window;
   window.window = 1;
   BOOST_TEST(efficient_attention_supported(q, k, v, {causal_mask(3, 5)}, window));

@@ -1,0 +1,49 @@
+// One attention computation as a backend's fused kernel receives it (Backend::attention_forward):
+// softmax(scale * q k^T, hidden keys at -inf, dropout on the weights) v, without the T x S
+// scores ever being stored.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/attention_pattern.h"
+#include "engine/tensor.h"
+
+namespace qkv {
+
+// Dropout on the attention weights: weight (n, t, s) of the N problems is kept (and scaled by
+// 1 / (1 - p)) as element (n T + t) S + s of a Bernoulli fill of N x T x S elements drawn from
+// counter `offset` of `seed` (engine/random.h), exactly as dropout() on the [..., T, S] weights
+// would draw it. p = 0: no dropout.
+struct AttentionDropout {
+  double p = 0;
+  uint64_t seed = 0, offset = 0;
+};
+
+struct AttentionProblem {
+  // q [lead..., T, d], k [lead..., S, d], v [lead..., S, dv] with equal leading dims, one dtype
+  // and one device, detached; any strides (a backend copies what it cannot read in place).
+  Tensor q, k, v;
+  // Bool masks (true = key hidden from the query), each broadcastable to [lead..., T, S].
+  std::vector<Tensor> masks;
+  AttentionPattern pattern;
+  double scale = 1;  // > 0
+  AttentionDropout dropout;
+
+  int64_t batch() const;  // prod(lead), the number of independent (T x S) problems
+};
+
+// What attention_forward hands back: the output [lead..., T, dv] (laid out as the backend
+// chooses) and whatever its backward needs besides the problem (each row's log-sum-exp, the
+// copies it made), kept by the caller until the backward runs.
+struct AttentionForward {
+  Tensor out;
+  Tensor lse;
+  std::vector<Tensor> saved;
+};
+
+struct AttentionGradients {
+  Tensor q, k, v;  // shaped like the problem's q, k, v
+};
+
+}  // namespace qkv
