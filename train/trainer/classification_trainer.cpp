@@ -6,6 +6,7 @@
 #include "engine/error.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
+#include "engine/process_group.h"
 #include "train/batching.h"
 #include "train/dataset.h"
 #include "train/run_dir.h"
@@ -13,6 +14,7 @@
 #include "train/trainer/classification_pictures.h"
 #include "train/trainer/classifier.h"
 #include "train/trainer/early_stopping.h"
+#include "train/trainer/rank_run_dir.h"
 #include "train/trainer/resume.h"
 #include "train/trainer/training_common.h"
 #include "train/trainer/training_loop.h"
@@ -49,7 +51,8 @@ std::vector<AttentionLayerStats> batch_attention_stats(const Classifier& k,
 
 }  // namespace
 
-TrainResult train_classification(const Config& requested, RunMode mode) {
+namespace {
+TrainResult train_classification_on_this_rank(const Config& requested, RunMode mode) {
   const bool resume = mode == RunMode::resume;
   // Everything that can be checked without the run folder is, before it is created: a failed
   // start leaves nothing behind.
@@ -72,13 +75,17 @@ TrainResult train_classification(const Config& requested, RunMode mode) {
   auto opt = make_optimizer(config, model);
   nn::LrSchedule schedule = make_schedule(config);
   TrainerState state;
-  RunDir run(config.out, mode);
+  ProcessGroup& group = *ProcessGroup::from_environment();
+  state.world_size = group.size();
+  RankRunDir folder(config.out, mode, group);  // rank 0 writes --out; the others a scratch folder
+  RunDir& run = folder.run();
   // A resume that cannot go on (other data, a damaged checkpoint) fails before the run's files
   // are touched: the folder stays resumable with the right options.
   if (resume) {
-    check_model_json_matches(run.path(), model_config_json(k));
+    check_model_json_matches(folder.source(), model_config_json(k));
     if (k.text) check_resumed_vocab(run, "vocab.json", k.vocab);
-    state = load_checkpoint(run, model, *opt);
+    state = load_checkpoint(folder.source(), model, *opt);
+    check_resumed_world_size(state, group.size(), folder.source());
     default_generator().set_offset(state.generator_offset);
     config = with_resume_history(config, saved, state.step);
   }
@@ -109,6 +116,12 @@ TrainResult train_classification(const Config& requested, RunMode mode) {
   task.loss = [&] {
     return cross_entropy(k.forward(b), b.labels.to(k.device), /*ignore_index=*/-100,
                          config.label_smoothing);
+  };
+  task.loss_terms = [&] { return batch_examples; };
+  task.summed_loss = [&](double global_terms) {
+    Tensor sum = cross_entropy(k.forward(b), b.labels.to(k.device), /*ignore_index=*/-100,
+                               config.label_smoothing, Reduction::sum);
+    return div(sum, full_like(sum, global_terms));
   };
   task.batch_items = [&] { return batch_examples; };
   task.attention_stats = [&] { return batch_attention_stats(k, b); };
@@ -152,6 +165,12 @@ TrainResult train_classification(const Config& requested, RunMode mode) {
   }
   std::printf("run folder: %s\n", run.path().c_str());
   return result;
+}
+
+}  // namespace
+
+TrainResult train_classification(const Config& requested, RunMode mode) {
+  return run_on_this_rank([&] { return train_classification_on_this_rank(requested, mode); });
 }
 
 }  // namespace qkv::train

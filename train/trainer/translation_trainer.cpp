@@ -6,6 +6,7 @@
 #include "engine/error.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
+#include "engine/process_group.h"
 #include "nn/optim.h"
 #include "nn/schedule.h"
 #include "train/batching.h"
@@ -15,6 +16,7 @@
 #include "train/trainer/attention_pictures.h"
 #include "train/trainer/attention_stats.h"
 #include "train/trainer/early_stopping.h"
+#include "train/trainer/rank_run_dir.h"
 #include "train/trainer/resume.h"
 #include "train/trainer/training_common.h"
 #include "train/trainer/training_loop.h"
@@ -81,7 +83,8 @@ std::vector<AttentionLayerStats> batch_attention_stats(const Translator& t, cons
 
 }  // namespace
 
-TrainResult train_translation(const Config& requested, RunMode mode) {
+namespace {
+TrainResult train_translation_on_this_rank(const Config& requested, RunMode mode) {
   const bool resume = mode == RunMode::resume;
   // Everything that can be checked without the run folder is, before it is created: a failed
   // start leaves nothing behind.
@@ -112,14 +115,18 @@ TrainResult train_translation(const Config& requested, RunMode mode) {
   auto opt = make_optimizer(config, *t.model);
   nn::LrSchedule schedule = make_schedule(config);
   TrainerState state;
-  RunDir run(config.out, mode);
+  ProcessGroup& group = *ProcessGroup::from_environment();
+  state.world_size = group.size();
+  RankRunDir folder(config.out, mode, group);  // rank 0 writes --out; the others a scratch folder
+  RunDir& run = folder.run();
   // A resume that cannot go on (other data, a damaged checkpoint) fails before the run's files
   // are touched: the folder stays resumable with the right options.
   if (resume) {
-    check_model_json_matches(run.path(), nlohmann::json(t.model_config));
+    check_model_json_matches(folder.source(), nlohmann::json(t.model_config));
     check_resumed_vocab(run, kSourceVocab, data.source_vocab);
     check_resumed_vocab(run, kTargetVocab, data.target_vocab);
-    state = load_checkpoint(run, *t.model, *opt);
+    state = load_checkpoint(folder.source(), *t.model, *opt);
+    check_resumed_world_size(state, group.size(), folder.source());
     default_generator().set_offset(state.generator_offset);
     config = with_resume_history(config, saved, state.step);
   }
@@ -152,6 +159,15 @@ TrainResult train_translation(const Config& requested, RunMode mode) {
     const int64_t vocab = logits.size(-1);
     return cross_entropy(logits.reshape({-1, vocab}), b.tgt_out.to(t.device).reshape({-1}),
                          Vocab::PAD, config.label_smoothing);
+  };
+  task.loss_terms = [&] { return b.target_tokens; };
+  task.summed_loss = [&](double global_terms) {
+    Tensor logits = t.model->forward(b.src.to(t.device), b.tgt_in.to(t.device),
+                                     b.src_pad_mask.to(t.device), b.tgt_pad_mask.to(t.device));
+    const int64_t vocab = logits.size(-1);
+    Tensor sum = cross_entropy(logits.reshape({-1, vocab}), b.tgt_out.to(t.device).reshape({-1}),
+                               Vocab::PAD, config.label_smoothing, Reduction::sum);
+    return div(sum, full_like(sum, global_terms));
   };
   task.batch_items = [&] { return b.target_tokens; };
   task.attention_stats = [&] { return batch_attention_stats(t, b); };
@@ -209,6 +225,12 @@ TrainResult train_translation(const Config& requested, RunMode mode) {
   }
   std::printf("run folder:     %s\n", run.path().c_str());
   return result;
+}
+
+}  // namespace
+
+TrainResult train_translation(const Config& requested, RunMode mode) {
+  return run_on_this_rank([&] { return train_translation_on_this_rank(requested, mode); });
 }
 
 }  // namespace qkv::train
