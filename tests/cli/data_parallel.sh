@@ -21,7 +21,7 @@ fail() {
   failures=$((failures + 1))
 }
 
-translate="--threads 1 train translate --task dates --train-size 96 --valid-size 8 --test-size 8
+translate="--threads 1 train translate --task reverse --train-size 96 --valid-size 8 --test-size 8
            --d-model 16 --heads 2 --layers 1 --ff-dim 32 --batch-size 16 --pictures false
            --eval-every 6 --log-every 1 --seed 5"
 resumable="$translate --schedule constant --warmup 0 --checkpoint-every 3"
