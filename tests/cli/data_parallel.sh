@@ -9,6 +9,8 @@
 #    for translation and classification, with dropout on.
 # 3. A run of 2 ranks resumed by 2 ranks ends where an uninterrupted one does; one process
 #    resuming it is refused, naming the world size.
+# 4. Rank 1 killed by SIGKILL mid-run ends the job within 20 s with a line naming rank 1, and the
+#    run's last checkpoint resumes.
 # Usage: tests/cli/data_parallel.sh QKV_BINARY SCRATCH_DIR [MPIRUN ARGS...]. ctest: cli_data_parallel.
 set -u
 qkv=$1
@@ -23,9 +25,10 @@ fail() {
 
 translate="--threads 1 train translate --task reverse --train-size 96 --valid-size 8 --test-size 8
            --d-model 16 --heads 2 --layers 1 --ff-dim 32 --batch-size 16 --pictures false
-           --eval-every 6 --log-every 1 --seed 5"
-resumable="$translate --schedule constant --warmup 0 --checkpoint-every 3"
-translate="$translate --steps 12"
+           --log-every 1 --seed 5 --schedule constant --warmup 0"
+resumable="$translate --eval-every 6 --checkpoint-every 3"
+killable="$translate --eval-every 5000 --checkpoint-every 1"
+translate="$translate --eval-every 6 --steps 12"
 classify="--threads 1 train classify --task order --train-size 96 --valid-size 8 --test-size 8
           --min-length 8 --max-length 16 --d-model 16 --heads 2 --layers 1 --ff-dim 32
           --dropout 0.1 --batch-size 16 --pictures false --steps 12 --eval-every 6 --log-every 1
@@ -93,6 +96,38 @@ if [ $# -gt 0 ]; then
   $mpirun -np 2 "$qkv" $resumable --steps 12 --resume "$scratch/halves" >>"$scratch/halves.log" 2>&1 ||
     fail "halves (resumed): exit $? ($(tail -1 "$scratch/halves.log"))"
   same_bytes whole halves
+
+  # ---- 4. a rank killed mid-run ends the job within seconds, naming the rank; the last
+  # checkpoint stays resumable
+  $mpirun -np 2 "$qkv" $killable --steps 5000 \
+    --out "$scratch/killed" >"$scratch/killed.log" 2>&1 &
+  job=$!
+  i=0
+  while [ ! -e "$scratch/killed/trainer_state.json" ] && [ "$i" -lt 600 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  # rank 1's scratch folder is named after its pid (train/trainer/rank_run_dir.h)
+  rank1=$(ls -dt "${TMPDIR:-/tmp}"/qkv-rank1-* 2>/dev/null | head -1 | sed 's/.*-//')
+  if [ -z "$rank1" ]; then
+    fail "killed: no checkpoint or no rank 1 after 60 s"
+    kill "$job"
+  else
+    kill -9 "$rank1"
+    rm -rf "${TMPDIR:-/tmp}/qkv-rank1-$rank1"  # a killed rank cannot remove its scratch folder
+    start=$(date +%s)
+    wait "$job"
+    rc=$?
+    took=$(($(date +%s) - start))
+    echo "rank 1 killed: the job ended after ${took} s with exit $rc"
+    [ "$rc" -ne 0 ] || fail "killed: the job exited 0"
+    [ "$took" -le 20 ] || fail "killed: the job took ${took} s to end"
+    grep -q "rank 1" "$scratch/killed.log" || fail "killed: no line names rank 1: $(tail -3 "$scratch/killed.log")"
+    step=$(grep -o '"step": *[0-9]*' "$scratch/killed/trainer_state.json" | grep -o '[0-9]*$')
+    $mpirun -np 2 "$qkv" $killable --steps $((step + 2)) \
+      --resume "$scratch/killed" >"$scratch/killed_resumed.log" 2>&1 ||
+      fail "killed: the checkpoint of step $step does not resume: $(tail -1 "$scratch/killed_resumed.log")"
+  fi
 fi
 
 [ "$failures" -eq 0 ] && echo "data_parallel: all passed"
