@@ -1,5 +1,7 @@
 #include "train/trainer/micro_batches.h"
 
+#include <cstring>
+
 #include "engine/error.h"
 #include "engine/ops.h"
 #include "engine/random.h"
@@ -113,6 +115,28 @@ MicroBatchSteps::Result MicroBatchSteps::step(int64_t step, const std::vector<si
   Tensor loss = scalar_tensor(my_loss, TensorOptions{}.with(DType::f64));
   if (across_ranks) group_->allreduce_sum(loss);
   return {loss.item(), global_terms};
+}
+
+void MicroBatchSteps::check_parameters_agree(int64_t step) const {
+  if (group_->size() == 1) return;
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a over the values' bits
+  for (const Tensor& p : parameters_) {
+    for (double v : p.to_vector<double>()) {
+      uint64_t bits = 0;
+      std::memcpy(&bits, &v, sizeof bits);
+      hash = (hash ^ bits) * 1099511628211ull;
+    }
+  }
+  int64_t as_signed = 0;
+  std::memcpy(&as_signed, &hash, sizeof as_signed);
+  const std::vector<int64_t> hashes =
+      group_
+          ->allgather(scalar_tensor(double(as_signed & ((int64_t(1) << 52) - 1)),
+                                    TensorOptions{}.with(DType::i64)))
+          .to_vector<int64_t>();
+  for (size_t r = 1; r < hashes.size(); ++r)
+    QKV_CHECK(hashes[r] == hashes[0], "train", "after step ", step, " the parameters of rank ", r,
+              " differ from rank 0's");
 }
 
 }  // namespace qkv::train

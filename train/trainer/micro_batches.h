@@ -67,6 +67,11 @@ class MicroBatchSteps {
   Result step(int64_t step, const std::vector<size_t>& indices, const MicroBatchTask& task,
               bool reduce = true);
 
+  // Throws unless every rank holds the same parameters, bit for bit (a hash of them is
+  // all-gathered): "train: after step 12 the parameters of rank 1 differ from rank 0's".
+  // Collective.
+  void check_parameters_agree(int64_t step) const;
+
   // How many gradient buckets the last step() started reducing while backward was running.
   size_t last_buckets_overlapped() const {
     return dp_ ? dp_->buckets_started_during_backward() : 0;

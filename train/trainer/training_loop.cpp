@@ -138,6 +138,7 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
       }
     }
   }
+  micro.check_parameters_agree(state.step);  // the ranks ended in the same model
   bar.finish();
   result.steps = state.step;
   result.seconds = seconds_since(start);
