@@ -11,6 +11,7 @@
 #    resuming it is refused, naming the world size.
 # 4. Rank 1 killed by SIGKILL mid-run ends the job within 20 s with a line naming rank 1, and the
 #    run's last checkpoint resumes.
+# 5. SIGTERM to mpirun stops every rank after the same step with one checkpoint, which resumes.
 # Usage: tests/cli/data_parallel.sh QKV_BINARY SCRATCH_DIR [MPIRUN ARGS...]. ctest: cli_data_parallel.
 set -u
 qkv=$1
@@ -128,6 +129,25 @@ if [ $# -gt 0 ]; then
       --resume "$scratch/killed" >"$scratch/killed_resumed.log" 2>&1 ||
       fail "killed: the checkpoint of step $step does not resume: $(tail -1 "$scratch/killed_resumed.log")"
   fi
+
+  # ---- 5. SIGTERM to mpirun: every rank stops after the same step, one checkpoint, resumable
+  $mpirun -np 2 "$qkv" $killable --steps 5000 --out "$scratch/stopped" >"$scratch/stopped.log" 2>&1 &
+  job=$!
+  i=0
+  while [ ! -e "$scratch/stopped/trainer_state.json" ] && [ "$i" -lt 600 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  kill -TERM "$job"
+  wait "$job"
+  n=$(grep -c "interrupted by SIGTERM" "$scratch/stopped/log.txt")
+  [ "$n" -eq 1 ] || fail "stopped: log.txt has $n interruption lines, want 1"
+  step=$(grep -o '"step": *[0-9]*' "$scratch/stopped/trainer_state.json" | grep -o '[0-9]*$')
+  grep -q "the checkpoint of step $step is in" "$scratch/stopped/log.txt" ||
+    fail "stopped: the checkpoint (step $step) is not the one the interruption names"
+  $mpirun -np 2 "$qkv" $killable --steps $((step + 2)) --resume "$scratch/stopped" \
+    >"$scratch/stopped_resumed.log" 2>&1 ||
+    fail "stopped: step $step does not resume: $(tail -1 "$scratch/stopped_resumed.log")"
 fi
 
 [ "$failures" -eq 0 ] && echo "data_parallel: all passed"
