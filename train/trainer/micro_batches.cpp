@@ -117,6 +117,14 @@ MicroBatchSteps::Result MicroBatchSteps::step(int64_t step, const std::vector<si
   return {loss.item(), global_terms};
 }
 
+std::string MicroBatchSteps::describe() const {
+  if (!dp_) return "";
+  return "data parallel: " + std::to_string(group_->size()) + " ranks, " +
+         std::to_string(dp_->buckets().size()) + " gradient buckets, " +
+         std::to_string(dp_->buckets_started_during_backward()) +
+         " of them started during the last step's backward";
+}
+
 void MicroBatchSteps::check_parameters_agree(int64_t step) const {
   if (group_->size() == 1) return;
   uint64_t hash = 1469598103934665603ull;  // FNV-1a over the values' bits

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/process_group.h"
@@ -71,6 +72,10 @@ class MicroBatchSteps {
   // all-gathered): "train: after step 12 the parameters of rank 1 differ from rank 0's".
   // Collective.
   void check_parameters_agree(int64_t step) const;
+
+  // "2 ranks, 3 gradient buckets, 3 of them started during the last step's backward", or "" for
+  // one process.
+  std::string describe() const;
 
   // How many gradient buckets the last step() started reducing while backward was running.
   size_t last_buckets_overlapped() const {

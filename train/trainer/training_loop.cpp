@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <optional>
 
 #include "engine/error.h"
@@ -140,6 +141,10 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
   }
   micro.check_parameters_agree(state.step);  // the ranks ended in the same model
   bar.finish();
+  if (const std::string d = micro.describe(); !d.empty()) {
+    std::printf("%s\n", d.c_str());
+    run.log(d);
+  }
   result.steps = state.step;
   result.seconds = seconds_since(start);
   return result;
