@@ -6,7 +6,7 @@
 #    it end in the same model.safetensors bytes.
 # 2. With MPI (MPIRUN given): `mpirun -np N` ends in the model.safetensors bytes and the
 #    metrics.jsonl records (timings left out) of one process with --accumulate N, N = 2 and 3,
-#    for translation and classification, with dropout on.
+#    for translation and classification, with dropout on; also with a batch of 2 over 3 ranks.
 # 3. A run of 2 ranks resumed by 2 ranks ends where an uninterrupted one does; one process
 #    resuming it is refused, naming the world size.
 # 4. Rank 1 killed by SIGKILL mid-run ends the job within 20 s with a line naming rank 1, and the
@@ -84,6 +84,15 @@ if [ $# -gt 0 ]; then
       same_metrics "${kind}_acc$np" "${kind}_np$np"
     done
   done
+  # a batch of 2 over 3 ranks: rank 2's share is empty and it still takes part in the reduction
+  tiny_batches="--threads 1 train translate --task reverse --train-size 40 --valid-size 8
+                --test-size 8 --d-model 16 --heads 2 --layers 1 --ff-dim 32 --batch-size 2
+                --pictures false --steps 6 --eval-every 6 --log-every 1 --seed 2"
+  train tiny_acc3 $tiny_batches --accumulate 3
+  $mpirun -np 3 "$qkv" $tiny_batches --out "$scratch/tiny_np3" >"$scratch/tiny_np3.log" 2>&1 ||
+    fail "tiny_np3: exit $? ($(tail -1 "$scratch/tiny_np3.log"))"
+  same_bytes tiny_acc3 tiny_np3
+
   # ---- 3. resume with the same world size; another one refused
   $mpirun -np 2 "$qkv" $resumable --steps 12 --out "$scratch/whole" >"$scratch/whole.log" 2>&1 || fail "whole: exit $?"
   $mpirun -np 2 "$qkv" $resumable --steps 6 --out "$scratch/halves" >"$scratch/halves.log" 2>&1 ||
