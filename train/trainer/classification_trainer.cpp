@@ -16,12 +16,25 @@
 #include "train/trainer/early_stopping.h"
 #include "train/trainer/rank_run_dir.h"
 #include "train/trainer/resume.h"
+#include "train/trainer/sharded_evaluation.h"
 #include "train/trainer/training_common.h"
 #include "train/trainer/training_loop.h"
 
 namespace qkv::train {
 
 namespace {
+
+// Accuracy on `split`, each rank scoring its share (sharded_evaluation.h).
+double sharded_accuracy(const Classifier& k, const ClassificationSet& data,
+                        const std::vector<Example>& split) {
+  ProcessGroup& group = *ProcessGroup::from_environment();
+  const auto [first, end] = evaluation_share(split.size(), group);
+  const std::vector<Example> share(split.begin() + first, split.begin() + end);
+  const int64_t n = int64_t(share.size());
+  const std::vector<int64_t> c =
+      sum_counts({n == 0 ? 0 : count_of(k.accuracy(data, share), n), n}, group);
+  return c[1] == 0 ? 0.0 : double(c[0]) / double(c[1]);
+}
 
 // Attention statistics of (up to 16 examples of) a batch, for the transformer classifiers (the
 // CNN has no attention layers: none). Eval mode, no graph, weights recorded.
@@ -126,7 +139,7 @@ TrainResult train_classification_on_this_rank(const Config& requested, RunMode m
   task.batch_items = [&] { return batch_examples; };
   task.attention_stats = [&] { return batch_attention_stats(k, b); };
   task.evaluate = [&] {
-    const double accuracy = k.accuracy(data, data.valid);
+    const double accuracy = sharded_accuracy(k, data, data.valid);
     char line[120];
     std::snprintf(line, sizeof line, "step %lld: valid accuracy %.4f", (long long)state.step,
                   accuracy);
@@ -149,7 +162,7 @@ TrainResult train_classification_on_this_rank(const Config& requested, RunMode m
   result.interrupted = loop.interrupted;
   if (result.interrupted) return result;
 
-  result.test_accuracy = k.accuracy(data, data.test);
+  result.test_accuracy = sharded_accuracy(k, data, data.test);
   run.append_metrics({{"step", state.step},
                       {"test_accuracy", result.test_accuracy},
                       {"train_seconds", result.seconds}});

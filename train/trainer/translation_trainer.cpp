@@ -18,6 +18,7 @@
 #include "train/trainer/early_stopping.h"
 #include "train/trainer/rank_run_dir.h"
 #include "train/trainer/resume.h"
+#include "train/trainer/sharded_evaluation.h"
 #include "train/trainer/training_common.h"
 #include "train/trainer/training_loop.h"
 #include "train/trainer/translator.h"
@@ -31,13 +32,15 @@ struct Scores {
   double exact_match = 0, token_accuracy = 0;
 };
 
-// Greedy decoding of `examples` (at most `limit`) in batches, scored against their targets.
+// Greedy decoding of `examples` (at most `limit`) in batches, scored against their targets. Under
+// mpirun each rank decodes its share and the counts are all-reduced (sharded_evaluation.h).
 Scores evaluate(const Translator& t, const std::vector<Pair>& pairs, size_t limit) {
   std::vector<std::string> sources, predictions, references;
   std::vector<std::vector<int64_t>> pred_ids, ref_ids;
-  const size_t n = std::min(limit, pairs.size());
+  ProcessGroup& group = *ProcessGroup::from_environment();
+  const auto [first, n] = evaluation_share(std::min(limit, pairs.size()), group);
   t.model->eval();
-  for (size_t start = 0; start < n; start += 256) {
+  for (size_t start = first; start < n; start += 256) {
     std::vector<std::string> chunk;
     for (size_t i = start; i < std::min(n, start + 256); ++i) chunk.push_back(pairs[i].source);
     std::vector<std::vector<int64_t>> ids;
@@ -54,7 +57,17 @@ Scores evaluate(const Translator& t, const std::vector<Pair>& pairs, size_t limi
     }
   }
   t.model->train();
-  return {exact_match(predictions, references), token_accuracy(pred_ids, ref_ids)};
+  // whole numbers: how many were right of how many, for this share
+  const int64_t examples = int64_t(references.size());
+  int64_t tokens = 0;  // token_accuracy's denominator: the longer of prediction and reference
+  for (size_t i = 0; i < ref_ids.size(); ++i)
+    tokens += int64_t(std::max(pred_ids[i].size(), ref_ids[i].size()));
+  const std::vector<int64_t> c =
+      sum_counts({count_of(exact_match(predictions, references), examples), examples,
+                  count_of(token_accuracy(pred_ids, ref_ids), tokens), tokens},
+                 group);
+  return {c[1] == 0 ? 0.0 : double(c[0]) / double(c[1]),
+          c[3] == 0 ? 0.0 : double(c[2]) / double(c[3])};
 }
 
 }  // namespace
