@@ -52,6 +52,10 @@ struct Config {
   double clip = 1.0;                // max gradient norm; 0 = off
   double label_smoothing = 0.0;
   bool bucket_by_length = true;
+  // micro-batches of each global batch (gradients accumulated, one optimizer step); under
+  // `mpirun -np N` each rank takes N-th of the batch and accumulates its share
+  int64_t accumulate = 1;
+  std::string dp_overlap = "on";  // on: reduce gradients during backward; off: after it
   // ---- evaluation, early stop, checkpoints
   int64_t eval_every = 250, log_every = 50, checkpoint_every = 1000;
   int64_t beam = 1;           // 1 = greedy decoding

@@ -6,6 +6,7 @@
 #include "engine/error.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
+#include "engine/process_group.h"
 #include "train/batching.h"
 #include "train/dataset.h"
 #include "train/run_dir.h"
@@ -13,13 +14,27 @@
 #include "train/trainer/classification_pictures.h"
 #include "train/trainer/classifier.h"
 #include "train/trainer/early_stopping.h"
+#include "train/trainer/rank_run_dir.h"
 #include "train/trainer/resume.h"
+#include "train/trainer/sharded_evaluation.h"
 #include "train/trainer/training_common.h"
 #include "train/trainer/training_loop.h"
 
 namespace qkv::train {
 
 namespace {
+
+// Accuracy on `split`, each rank scoring its share (sharded_evaluation.h).
+double sharded_accuracy(const Classifier& k, const ClassificationSet& data,
+                        const std::vector<Example>& split) {
+  ProcessGroup& group = *ProcessGroup::from_environment();
+  const auto [first, end] = evaluation_share(split.size(), group);
+  const std::vector<Example> share(split.begin() + first, split.begin() + end);
+  const int64_t n = int64_t(share.size());
+  const std::vector<int64_t> c =
+      sum_counts({n == 0 ? 0 : count_of(k.accuracy(data, share), n), n}, group);
+  return c[1] == 0 ? 0.0 : double(c[0]) / double(c[1]);
+}
 
 // Attention statistics of (up to 16 examples of) a batch, for the transformer classifiers (the
 // CNN has no attention layers: none). Eval mode, no graph, weights recorded.
@@ -49,7 +64,8 @@ std::vector<AttentionLayerStats> batch_attention_stats(const Classifier& k,
 
 }  // namespace
 
-TrainResult train_classification(const Config& requested, RunMode mode) {
+namespace {
+TrainResult train_classification_on_this_rank(const Config& requested, RunMode mode) {
   const bool resume = mode == RunMode::resume;
   // Everything that can be checked without the run folder is, before it is created: a failed
   // start leaves nothing behind.
@@ -72,13 +88,17 @@ TrainResult train_classification(const Config& requested, RunMode mode) {
   auto opt = make_optimizer(config, model);
   nn::LrSchedule schedule = make_schedule(config);
   TrainerState state;
-  RunDir run(config.out, mode);
+  ProcessGroup& group = *ProcessGroup::from_environment();
+  state.world_size = group.size();
+  RankRunDir folder(config.out, mode, group);  // rank 0 writes --out; the others a scratch folder
+  RunDir& run = folder.run();
   // A resume that cannot go on (other data, a damaged checkpoint) fails before the run's files
   // are touched: the folder stays resumable with the right options.
   if (resume) {
-    check_model_json_matches(run.path(), model_config_json(k));
+    check_model_json_matches(folder.source(), model_config_json(k));
     if (k.text) check_resumed_vocab(run, "vocab.json", k.vocab);
-    state = load_checkpoint(run, model, *opt);
+    state = load_checkpoint(folder.source(), model, *opt);
+    check_resumed_world_size(state, group.size(), folder.source());
     default_generator().set_offset(state.generator_offset);
     config = with_resume_history(config, saved, state.step);
   }
@@ -110,10 +130,16 @@ TrainResult train_classification(const Config& requested, RunMode mode) {
     return cross_entropy(k.forward(b), b.labels.to(k.device), /*ignore_index=*/-100,
                          config.label_smoothing);
   };
+  task.loss_terms = [&] { return batch_examples; };
+  task.summed_loss = [&](double global_terms) {
+    Tensor sum = cross_entropy(k.forward(b), b.labels.to(k.device), /*ignore_index=*/-100,
+                               config.label_smoothing, Reduction::sum);
+    return div(sum, full_like(sum, global_terms));
+  };
   task.batch_items = [&] { return batch_examples; };
   task.attention_stats = [&] { return batch_attention_stats(k, b); };
   task.evaluate = [&] {
-    const double accuracy = k.accuracy(data, data.valid);
+    const double accuracy = sharded_accuracy(k, data, data.valid);
     char line[120];
     std::snprintf(line, sizeof line, "step %lld: valid accuracy %.4f", (long long)state.step,
                   accuracy);
@@ -136,7 +162,7 @@ TrainResult train_classification(const Config& requested, RunMode mode) {
   result.interrupted = loop.interrupted;
   if (result.interrupted) return result;
 
-  result.test_accuracy = k.accuracy(data, data.test);
+  result.test_accuracy = sharded_accuracy(k, data, data.test);
   run.append_metrics({{"step", state.step},
                       {"test_accuracy", result.test_accuracy},
                       {"train_seconds", result.seconds}});
@@ -152,6 +178,12 @@ TrainResult train_classification(const Config& requested, RunMode mode) {
   }
   std::printf("run folder: %s\n", run.path().c_str());
   return result;
+}
+
+}  // namespace
+
+TrainResult train_classification(const Config& requested, RunMode mode) {
+  return run_on_this_rank([&] { return train_classification_on_this_rank(requested, mode); });
 }
 
 }  // namespace qkv::train

@@ -18,6 +18,7 @@ namespace qkv::train {
 
 namespace {
 volatile std::sig_atomic_t g_stop_signal = 0;
+int g_joined_signal = 0;  // another rank's stop signal, which this rank follows
 void on_stop_signal(int signal) {
   // A second signal means "now": the default action ends the process, and the last checkpoint
   // (switched whole, train/checkpoint_dir.h) is what a resume continues from.
@@ -34,10 +35,13 @@ void install_interrupt_handler() {
   for (int s : {SIGINT, SIGTERM, SIGHUP}) std::signal(s, on_stop_signal);
 }
 bool interrupt_requested() { return g_stop_signal != 0; }
-int interrupt_signal() { return g_stop_signal; }
+int interrupt_signal() { return g_stop_signal != 0 ? g_stop_signal : g_joined_signal; }
+void join_interrupt(int signal) {
+  if (g_stop_signal == 0) g_joined_signal = signal;
+}
 
 std::string interruption_message(int64_t step, const std::string& run) {
-  const int s = g_stop_signal;
+  const int s = interrupt_signal();
   const std::string name = s == SIGINT    ? "SIGINT (Ctrl-C)"
                            : s == SIGTERM ? "SIGTERM"
                            : s == SIGHUP  ? "SIGHUP"
@@ -131,6 +135,7 @@ void save_checkpoint(const RunDir& run, const nn::Module& model, const nn::Optim
                       {"generator_offset", state.generator_offset},
                       {"best_metric", state.best_metric},
                       {"evals_since_best", state.evals_since_best}};
+  if (state.world_size != 1) j["world_size"] = state.world_size;
   // The three files become the checkpoint together, in one switch (train/checkpoint_dir.h): a
   // write that fails (a full disk) or a process killed at any moment leaves the previous
   // checkpoint whole, never new weights beside an old optimizer state.
@@ -142,15 +147,31 @@ void save_checkpoint(const RunDir& run, const nn::Module& model, const nn::Optim
 }
 
 TrainerState load_checkpoint(const RunDir& run, nn::Module& model, nn::Optimizer& opt) {
-  std::string state_path = run.file("trainer_state.json");
-  QKV_CHECK(std::filesystem::exists(state_path), "--resume", run.path(),
+  return load_checkpoint(run.path(), model, opt);
+}
+
+TrainerState load_checkpoint(const std::string& folder, nn::Module& model, nn::Optimizer& opt) {
+  const std::filesystem::path dir(folder);
+  auto file = [&](const char* name) { return (dir / name).string(); };
+  std::string state_path = file("trainer_state.json");
+  QKV_CHECK(std::filesystem::exists(state_path), "--resume", folder,
             " has no checkpoint (trainer_state.json) to resume from; a run stopped before its "
             "first checkpoint starts again with --overwrite");
-  model.load_state_dict(nn::load_safetensors(run.file("model.safetensors")).tensors);
+  model.load_state_dict(nn::load_safetensors(file("model.safetensors")).tensors);
   // A checkpoint from before parameter groups numbered the parameters in model.parameters() order.
-  opt.load_state_dict(nn::load_safetensors(run.file("optimizer.safetensors")).tensors,
+  opt.load_state_dict(nn::load_safetensors(file("optimizer.safetensors")).tensors,
                       model.parameters());
   return parse_trainer_state(read_file(state_path, "--resume"), state_path);
+}
+
+void check_resumed_world_size(const TrainerState& state, int64_t world_size,
+                              const std::string& folder) {
+  auto processes = [](int64_t n) {
+    return n == 1 ? std::string("1 process (a plain qkv train)")
+                  : std::to_string(n) + " processes (mpirun -np " + std::to_string(n) + ")";
+  };
+  QKV_CHECK(state.world_size == world_size, "--resume", folder, " was trained by ",
+            processes(state.world_size), "; resume it with as many, not ", processes(world_size));
 }
 
 TrainerState parse_trainer_state(std::string_view text, const std::string& source) {
@@ -174,13 +195,18 @@ TrainerState parse_trainer_state(std::string_view text, const std::string& sourc
       throw Error(source + ": \"evals_since_best\" must be a non-negative integer");
     s.evals_since_best = j["evals_since_best"].get<int64_t>();
   }
+  if (j.contains("world_size")) {  // absent in a run of one process
+    if (!j["world_size"].is_number_integer() || j["world_size"].get<int64_t>() < 1)
+      throw Error(source + ": \"world_size\" must be a positive integer");
+    s.world_size = j["world_size"].get<int64_t>();
+  }
   return s;
 }
 
 bool finish_evaluation(const Config& config, RunDir& run, ProgressBar& bar, const nn::Module& model,
                        const nn::Optimizer& opt, TrainerState& state, const std::string& line,
                        const std::string& valid_key, const std::string& curve_title,
-                       const std::string& stop_reason, bool& interrupted) {
+                       const std::string& stop_reason, bool stop_signal, bool& interrupted) {
   bar.message(line);
   run.log(line);
   state.generator_offset = default_generator().offset();
@@ -197,7 +223,7 @@ bool finish_evaluation(const Config& config, RunDir& run, ProgressBar& bar, cons
     run.log(stop_reason);
     stop = true;
   }
-  if (interrupt_requested()) {
+  if (stop_signal) {
     // The command line prints this line on stderr once the run has returned.
     run.log(interruption_message(state.step, run.path()));
     interrupted = stop = true;

@@ -34,6 +34,7 @@ struct TrainerState {
   uint64_t generator_offset = 0;
   double best_metric = -1;
   int64_t evals_since_best = 0;  // evaluations since best_metric last improved (for patience)
+  int64_t world_size = 1;        // processes that train it (mpirun -np); a resume needs as many
 };
 
 // trainer_state.json's text; throws qkv::Error("<source>: ...") for a missing or mistyped field.
@@ -46,6 +47,12 @@ void save_checkpoint(const RunDir& run, const nn::Module& model, const nn::Optim
                      const TrainerState& state);
 // Throws qkv::Error naming the folder when it has no checkpoint.
 TrainerState load_checkpoint(const RunDir& run, nn::Module& model, nn::Optimizer& opt);
+// The same from the run folder at `folder` (another rank of the job holds its lock).
+TrainerState load_checkpoint(const std::string& folder, nn::Module& model, nn::Optimizer& opt);
+// Throws unless the checkpoint's world size is `world_size`: "--resume: runs/x was trained by 2
+// processes (mpirun -np 2); resume it with as many, not 3".
+void check_resumed_world_size(const TrainerState& state, int64_t world_size,
+                              const std::string& folder);
 
 // On --resume the vocabulary built from the data must be the run's `file` (token ids are rows of
 // the checkpoint's embeddings); throws qkv::Error naming both sizes otherwise. A run folder without
@@ -67,18 +74,22 @@ std::string non_finite_step_message(const std::string& what, int64_t step, const
 // The end of an evaluation, the same in both trainers: the result `line` goes to the progress bar
 // and log.txt, a checkpoint is written, loss.png is redrawn (training loss and `valid_key` from
 // metrics.jsonl, when pictures are on), and then early stopping's `stop_reason` (may be empty) or
-// a stop signal ends the run. Returns whether the run stops; sets `interrupted` for a signal.
+// a stop signal (`stop_signal`: one was received, by any rank) ends the run. Returns whether the
+// run stops; sets `interrupted` for a signal.
 bool finish_evaluation(const Config& config, RunDir& run, ProgressBar& bar, const nn::Module& model,
                        const nn::Optimizer& opt, TrainerState& state, const std::string& line,
                        const std::string& valid_key, const std::string& curve_title,
-                       const std::string& stop_reason, bool& interrupted);
+                       const std::string& stop_reason, bool stop_signal, bool& interrupted);
 
 // SIGINT (Ctrl-C), SIGTERM (kill, timeout, batch schedulers) and SIGHUP (a closed terminal) ask
 // the loop to write a checkpoint and return (the handler only records the signal); a second
 // signal ends the process at once. The command line then exits with 128 + the signal.
 void install_interrupt_handler();
 bool interrupt_requested();
-int interrupt_signal();  // the signal received, 0 if none
+int interrupt_signal();  // the signal received (or joined), 0 if none
+// Under mpirun a signal reaches the ranks at different moments; they agree on it once per step,
+// and a rank that has not received one itself stops as if it had received `signal`.
+void join_interrupt(int signal);
 // "interrupted by SIGTERM: the checkpoint of step 12 is in runs/x; continue with --resume runs/x"
 std::string interruption_message(int64_t step, const std::string& run);
 

@@ -2,14 +2,32 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
+#include <cstdio>
 #include <optional>
 
 #include "engine/error.h"
 #include "engine/ops.h"
 #include "engine/random.h"
 #include "train/progress.h"
+#include "train/trainer/micro_batches.h"
 
 namespace qkv::train {
+
+namespace {
+
+// Whether any rank has received a stop signal: every rank then takes the same branch at the
+// same step (a signal that mpirun forwards reaches the ranks at different moments).
+bool any_rank_interrupted(ProcessGroup& group) {
+  if (group.size() == 1) return interrupt_requested();
+  Tensor flag = scalar_tensor(interrupt_requested() ? 1 : 0, TensorOptions{}.with(DType::i64));
+  group.allreduce_sum(flag);
+  if (flag.item() == 0) return false;
+  join_interrupt(SIGTERM);
+  return true;
+}
+
+}  // namespace
 
 LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& model,
                              nn::Optimizer& opt, const nn::LrSchedule& schedule,
@@ -25,6 +43,11 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
   int64_t batches_to_skip = state.step;       // a resumed run replays the data order up to its step
   const int64_t first_step = state.step + 1;  // --trace prints the first batch this run trains on
 
+  // One process with --accumulate 1 runs each batch as it is; more ranks or micro-batches cut it.
+  MicroBatchSteps micro(opt.params(), ProcessGroup::from_environment(), config.accumulate,
+                        config.dp_overlap == "on");
+  const MicroBatchTask micro_task{task.load_batch, task.loss_terms, task.summed_loss};
+
   model.train();
   for (uint64_t epoch = 0; !stop && state.step < config.steps; ++epoch) {
     for (const auto& indices : task.plan_epoch(epoch)) {
@@ -34,11 +57,13 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
       }
       if (state.step >= config.steps || stop) break;
       ++state.step;
-      task.load_batch(indices);
+      if (!micro.active()) task.load_batch(indices);
       opt.scale_lr(schedule.factor(state.step));  // every parameter group follows the schedule
 
-      if (config.trace && state.step == first_step)
+      if (config.trace && state.step == first_step) {
+        if (micro.active()) task.load_batch(indices);  // the statistics of the whole batch
         trace_attention(task.attention_stats(), state.step, run);
+      }
       const uint64_t step_generator_offset = default_generator().offset();
       auto forward_backward = [&] {
         Tensor loss = task.loss();
@@ -46,16 +71,30 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
         loss.backward();
         return loss;
       };
-      Tensor loss = forward_backward();
+      double loss_value = 0;
+      int64_t items = 0;
+      if (micro.active()) {
+        const MicroBatchSteps::Result r = micro.step(state.step, indices, micro_task);
+        loss_value = r.loss;
+        items = r.terms;  // the global batch's target tokens or examples
+      } else {
+        loss_value = forward_backward().item();
+        items = task.batch_items();
+      }
       const double grad_norm =
           nn::clip_grad_norm_(opt.params(), config.clip > 0 ? config.clip : INFINITY);
-      const double loss_value = loss.item();
+      // Every rank holds the same loss and gradients: they stop here together.
       if (!std::isfinite(loss_value) || !std::isfinite(grad_norm))
         throw Error(non_finite_step_message(
             std::isfinite(loss_value) ? "gradient norm" : "loss", state.step, run,
-            name_the_non_finite_op(step_generator_offset, [&] { forward_backward(); })));
+            name_the_non_finite_op(step_generator_offset, [&] {
+              if (micro.active())  // this rank's share alone: the replay runs no collective
+                micro.step(state.step, indices, micro_task, /*reduce=*/false);
+              else
+                forward_backward();
+            })));
       opt.step();
-      items_since_log += task.batch_items();
+      items_since_log += items;
 
       if (state.step % config.log_every == 0 || state.step == 1) {
         const double dt = seconds_since(last_log);
@@ -67,6 +106,7 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
                                  {"lr", opt.lr()},
                                  {"grad_norm", grad_norm},
                                  {task.throughput_key, throughput}};
+        if (micro.active()) task.load_batch(indices);  // the statistics of the whole batch
         auto attention = task.attention_stats();
         if (!attention.empty()) record["attention_entropy"] = entropy_record(attention);
         run.append_metrics(record);
@@ -80,8 +120,8 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
       }
 
       const bool last = state.step == config.steps;
-      const bool evaluate_now =
-          state.step % config.eval_every == 0 || last || interrupt_requested();
+      const bool stop_signal = any_rank_interrupted(micro.group());
+      const bool evaluate_now = state.step % config.eval_every == 0 || last || stop_signal;
       if (!evaluate_now && config.checkpoint_every > 0 &&
           state.step % config.checkpoint_every == 0) {
         state.generator_offset = default_generator().offset();
@@ -95,11 +135,16 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
         record.update(e.record);
         run.append_metrics(record);
         stop = finish_evaluation(config, run, bar, model, opt, state, e.line, task.valid_key,
-                                 task.curve_title, stop_reason, result.interrupted);
+                                 task.curve_title, stop_reason, stop_signal, result.interrupted);
       }
     }
   }
+  micro.check_parameters_agree(state.step);  // the ranks ended in the same model
   bar.finish();
+  if (const std::string d = micro.describe(); !d.empty()) {
+    std::printf("%s\n", d.c_str());
+    run.log(d);
+  }
   result.steps = state.step;
   result.seconds = seconds_since(start);
   return result;

@@ -34,7 +34,11 @@ struct TrainingTask {
   std::function<std::vector<std::vector<size_t>>(uint64_t epoch)> plan_epoch;
   // Makes the step's batch from its indices; the functions below work on that batch.
   std::function<void(const std::vector<size_t>& indices)> load_batch;
-  std::function<Tensor()> loss;          // forward of the batch: the scalar training loss
+  std::function<Tensor()> loss;  // forward of the batch: the scalar training loss
+  // For micro-batches (train/trainer/micro_batches.h): the batch's number of loss terms (target
+  // tokens, examples), and its loss summed over them and divided by `global_terms`.
+  std::function<int64_t()> loss_terms;
+  std::function<Tensor(double global_terms)> summed_loss;
   std::function<int64_t()> batch_items;  // tokens or examples in the batch, for throughput
   std::function<std::vector<AttentionLayerStats>()> attention_stats;  // of the batch; may be {}
   std::function<Evaluation()> evaluate;                               // on the validation split

@@ -6,6 +6,7 @@
 #include "engine/error.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
+#include "engine/process_group.h"
 #include "nn/optim.h"
 #include "nn/schedule.h"
 #include "train/batching.h"
@@ -15,7 +16,9 @@
 #include "train/trainer/attention_pictures.h"
 #include "train/trainer/attention_stats.h"
 #include "train/trainer/early_stopping.h"
+#include "train/trainer/rank_run_dir.h"
 #include "train/trainer/resume.h"
+#include "train/trainer/sharded_evaluation.h"
 #include "train/trainer/training_common.h"
 #include "train/trainer/training_loop.h"
 #include "train/trainer/translator.h"
@@ -29,13 +32,15 @@ struct Scores {
   double exact_match = 0, token_accuracy = 0;
 };
 
-// Greedy decoding of `examples` (at most `limit`) in batches, scored against their targets.
+// Greedy decoding of `examples` (at most `limit`) in batches, scored against their targets. Under
+// mpirun each rank decodes its share and the counts are all-reduced (sharded_evaluation.h).
 Scores evaluate(const Translator& t, const std::vector<Pair>& pairs, size_t limit) {
   std::vector<std::string> sources, predictions, references;
   std::vector<std::vector<int64_t>> pred_ids, ref_ids;
-  const size_t n = std::min(limit, pairs.size());
+  ProcessGroup& group = *ProcessGroup::from_environment();
+  const auto [first, n] = evaluation_share(std::min(limit, pairs.size()), group);
   t.model->eval();
-  for (size_t start = 0; start < n; start += 256) {
+  for (size_t start = first; start < n; start += 256) {
     std::vector<std::string> chunk;
     for (size_t i = start; i < std::min(n, start + 256); ++i) chunk.push_back(pairs[i].source);
     std::vector<std::vector<int64_t>> ids;
@@ -52,7 +57,17 @@ Scores evaluate(const Translator& t, const std::vector<Pair>& pairs, size_t limi
     }
   }
   t.model->train();
-  return {exact_match(predictions, references), token_accuracy(pred_ids, ref_ids)};
+  // whole numbers: how many were right of how many, for this share
+  const int64_t examples = int64_t(references.size());
+  int64_t tokens = 0;  // token_accuracy's denominator: the longer of prediction and reference
+  for (size_t i = 0; i < ref_ids.size(); ++i)
+    tokens += int64_t(std::max(pred_ids[i].size(), ref_ids[i].size()));
+  const std::vector<int64_t> c =
+      sum_counts({count_of(exact_match(predictions, references), examples), examples,
+                  count_of(token_accuracy(pred_ids, ref_ids), tokens), tokens},
+                 group);
+  return {c[1] == 0 ? 0.0 : double(c[0]) / double(c[1]),
+          c[3] == 0 ? 0.0 : double(c[2]) / double(c[3])};
 }
 
 }  // namespace
@@ -81,7 +96,8 @@ std::vector<AttentionLayerStats> batch_attention_stats(const Translator& t, cons
 
 }  // namespace
 
-TrainResult train_translation(const Config& requested, RunMode mode) {
+namespace {
+TrainResult train_translation_on_this_rank(const Config& requested, RunMode mode) {
   const bool resume = mode == RunMode::resume;
   // Everything that can be checked without the run folder is, before it is created: a failed
   // start leaves nothing behind.
@@ -112,14 +128,18 @@ TrainResult train_translation(const Config& requested, RunMode mode) {
   auto opt = make_optimizer(config, *t.model);
   nn::LrSchedule schedule = make_schedule(config);
   TrainerState state;
-  RunDir run(config.out, mode);
+  ProcessGroup& group = *ProcessGroup::from_environment();
+  state.world_size = group.size();
+  RankRunDir folder(config.out, mode, group);  // rank 0 writes --out; the others a scratch folder
+  RunDir& run = folder.run();
   // A resume that cannot go on (other data, a damaged checkpoint) fails before the run's files
   // are touched: the folder stays resumable with the right options.
   if (resume) {
-    check_model_json_matches(run.path(), nlohmann::json(t.model_config));
+    check_model_json_matches(folder.source(), nlohmann::json(t.model_config));
     check_resumed_vocab(run, kSourceVocab, data.source_vocab);
     check_resumed_vocab(run, kTargetVocab, data.target_vocab);
-    state = load_checkpoint(run, *t.model, *opt);
+    state = load_checkpoint(folder.source(), *t.model, *opt);
+    check_resumed_world_size(state, group.size(), folder.source());
     default_generator().set_offset(state.generator_offset);
     config = with_resume_history(config, saved, state.step);
   }
@@ -152,6 +172,15 @@ TrainResult train_translation(const Config& requested, RunMode mode) {
     const int64_t vocab = logits.size(-1);
     return cross_entropy(logits.reshape({-1, vocab}), b.tgt_out.to(t.device).reshape({-1}),
                          Vocab::PAD, config.label_smoothing);
+  };
+  task.loss_terms = [&] { return b.target_tokens; };
+  task.summed_loss = [&](double global_terms) {
+    Tensor logits = t.model->forward(b.src.to(t.device), b.tgt_in.to(t.device),
+                                     b.src_pad_mask.to(t.device), b.tgt_pad_mask.to(t.device));
+    const int64_t vocab = logits.size(-1);
+    Tensor sum = cross_entropy(logits.reshape({-1, vocab}), b.tgt_out.to(t.device).reshape({-1}),
+                               Vocab::PAD, config.label_smoothing, Reduction::sum);
+    return div(sum, full_like(sum, global_terms));
   };
   task.batch_items = [&] { return b.target_tokens; };
   task.attention_stats = [&] { return batch_attention_stats(t, b); };
@@ -209,6 +238,12 @@ TrainResult train_translation(const Config& requested, RunMode mode) {
   }
   std::printf("run folder:     %s\n", run.path().c_str());
   return result;
+}
+
+}  // namespace
+
+TrainResult train_translation(const Config& requested, RunMode mode) {
+  return run_on_this_rank([&] { return train_translation_on_this_rank(requested, mode); });
 }
 
 }  // namespace qkv::train
