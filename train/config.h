@@ -65,7 +65,7 @@ struct Config {
   std::string precision = "fp32";  // fp32, bf16 (CUDA)
   std::string out = "runs/run";
   bool pictures = true;
-  bool trace = false;  // print attention statistics of the first batch (the seeds' DebugAttention)
+  bool trace = false;  // print attention statistics of the first batch (docs/TRAINING.md)
   bool checkpoint_activations = false;  // gradient checkpointing of the transformer layers
   // ---- written by --resume (config.json's "resume_history"; not an option)
   std::vector<ResumeChange> resume_history;

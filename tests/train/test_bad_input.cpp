@@ -230,8 +230,8 @@ BOOST_AUTO_TEST_CASE(translate_refuses_empty_and_over_long_texts) {
   BOOST_CHECK_NO_THROW(t.check_inputs({std::string(16, 'a')}, "translate"));
 }
 
-// Issue 19 (5): other heads fit the same tensors, so the checkpoint loaded without a shape error
-// into another architecture. A resume now refuses it, and leaves the run as it was.
+// Other heads fit the same tensors, so a checkpoint would load without a shape error into another
+// architecture: a resume that changes the model is refused, and leaves the run as it was.
 BOOST_AUTO_TEST_CASE(a_resume_that_changes_the_model_is_refused_and_leaves_the_run_untouched) {
   ScratchDir dir("resume_heads");
   Config c = tiny_copy(dir.file("run"), 2);
@@ -242,7 +242,7 @@ BOOST_AUTO_TEST_CASE(a_resume_that_changes_the_model_is_refused_and_leaves_the_r
   BOOST_CHECK_EXCEPTION(train_translation(other, /*resume=*/true), Error,
                         message_has("--resume", "cannot change heads (2 -> 4)", c.out));
   other = c;
-  other.seed = 7;  // other data and batches, which used to be blamed on the vocabulary
+  other.seed = 7;  // other data and batches: the error must name the seed, not the vocabulary
   BOOST_CHECK_EXCEPTION(train_translation(other, /*resume=*/true), Error,
                         message_has("--resume", "seed (1 -> 7)"));
   auto after = checkpoint_bytes(c.out);
@@ -292,7 +292,7 @@ BOOST_AUTO_TEST_CASE(a_model_json_edited_to_other_heads_is_refused) {
                         message_has("--resume", "model.json", "num_heads 4 (config.json gives 2)"));
 }
 
-// Issue 19 (9): a vocabulary whose "tokenizer" was switched from char to whitespace still holds
+// A vocabulary whose "tokenizer" is switched from char to whitespace still holds
 // only tokens a whitespace tokenizer could produce (single letters); config.json tells.
 BOOST_AUTO_TEST_CASE(a_vocabulary_with_its_tokenizer_switched_is_refused) {
   ScratchDir dir("switched_tokenizer");
@@ -309,7 +309,7 @@ BOOST_AUTO_TEST_CASE(a_vocabulary_with_its_tokenizer_switched_is_refused) {
                                     "\"char\" the run's config.json trains with"));
 }
 
-// Issue 19 (9): a NaN in model.safetensors was loaded and used.
+// A NaN in model.safetensors is refused on load, naming the tensor, instead of being used.
 BOOST_AUTO_TEST_CASE(a_non_finite_weight_in_a_checkpoint_is_refused_naming_the_tensor) {
   ScratchDir dir("nan_weight");
   Config c = tiny_copy(dir.file("run"), 2);

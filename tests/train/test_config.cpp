@@ -109,8 +109,8 @@ BOOST_AUTO_TEST_CASE(deeply_nested_value_gives_an_error_not_a_stack_overflow) {
                         message_has("deep.json", "'steps' must be an integer, got an array"));
 }
 
-// Issue 19 (13, 11, 8): each value here was accepted and then ignored, misread or crashed the run
-// (log_every 0 divided by zero; valid_size 0 scored an empty split as 0.0 for early stopping).
+// Each value here would otherwise be ignored, misread or crash the run (log_every 0 divides by
+// zero; valid_size 0 would score an empty split as 0.0 for early stopping), so it is refused.
 BOOST_AUTO_TEST_CASE(out_of_range_values_are_refused_by_flags_and_config_files_alike) {
   const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
       {"weight_decay", "-1", "[0, 100]"},

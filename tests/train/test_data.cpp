@@ -52,7 +52,7 @@ BOOST_AUTO_TEST_CASE(pairs_tsv) {
                         message_has("absent.tsv", "cannot open"));
 }
 
-// Issue 19 (10): each of these was read as some other data without a word.
+// Each of these could be read as some other data without a word: it is refused or mended.
 BOOST_AUTO_TEST_CASE(tsv_files_that_would_be_misread_are_refused_or_mended) {
   // A byte-order mark is dropped, not made part of the first source (and so a token).
   auto pairs = parse_pairs_tsv(
