@@ -1,7 +1,7 @@
 // Indexing kernels: index_select / index_add (embedding and its backward), gather / scatter_add.
 // Tensors are viewed as [outer, size along dim, inner]; indices were bounds-checked by the op.
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/dispatch.h"
+#include "engine/dispatch.h"
 #include "engine/parallel.h"
 
 namespace qkv::cpu {

@@ -4,7 +4,7 @@
 #include "engine/cpu/bernoulli_avx512.h"
 #include "engine/cpu/bernoulli_range.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/dispatch.h"
+#include "engine/dispatch.h"
 #include "engine/parallel.h"
 #include "engine/random.h"
 
