@@ -1,11 +1,12 @@
 // Indexing kernels: index_select / index_add (embedding and its backward), gather / scatter_add.
 //
-// Tensors are viewed as [outer, size along dim, inner] (split_at, engine/shape.h); indices were
+// Tensors are viewed as [outer, size along dim, inner] (engine/split_at.h); indices were
 // bounds-checked by the op. One thread per element of the smaller side; the adds use atomicAdd
 // because indices may repeat (so float sums may differ from the CPU's in the last bits, and from
 // run to run).
 #include "cuda/cuda_backend_impl.h"
 #include "cuda/launch.cuh"
+#include "engine/split_at.h"
 
 namespace qkv::cuda {
 

@@ -1,9 +1,10 @@
 // Indexing kernels: index_select / index_add (embedding and its backward), gather / scatter_add.
-// Tensors are viewed as [outer, size along dim, inner] (split_at, engine/shape.h); indices were
+// Tensors are viewed as [outer, size along dim, inner] (engine/split_at.h); indices were
 // bounds-checked by the op.
 #include "engine/cpu/cpu_backend.h"
 #include "engine/dispatch.h"
 #include "engine/parallel.h"
+#include "engine/split_at.h"
 
 namespace qkv::cpu {
 
