@@ -20,6 +20,7 @@
 #include "nn/gradcheck_cases.h"
 #include "nn/safetensors.h"
 #include "tests/train/helpers.h"
+#include "tests/train/tiny_runs.h"
 #include "train/atomic_file.h"
 #include "train/tokenizer.h"
 #include "train/trainer/translation_trainer.h"
@@ -29,21 +30,10 @@ using namespace qkv;
 using namespace qkv::train;
 using qkv::train::test::message_has;
 using qkv::train::test::ScratchDir;
+using qkv::train::test::tiny_copy;
 namespace fs = std::filesystem;
 
 namespace {
-
-Config tiny_copy(const std::string& out, int64_t steps) {
-  Config c;
-  c.task = "copy";
-  c.train_size = 200, c.valid_size = 10, c.test_size = 10;
-  c.min_length = 3, c.max_length = 5;
-  c.d_model = 16, c.heads = 2, c.layers = 1, c.ff_dim = 32, c.dropout = 0.1;
-  c.batch_size = 16, c.steps = steps, c.eval_every = steps, c.log_every = 1;
-  c.threads = 1, c.pictures = false;
-  c.out = out;
-  return c;
-}
 
 // Sets QKV_FAIL_WRITE_AFTER_BYTES while it lives.
 struct SimulatedFullDisk {
