@@ -4,45 +4,37 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "engine/dtype.h"
 #include "engine/error.h"
 
 namespace qkv {
 
-// The element type each dtype stores.
+// The dtype that stores elements of type T.
 template <typename T>
-struct DTypeOf;
-template <>
-struct DTypeOf<float> {
-  static constexpr DType value = DType::f32;
-};
-template <>
-struct DTypeOf<double> {
-  static constexpr DType value = DType::f64;
-};
-template <>
-struct DTypeOf<int64_t> {
-  static constexpr DType value = DType::i64;
-};
-template <>
-struct DTypeOf<uint8_t> {
-  static constexpr DType value = DType::b8;
-};
-template <>
-struct DTypeOf<bf16_t> {
-  static constexpr DType value = DType::bf16;
-};
-template <>
-struct DTypeOf<int8_t> {
-  static constexpr DType value = DType::i8;
-};
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>)
+    return DType::f32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::f64;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return DType::i64;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return DType::b8;
+  else if constexpr (std::is_same_v<T, bf16_t>)
+    return DType::bf16;
+  else {
+    static_assert(std::is_same_v<T, int8_t>, "no dtype stores this type");
+    return DType::i8;
+  }
+}
 
 // Calls f with a value of the type among Ts that `dtype` stores; a dtype outside Ts throws
 // "<op>: <unsupported>" followed by the dtype's name.
 template <typename T, typename... Ts, typename F>
 decltype(auto) dispatch_among(DType dtype, const char* op, const char* unsupported, F&& f) {
-  if (dtype == DTypeOf<T>::value) return f(T{});
+  if (dtype == dtype_of<T>()) return f(T{});
   if constexpr (sizeof...(Ts) > 0)
     return dispatch_among<Ts...>(dtype, op, unsupported, f);
   else
