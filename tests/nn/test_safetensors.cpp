@@ -149,7 +149,7 @@ BOOST_AUTO_TEST_CASE(a_repeated_tensor_name_or_a_folder_is_refused) {
   check_error([&] { load_safetensors(folder); }, {"a_folder.safetensors", "is a folder"});
 }
 
-// Issue 19 (9): a NaN or Inf weight is refused by load_state_dict, naming the tensor.
+// A NaN or Inf weight is refused by load_state_dict, naming the tensor.
 BOOST_AUTO_TEST_CASE(a_checkpoint_holding_nan_or_inf_is_refused_naming_the_tensor) {
   Linear a(3, 2), b(3, 2);
   const std::vector<double> before = b.weight.to_vector<double>();
@@ -165,8 +165,8 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_holding_nan_or_inf_is_refused_naming_the_tenso
   }
 }
 
-// Found in review while hardening the loaders (regression input in tests/fuzz/corpus/safetensors/):
-// the element count of [2^39, 2^39, 1] wraps a uint64 to 0, so the shape passed as an empty tensor.
+// The element count of [2^39, 2^39, 1] wraps a uint64 to 0, which must not pass as an empty
+// tensor (a regression input in tests/fuzz/corpus/safetensors/ replays it).
 BOOST_AUTO_TEST_CASE(a_shape_whose_size_overflows_is_rejected) {
   std::string bytes = make_file(
       R"({"x":{"dtype":"F32","shape":[549755813888,549755813888,1],"data_offsets":[0,0]}})", "");

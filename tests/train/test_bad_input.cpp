@@ -240,7 +240,7 @@ BOOST_AUTO_TEST_CASE(a_resume_that_changes_the_model_is_refused_and_leaves_the_r
     BOOST_CHECK_MESSAGE(after[file] == bytes, file << " changed");
 }
 
-// Issue 19 (5, 13): schedule-like options may change, and config.json says when and how; fewer
+// Schedule-like options may change, and config.json says when and how; fewer
 // steps than the run already trained is refused (config.json and trainer_state.json would
 // disagree).
 BOOST_AUTO_TEST_CASE(a_resume_records_what_it_changed_and_refuses_fewer_steps) {
@@ -264,8 +264,8 @@ BOOST_AUTO_TEST_CASE(a_resume_records_what_it_changed_and_refuses_fewer_steps) {
   BOOST_TEST(saved.resume_history[1].key == "lr");
 }
 
-// Issue 19 (5): model.json edited to other heads loaded the trained weights into another model
-// (exact match fell from 0.875 to 0.594). config.json says which model the weights belong to.
+// model.json edited to other heads would load the trained weights into another model (which
+// translates worse): config.json says which model the weights belong to, and is believed.
 BOOST_AUTO_TEST_CASE(a_model_json_edited_to_other_heads_is_refused) {
   ScratchDir dir("edited_heads");
   Config c = tiny_copy(dir.file("run"), 2);
@@ -318,7 +318,7 @@ BOOST_AUTO_TEST_CASE(a_non_finite_weight_in_a_checkpoint_is_refused_naming_the_t
                         message_has("tensor '" + name + "'", "Inf"));
 }
 
-// Issue 19 (14): a start that fails on its options or data leaves no run folder behind.
+// A start that fails on its options or data leaves no run folder behind.
 BOOST_AUTO_TEST_CASE(a_failed_start_creates_no_run_folder) {
   ScratchDir dir("failed_start");
   Config c = tiny_copy(dir.file("typo"), 2);
@@ -339,8 +339,8 @@ BOOST_AUTO_TEST_CASE(a_failed_start_creates_no_run_folder) {
   BOOST_TEST(!fs::exists(c.out));
 }
 
-// Issue 19 (6): the examples printed after training were decoded with dropout on ("bcag" came
-// out as "bca"); they must be what `qkv translate` gives for the run.
+// The examples printed after training are decoded in eval mode (with dropout on, "bcag" could
+// come out as "bca"): they must be what `qkv translate` gives for the run.
 BOOST_AUTO_TEST_CASE(the_examples_after_training_are_decoded_in_eval_mode) {
   ScratchDir dir("examples_eval");
   Config c = tiny_copy(dir.file("run"), 30);

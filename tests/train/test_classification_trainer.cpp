@@ -155,13 +155,13 @@ BOOST_AUTO_TEST_CASE(translation_tasks_are_refused) {
   c.task = "dates";
   BOOST_CHECK_EXCEPTION(train_classification(c), qkv::Error, message_has("train translate"));
   c.task = "order";
-  // Resuming a folder that was never a run is refused before a folder is made (issue 19: 14).
+  // Resuming a folder that was never a run is refused before a folder is made.
   BOOST_CHECK_EXCEPTION(train_classification(c, /*resume=*/true), qkv::Error,
                         message_has("--resume", "is not a run folder"));
   BOOST_TEST(!fs::exists(c.out));
 }
 
-// Issue 19 (5): other heads fit the same tensors. A resume that changes them, and a model.json
+// Other heads fit the same tensors. A resume that changes them, and a model.json
 // edited to them, are refused; an allowed change is recorded in config.json.
 BOOST_AUTO_TEST_CASE(a_resume_or_model_json_with_other_heads_is_refused) {
   ScratchDir dir("cls_heads");

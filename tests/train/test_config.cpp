@@ -85,9 +85,9 @@ BOOST_AUTO_TEST_CASE(validation_names_the_key) {
   BOOST_CHECK_NO_THROW(validate_config(Config{}));
 }
 
-// Found while hardening the loaders (regression inputs in tests/fuzz/corpus/config/): nlohmann
-// reports 1e999 with out_of_range, not parse_error, so it escaped load_config as a foreign
-// exception; and get<int64_t>() wrapped 2^63 to a negative number, accepted silently.
+// nlohmann reports 1e999 with out_of_range, not parse_error, which must not escape load_config as
+// a foreign exception; and get<int64_t>() wraps 2^63 to a negative number, which must not pass
+// silently (regression inputs in tests/fuzz/corpus/config/ replay both).
 BOOST_AUTO_TEST_CASE(overflowing_numbers_are_rejected) {
   BOOST_CHECK_EXCEPTION(parse_config(R"({"lr": 1e999})", "run.json"), qkv::Error,
                         message_has("run.json", "not valid JSON", "number overflow"));
@@ -192,7 +192,7 @@ BOOST_AUTO_TEST_CASE(device_names_are_read_whole) {
   for (const char* good : {"cpu", "cuda", "cuda:0", "cuda:12"}) BOOST_TEST(is_device_name(good));
 }
 
-// Issue 19 (5): a resume may change schedule-like options only.
+// A resume may change schedule-like options only.
 BOOST_AUTO_TEST_CASE(resume_refuses_changes_to_the_model_data_and_batches) {
   Config saved;
   Config resumed = saved;
