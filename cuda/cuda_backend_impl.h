@@ -71,7 +71,8 @@ class CudaBackend final : public Backend {
                                 const Tensor& grad_v) override;
 
   cudaStream_t stream() const { return stream_; }
-  // Created on first use: cuBLAS initialization costs ~100 ms and a GPU context's memory.
+  // Created on first use: initializing cuBLAS takes time and GPU memory that a run without a
+  // product on the GPU need not pay.
   cublasHandle_t cublas();
   void synchronize();
 

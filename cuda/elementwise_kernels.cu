@@ -235,27 +235,6 @@ __global__ void where_kernel(int64_t n, StridedLayout<4> layout, const uint8_t* 
   }
 }
 
-// Like QKV_DISPATCH_ALL, with bfloat16 too (copy and fill are the bf16 kernels mixed precision
-// needs). Calls f with a value of the element type.
-template <typename F>
-void dispatch_with_bf16(DType t, F&& f) {
-  switch (t) {
-    case DType::f32:
-      return f(float{});
-    case DType::f64:
-      return f(double{});
-    case DType::i64:
-      return f(int64_t{});
-    case DType::b8:
-      return f(uint8_t{});
-    case DType::bf16:
-      return f(bf16_t{});
-    case DType::i8:
-      return f(int8_t{});
-  }
-  throw Error("cuda: unknown dtype");
-}
-
 }  // namespace
 
 void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
@@ -267,9 +246,9 @@ void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
                                      cudaMemcpyDeviceToDevice, stream_));
     return;
   }
-  dispatch_with_bf16(src.dtype(), [&](auto s) {
+  dispatch_any_dtype(src.dtype(), "copy", [&](auto s) {
     using S = decltype(s);
-    dispatch_with_bf16(dst.dtype(), [&](auto d) {
+    dispatch_any_dtype(dst.dtype(), "copy", [&](auto d) {
       using D = decltype(d);
       map1<S, D>(src, dst, Convert<S, D>{});
     });
@@ -279,7 +258,7 @@ void CudaBackend::copy(const Tensor& src, const Tensor& dst) {
 void CudaBackend::fill(const Tensor& dst, double value) {
   const int64_t n = dst.numel();
   if (n == 0) return;
-  dispatch_with_bf16(dst.dtype(), [&](auto zero) {
+  dispatch_any_dtype(dst.dtype(), "fill", [&](auto zero) {
     using T = decltype(zero);
     T v;
     if constexpr (std::is_same_v<T, bf16_t>)

@@ -1,25 +1,16 @@
 // Indexing kernels: index_select / index_add (embedding and its backward), gather / scatter_add.
 //
-// Tensors are viewed as [outer, size along dim, inner], as on the CPU; indices were bounds-checked
-// by the op. One thread per element of the smaller side; the adds use atomicAdd because indices
-// may repeat (so float sums may differ from the CPU's in the last bits, and from run to run).
+// Tensors are viewed as [outer, size along dim, inner] (engine/split_at.h); indices were
+// bounds-checked by the op. One thread per element of the smaller side; the adds use atomicAdd
+// because indices may repeat (so float sums may differ from the CPU's in the last bits, and from
+// run to run).
 #include "cuda/cuda_backend_impl.h"
 #include "cuda/launch.cuh"
+#include "engine/split_at.h"
 
 namespace qkv::cuda {
 
 namespace {
-
-struct Split3 {
-  int64_t outer = 1, mid = 1, inner = 1;
-};
-Split3 split_at(const Shape& shape, int dim) {
-  Split3 s;
-  for (int d = 0; d < dim; ++d) s.outer *= shape[d];
-  s.mid = shape.empty() ? 1 : shape[dim];
-  for (size_t d = dim + 1; d < shape.size(); ++d) s.inner *= shape[d];
-  return s;
-}
 
 // out[o][i][k] = x[o][index[i]][k]
 template <typename T>

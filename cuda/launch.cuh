@@ -8,7 +8,7 @@
 
 #include "cuda/check.h"
 #include "cuda/cuda_backend_impl.h"
-#include "engine/cpu/dispatch.h"  // QKV_DISPATCH_FLOAT / QKV_DISPATCH_ALL: dtype -> T, any device
+#include "engine/dispatch.h"  // QKV_DISPATCH_FLOAT / QKV_DISPATCH_ALL: dtype -> T, any device
 #include "engine/dtype.h"
 #include "engine/scalar_math.h"
 

@@ -39,8 +39,8 @@ int default_threads() {
 }
 
 // Spin this many pause instructions (tens of microseconds) before sleeping. A training step issues
-// thousands of small kernels back to back; waking a sleeping thread costs 30-70 us on these
-// virtual machines, which is more than many kernels take. Spinning briefly keeps the workers
+// thousands of small kernels back to back, and waking a sleeping thread takes longer than many
+// of them run (docs/CPU_KERNELS.md gives the cost). Spinning briefly keeps the workers
 // ready between kernels and lets them sleep when the program stops issuing work.
 constexpr int kSpinIterations = 2000;
 

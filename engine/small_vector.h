@@ -2,8 +2,8 @@
 // elements inside the object and moves to the heap only past them.
 //
 // Why: every tensor carries a shape and strides, and every op and every view makes new ones. As
-// std::vectors they cost two heap allocations per tensor - on a decoding step (about fifty small
-// ops on [1, 1, 128] tensors) malloc and free were a fifth of the time. Almost every tensor has a
+// std::vectors they would cost two heap allocations per tensor, a large share of a decoding step
+// (about fifty small ops on [1, 1, 128] tensors; docs/ATTENTION.md). Almost every tensor has a
 // rank of at most kInline, so with the elements stored inline a shape costs no allocation at all.
 //
 // The interface is the subset of std::vector the code base uses, with the same meaning; a

@@ -206,8 +206,8 @@ const ConfigField& find_field(const std::string& key, const std::string& source)
 std::string json_type(const json& v) {
   if (v.is_number_integer()) return "an integer " + v.dump();
   if (v.is_number()) return "a number " + v.dump();
-  // dump() recurses once per nesting level: a config holding [[[[...]]]] 100,000 deep overflowed
-  // the stack while its error message was being written.
+  // dump() recurses once per nesting level, so a config holding [[[[...]]]] 100,000 deep would
+  // overflow the stack while its error message is written: structures are named, not printed.
   if (v.is_structured()) return std::string("an ") + v.type_name();
   return std::string(v.type_name()) + " " + v.dump();
 }

@@ -31,8 +31,11 @@ struct Config {
   std::string tokenizer;      // "char" or "whitespace"; empty = the task's natural choice
   int64_t min_frequency = 1;  // rarer tokens become <unk>
   int64_t train_size = 20000, valid_size = 1000, test_size = 1000;
-  int64_t min_length = 3, max_length = 12;  // symbol tasks and the order task
-  int64_t max_len = 128;                    // truncate longer sequences in batches
+  // Lengths of the examples a task generates (symbol tasks and the order task), in symbols.
+  int64_t min_length = 3, max_length = 12;
+  // Not a task length: the most tokens of a sequence a batch keeps (the rest is cut off), and so
+  // the text classifier's positions.
+  int64_t max_len = 128;
   // ---- model
   int64_t d_model = 128, heads = 4, layers = 2, ff_dim = 512;
   double dropout = 0.1;
@@ -69,7 +72,7 @@ struct Config {
   std::string precision = "fp32";  // fp32, bf16 (CUDA)
   std::string out = "runs/run";
   bool pictures = true;
-  bool trace = false;  // print attention statistics of the first batch (the seeds' DebugAttention)
+  bool trace = false;  // print attention statistics of the first batch (docs/TRAINING.md)
   bool checkpoint_activations = false;  // gradient checkpointing of the transformer layers
   // ---- written by --resume (config.json's "resume_history"; not an option)
   std::vector<ResumeChange> resume_history;

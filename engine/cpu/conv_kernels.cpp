@@ -11,7 +11,7 @@
 #include <algorithm>
 
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/dispatch.h"
+#include "engine/dispatch.h"
 #include "engine/parallel.h"
 
 namespace qkv::cpu {

@@ -8,7 +8,7 @@
 #include <cstdlib>
 
 #include "engine/cpu/amx.h"
-#include "engine/cpu/dispatch.h"
+#include "engine/dispatch.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/gemm_bf16.h"
 

@@ -3,9 +3,9 @@
 #include <cstring>
 
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/dispatch.h"
 #include "engine/cpu/strided_loop.h"
 #include "engine/cpu/vec_math.h"
+#include "engine/dispatch.h"
 #include "engine/scalar_math.h"
 
 namespace qkv::cpu {
@@ -29,25 +29,6 @@ inline To convert(From v) {
   }
 }
 
-template <typename F>
-decltype(auto) dispatch_with_bf16(DType t, F&& f) {
-  switch (t) {
-    case DType::f32:
-      return f(float{});
-    case DType::f64:
-      return f(double{});
-    case DType::i64:
-      return f(int64_t{});
-    case DType::b8:
-      return f(uint8_t{});
-    case DType::bf16:
-      return f(bf16_t{});
-    case DType::i8:
-      return f(int8_t{});
-  }
-  throw Error("copy: unknown dtype");
-}
-
 template <typename T>
 T* ptr(const Tensor& t) {
   return static_cast<T*>(t.raw_data());
@@ -63,9 +44,9 @@ void CpuBackend::copy_from_host(const void* src, void* dst, size_t bytes) {
 }
 
 void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
-  dispatch_with_bf16(src.dtype(), [&](auto s) {
+  dispatch_any_dtype(src.dtype(), "copy", [&](auto s) {
     using S = decltype(s);
-    dispatch_with_bf16(dst.dtype(), [&](auto d) {
+    dispatch_any_dtype(dst.dtype(), "copy", [&](auto d) {
       using D = decltype(d);
       const S* sp = ptr<S>(src);
       D* dp = ptr<D>(dst);

@@ -47,9 +47,9 @@ using amx::kTileValues;
 
 constexpr int64_t kKc = 256, kMc = 256, kNc = 1024;  // cache blocks, in values
 
-// AMX multiplies ~6x faster than the float32 kernel, so a product must be ~6x larger than there
-// (gemm_threading.h) before a second thread pays: measured, 128^3 ran slower on two threads than
-// on one with the float32 threshold.
+// AMX multiplies several times faster than the float32 kernel, so a product must be that much
+// larger than there (gemm_threading.h) before a second thread pays (docs/CPU_KERNELS.md, "bfloat16
+// on AMX tiles").
 constexpr int64_t kAmxMinParallelMacs = int64_t(1) << 22;
 
 // Copies `rows` rows of `cols` <= 32 floats, each row as two masked vectors: the edge blocks of
@@ -183,8 +183,8 @@ void gemm_bf16_batched_from(int64_t batch, bool trans_a, bool trans_b, int64_t m
   for_each_product(
       batch, m, n, k,
       [&](int64_t i0, int64_t i1) {
-        // One tile configuration for the whole range: the products' own scopes nest inside it.
-        // (Configuring and releasing the tiles was 17% of a batch of 20 x 32 x 20 products.)
+        // One tile configuration for the whole range: the products' own scopes nest inside it, so
+        // a batch of small products does not configure and release the tiles once per product.
         AmxTileScope tiles;
         for (int64_t i = i0; i < i1; ++i)
           gemm_bf16(trans_a, trans_b, m, n, k, a + stride_a.offset(i), lda, b + stride_b.offset(i),

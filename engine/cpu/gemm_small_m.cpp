@@ -93,12 +93,12 @@ void axpy_rows(int64_t j0, int64_t j1, int64_t k, T alpha, const T* a_rows, cons
 }
 
 #ifdef __AVX512F__
-// The float dot-product form in AVX-512 intrinsics: the hot loop of a decoding step, where the
-// compiled template above reaches about 45 GB/s from L1 and this about 75 (measured,
-// docs/CPU_KERNELS.md). J columns at a time give J independent FMA chains per row of A - eight for
-// one or two rows (enough to cover FMA latency with two FMA units), four for three or four rows so
-// that the M x J accumulators still fit in the 32 vector registers. The J vector sums are then
-// reduced together by one transpose-and-add tree instead of J separate horizontal sums.
+// The float dot-product form in AVX-512 intrinsics: the hot loop of a decoding step, where it
+// streams weights faster than the compiled template above (docs/CPU_KERNELS.md, "Few rows"). J
+// columns at a time give J independent FMA chains per row of A - eight for one or two rows (enough
+// to cover FMA latency with two FMA units), four for three or four rows so that the M x J
+// accumulators still fit in the 32 vector registers. The J vector sums are then reduced together by
+// one transpose-and-add tree instead of J separate horizontal sums.
 
 // GCC 12's AVX-512 headers implement unpack and shuffle on a self-initialized "undefined" vector,
 // which -Wmaybe-uninitialized reports wherever they are inlined (GCC bug 105593); nothing here

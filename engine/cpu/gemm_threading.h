@@ -9,9 +9,9 @@
 namespace qkv::cpu {
 
 // Below about this many multiply-adds (~80^3), handing work to the pool costs more than a second
-// core saves. The pool's workers spin briefly before sleeping, so a parallel_for costs ~1 us when
-// kernels come back to back; with sleeping workers (30-70 us per wake-up on the 2-core VM this
-// was tuned on) the threshold would have to be about 1 << 23.
+// core saves. It holds because the pool's workers spin briefly before sleeping (parallel.cpp), so
+// a parallel_for between back-to-back kernels finds them awake; with sleeping workers the
+// threshold would be much higher (docs/CPU_KERNELS.md, "How the blocked GEMM is organized").
 constexpr int64_t kMinParallelMacs = int64_t(1) << 19;
 
 // Threads a product of m x n x k multiply-adds should use: 1 inside a parallel region or below

@@ -1,23 +1,12 @@
 // Indexing kernels: index_select / index_add (embedding and its backward), gather / scatter_add.
-// Tensors are viewed as [outer, size along dim, inner]; indices were bounds-checked by the op.
+// Tensors are viewed as [outer, size along dim, inner] (engine/split_at.h); indices were
+// bounds-checked by the op.
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/dispatch.h"
+#include "engine/dispatch.h"
 #include "engine/parallel.h"
+#include "engine/split_at.h"
 
 namespace qkv::cpu {
-
-namespace {
-struct Split3 {
-  int64_t outer = 1, mid = 1, inner = 1;
-};
-Split3 split_at(const Shape& shape, int dim) {
-  Split3 s;
-  for (int d = 0; d < dim; ++d) s.outer *= shape[d];
-  s.mid = shape.empty() ? 1 : shape[dim];
-  for (size_t d = dim + 1; d < shape.size(); ++d) s.inner *= shape[d];
-  return s;
-}
-}  // namespace
 
 void CpuBackend::index_select(const Tensor& x, int dim, const Tensor& index, const Tensor& out) {
   Split3 s = split_at(x.shape(), dim);

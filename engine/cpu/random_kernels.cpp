@@ -4,7 +4,7 @@
 #include "engine/cpu/bernoulli_avx512.h"
 #include "engine/cpu/bernoulli_range.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/dispatch.h"
+#include "engine/dispatch.h"
 #include "engine/parallel.h"
 #include "engine/random.h"
 
@@ -17,8 +17,7 @@ void fill_with(const Tensor& out, F value_at) {
     T* p = out.data<T>();
     parallel_for(0, out.numel(), 16384, [&](int64_t b, int64_t e) {
       // Philox is straight-line integer arithmetic on the counter: the lanes are independent and
-      // the vectorized loop gives bit-identical numbers (dropout masks were 12% of a training
-      // step before this, measured).
+      // the vectorized loop gives bit-identical numbers (docs/CPU_KERNELS.md, "Dropout masks").
       _Pragma("omp simd") for (int64_t i = b; i < e; ++i) p[i] = T(value_at(i));
     });
   });

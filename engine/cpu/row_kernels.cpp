@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/dispatch.h"
+#include "engine/dispatch.h"
 #include "engine/cpu/vec_math.h"
 #include "engine/parallel.h"
 

@@ -30,7 +30,7 @@ Window2d square_window(int64_t k, int64_t stride, int64_t padding) {
 // Checks x is [N, C, H, W] and the window fits; returns (Ho, Wo).
 std::pair<int64_t, int64_t> output_size(const Tensor& x, const Window2d& w, const char* op) {
   detail::check_defined(x, op);
-  detail::check_floating(x, op);
+  detail::check_f32_or_f64(x, op);
   QKV_CHECK(x.dim() == 4, op, "expected input [N, C, H, W], got ", shape_str(x.shape()));
   QKV_CHECK(w.kernel_h > 0 && w.kernel_w > 0 && w.stride_h > 0 && w.stride_w > 0 && w.pad_h >= 0 &&
                 w.pad_w >= 0,

@@ -16,7 +16,7 @@ using detail::unary_kernel;
 namespace {
 Tensor unary_floating(UnaryOp op, const Tensor& x, const char* name, double scalar = 0) {
   detail::check_defined(x, name);
-  detail::check_floating(x, name);
+  detail::check_f32_or_f64(x, name);
   return unary_kernel(op, x, scalar);
 }
 

@@ -165,7 +165,7 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   detail::check_defined(b_in, "matmul");
   detail::check_same_device(a_in, b_in, "matmul");
   detail::check_same_dtype(a_in, b_in, "matmul");
-  detail::check_floating(a_in, "matmul");
+  detail::check_f32_or_f64(a_in, "matmul");
   QKV_CHECK(a_in.dim() >= 1 && b_in.dim() >= 1, "matmul",
             "both operands need at least one dim, got ", shape_str(a_in.shape()), " @ ",
             shape_str(b_in.shape()));
@@ -195,7 +195,7 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   detail::check_defined(weight_in, op);
   detail::check_same_device(x_in, weight_in, op);
   detail::check_same_dtype(x_in, weight_in, op);
-  detail::check_floating(x_in, op);
+  detail::check_f32_or_f64(x_in, op);
   QKV_CHECK(weight_in.dim() == 2, op, "weight must be [out, in], got ",
             shape_str(weight_in.shape()));
   QKV_CHECK(x_in.dim() >= 1 && x_in.shape().back() == weight_in.size(1), op, "input ",

@@ -18,7 +18,7 @@ QKV_RECORDED_OP("log_softmax", "engine", kernel);
 Tensor softmax_impl(const Tensor& x, int dim, bool log) {
   const char* name = log ? "log_softmax" : "softmax";
   detail::check_defined(x, name);
-  detail::check_floating(x, name);
+  detail::check_f32_or_f64(x, name);
   if (x.dim() == 0) return softmax_impl(reshape(x, {1}), 0, log).reshape({});
   int d = normalize_dim(dim, x.dim(), name);
   if (d != x.dim() - 1) return transpose(softmax_impl(transpose(x, d, -1), -1, log), d, -1);
@@ -42,7 +42,7 @@ QKV_RECORDED_OP("layer_norm", "engine", kernel);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
   detail::check_defined(x, "layer_norm");
-  detail::check_floating(x, "layer_norm");
+  detail::check_f32_or_f64(x, "layer_norm");
   const int nd = int(normalized_shape.size());
   QKV_CHECK(
       nd >= 1 && nd <= x.dim() && Shape(x.shape().end() - nd, x.shape().end()) == normalized_shape,
@@ -144,7 +144,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_in
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
                      double label_smoothing, Reduction reduction) {
   detail::check_defined(logits, "cross_entropy");
-  detail::check_floating(logits, "cross_entropy");
+  detail::check_f32_or_f64(logits, "cross_entropy");
   QKV_CHECK(label_smoothing >= 0 && label_smoothing <= 1, "cross_entropy", "label_smoothing ",
             label_smoothing, " is outside [0, 1]");
   QKV_CHECK(logits.dim() >= 1, "cross_entropy", "logits need a class dim");

@@ -1,6 +1,8 @@
 // Helpers shared by the op implementations in engine/ops/ (not part of the public API).
 #pragma once
 
+#include <optional>
+
 #include "engine/backend.h"
 #include "engine/error.h"
 #include "engine/ops.h"
@@ -21,7 +23,9 @@ inline void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
             dtype_name(b.dtype()));
 }
 
-inline void check_floating(const Tensor& t, const char* op) {
+// Ops whose kernels exist only for float32 and float64 (bf16 is a storage dtype for them, unlike
+// is_floating in engine/dtype.h which counts bf16 as floating).
+inline void check_f32_or_f64(const Tensor& t, const char* op) {
   QKV_CHECK(t.dtype() == DType::f32 || t.dtype() == DType::f64, op,
             "expected a float32 or float64 tensor, got ", dtype_name(t.dtype()));
 }
@@ -42,11 +46,10 @@ inline Tensor contiguous_data(const Tensor& t) {
   return out;
 }
 
-// Runs a unary kernel into a new tensor (no autograd).
+// Runs a unary kernel into a new tensor (no autograd), of x's dtype unless out_dtype is given.
 inline Tensor unary_kernel(UnaryOp op, const Tensor& x, double scalar = 0,
-                           DType out_dtype = DType(255)) {
-  DType dt = out_dtype == DType(255) ? x.dtype() : out_dtype;
-  Tensor out = Tensor::empty(x.shape(), dt, x.device());
+                           std::optional<DType> out_dtype = std::nullopt) {
+  Tensor out = Tensor::empty(x.shape(), out_dtype.value_or(x.dtype()), x.device());
   x.backend().unary(op, x, out, scalar);
   return out;
 }

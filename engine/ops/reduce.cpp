@@ -90,7 +90,7 @@ Tensor sum(const Tensor& x, std::vector<int> dims, bool keepdim) {
 
 Tensor mean(const Tensor& x, std::vector<int> dims, bool keepdim) {
   detail::check_defined(x, "mean");
-  detail::check_floating(x, "mean");
+  detail::check_f32_or_f64(x, "mean");
   dims = normalize_dims(x, dims, "mean");
   int64_t count = 1;
   for (int d : dims) count *= x.shape()[d];
@@ -99,7 +99,7 @@ Tensor mean(const Tensor& x, std::vector<int> dims, bool keepdim) {
 }
 
 Tensor var(const Tensor& x, std::vector<int> dims, bool unbiased, bool keepdim) {
-  detail::check_floating(x, "var");
+  detail::check_f32_or_f64(x, "var");
   dims = normalize_dims(x, dims, "var");
   int64_t count = 1;
   for (int d : dims) count *= x.shape()[d];

@@ -1,6 +1,6 @@
 // Builds `bench_conv`: conv2d forward and forward+backward through the im2col op, beside the
-// convolution composed from strided views (nn::pad2d + nn::unfold2d + matmul, what nn::conv2d
-// was before the op), both measured in this run. Flag: --threads N.
+// convolution composed from strided views (nn::pad2d + nn::unfold2d + matmul, the same result
+// without the op), both measured in this run. Flag: --threads N.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

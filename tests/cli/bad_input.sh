@@ -50,8 +50,8 @@ check "config: missing file" 1 "--config: cannot read .*nothere.json" \
 check "flag: bad number" 1 "--steps: .*must be an integer" \
   "$qkv" train translate --steps abc --out "$scratch/x"
 
-# Issue 19: values that were accepted and then ignored, misread or fatal
-check "flag: log-every 0 (was SIGFPE)" 1 "--log_every: key 'log_every' must be in 1\.\.1000000000, got 0" \
+# Values that would otherwise be ignored, misread or fatal are refused
+check "flag: log-every 0 (not a SIGFPE)" 1 "--log_every: key 'log_every' must be in 1\.\.1000000000, got 0" \
   "$qkv" train translate --log-every 0 --out "$scratch/log0"
 printf '{"log_every": 0}' >"$scratch/log0.json"
 check "config: log_every 0" 1 "log0.json: key 'log_every' must be in 1\.\.1000000000" \
@@ -70,16 +70,16 @@ check "config: threads 100000" 1 "'threads' must be in 0\.\.1024, got 100000" \
 printf '{"lr": 0.1, "lr": 0.2}' >"$scratch/twice.json"
 check "config: a key given twice" 1 "twice.json: key 'lr' appears twice" \
   "$qkv" train translate --config "$scratch/twice.json" --out "$scratch/twice"
-check "train: device cuda: (was stoi)" 1 "'device' must be cpu, cuda or cuda:N .*got \"cuda:\"" \
+check "train: device cuda: (not a stoi error)" 1 "'device' must be cpu, cuda or cuda:N .*got \"cuda:\"" \
   "$qkv" train translate $tiny --steps 1 --device cuda: --out "$scratch/dev"
-check "eval: device cuda:1x (was cuda:1)" 1 "--device: expected cpu, cuda or cuda:N .*'cuda:1x'" \
+check "eval: device cuda:1x (not read as cuda:1)" 1 "--device: expected cpu, cuda or cuda:N .*'cuda:1x'" \
   "$qkv" eval --run "$scratch/nowhere" --device cuda:1x
 for n in abc 2x -3 0 1000000; do
   check "QKV_NUM_THREADS=$n" 1 "QKV_NUM_THREADS: expected a whole number in 1\.\.1024, got '$n'" \
     env QKV_NUM_THREADS=$n "$qkv" info
 done
 
-# A start that fails leaves no run folder behind (issue 19).
+# A start that fails leaves no run folder behind.
 check_absent() {
   if [ -e "$2" ]; then
     echo "FAIL $1: $2 was created"
@@ -95,7 +95,7 @@ check "failed start: missing data" 1 "nothere.tsv: cannot open" \
   "$qkv" train translate --task pairs --data "$scratch/nothere.tsv" --out "$scratch/nodata"
 check_absent "failed start: missing data leaves no folder" "$scratch/nodata"
 
-# ---- TSV corpora read as other data than they hold (issue 19)
+# ---- TSV corpora that could be read as other data than they hold
 printf 'abc\tcba\nthank you\tmerci\tbeaucoup\n' >"$scratch/three.tsv"
 check "data: a third column" 1 "three.tsv:2: more than two columns" \
   "$qkv" train translate --task pairs --data "$scratch/three.tsv" --out "$scratch/three"
@@ -103,7 +103,7 @@ printf 'abc\tcba\nxyz\t  \n' >"$scratch/blank.tsv"
 check "data: a target of spaces" 1 "blank.tsv:2: empty target \(only spaces\)" \
   "$qkv" train translate --task pairs --data "$scratch/blank.tsv" --out "$scratch/blank"
 printf 'abc\tcba\rxyz\tzyx\rdef\tfed\r' >"$scratch/mac.tsv"
-check "data: CR-only line ends (was '1 examples are too few')" 1 "mac.tsv:1: .*end in CR alone" \
+check "data: CR-only line ends (not '1 examples are too few')" 1 "mac.tsv:1: .*end in CR alone" \
   "$qkv" train translate --task pairs --data "$scratch/mac.tsv" --out "$scratch/mac"
 
 # ---- files the run needs or writes
@@ -178,7 +178,7 @@ check "resume: other heads" 1 "--resume: cannot change heads \(2 -> 4\) of the r
 check "resume: other width, in one short line" 1 \
   "--resume: cannot change d_model \(16 -> 64\) of the run in [^ ]*: they fix .{0,160}$" \
   "$qkv" train translate --resume "$run" --d-model 64
-check "resume: other seed (was blamed on the vocabulary)" 1 "cannot change seed \(1 -> 7\)" \
+check "resume: other seed (not blamed on the vocabulary)" 1 "cannot change seed \(1 -> 7\)" \
   "$qkv" train translate --resume "$run" --seed 7
 check "resume: fewer steps than trained" 1 "--steps: 1 is fewer than the 2 steps" \
   "$qkv" train translate --resume "$run" --steps 1

@@ -4,6 +4,7 @@
 
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,8 +55,9 @@ inline Tensor random_tensor(const Shape& shape, DType dtype, double low, double 
 }
 
 // An empty tensor shaped like `t` on the given device.
-inline Tensor empty_like_on(const Tensor& t, Device device, DType dtype = DType(255)) {
-  return Tensor::empty(t.shape(), dtype == DType(255) ? t.dtype() : dtype, device);
+inline Tensor empty_like_on(const Tensor& t, Device device,
+                            std::optional<DType> dtype = std::nullopt) {
+  return Tensor::empty(t.shape(), dtype.value_or(t.dtype()), device);
 }
 
 inline std::vector<double> values_of(const Tensor& t) {

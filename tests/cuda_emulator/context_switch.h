@@ -1,7 +1,7 @@
 // Moving the CPU from one stack to another: the emulator's fibers (emulator.cpp).
 //
-// glibc's swapcontext also saves and restores the signal mask, a system call each way, and that
-// was two thirds of the emulator's time (a barrier in a block of 512 threads is 1024 switches).
+// glibc's swapcontext also saves and restores the signal mask, a system call each way, which
+// the emulator cannot afford: a barrier in a block of 512 threads is 1024 switches.
 // On x86-64 a switch here is a dozen instructions (context_switch.cpp); elsewhere it falls back
 // to ucontext.
 #pragma once

@@ -33,6 +33,24 @@ double overfit(nn::Module& model, int steps, double lr, LossFn&& loss_fn) {
 
 Tensor ids(std::vector<int64_t> v, Shape s) { return tensor_i64(v, s); }
 
+// A Seq2Seq small enough to overfit in a second: one encoder and one decoder layer of width 16,
+// two heads, no dropout, PAD 0. Tests change the fields they are about.
+Seq2SeqConfig tiny_seq2seq(int64_t vocab, const std::string& positional) {
+  return Seq2SeqConfig{.src_vocab = vocab,
+                       .tgt_vocab = vocab,
+                       .d_model = 16,
+                       .num_heads = 2,
+                       .num_encoder_layers = 1,
+                       .num_decoder_layers = 1,
+                       .dim_feedforward = 32,
+                       .dropout = 0.0,
+                       .max_len = 16,
+                       .positional = positional,
+                       .norm_first = false,
+                       .tie_embeddings = false,
+                       .pad_id = 0};
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(models_suite)
@@ -41,19 +59,9 @@ BOOST_AUTO_TEST_SUITE(models_suite)
 BOOST_AUTO_TEST_CASE(seq2seq_overfits_and_decodes_every_positional_kind) {
   for (std::string kind : {"sinusoidal", "learned", "relative", "rope", "alibi"}) {
     manual_seed(21);
-    Seq2SeqConfig c{.src_vocab = 8,
-                    .tgt_vocab = 8,
-                    .d_model = 16,
-                    .num_heads = 2,
-                    .num_encoder_layers = 1,
-                    .num_decoder_layers = 1,
-                    .dim_feedforward = 32,
-                    .dropout = 0.0,
-                    .max_len = 16,
-                    .positional = kind,
-                    .norm_first = kind == "rope",
-                    .tie_embeddings = kind == "sinusoidal",
-                    .pad_id = 0};
+    Seq2SeqConfig c = tiny_seq2seq(8, kind);
+    c.norm_first = kind == "rope";
+    c.tie_embeddings = kind == "sinusoidal";
     Seq2SeqTransformer model(c);
     Tensor src = ids({3, 4, 5, 6, 7, 3, 5, 0}, {2, 4});
     Tensor src_pad = eq(src, 0.0);
@@ -80,19 +88,9 @@ BOOST_AUTO_TEST_CASE(seq2seq_overfits_and_decodes_every_positional_kind) {
 }
 
 BOOST_AUTO_TEST_CASE(seq2seq_attention_maps_and_tied_weights) {
-  Seq2SeqConfig c{.src_vocab = 6,
-                  .tgt_vocab = 7,
-                  .d_model = 8,
-                  .num_heads = 2,
-                  .num_encoder_layers = 2,
-                  .num_decoder_layers = 1,
-                  .dim_feedforward = 16,
-                  .dropout = 0.0,
-                  .max_len = 8,
-                  .positional = "sinusoidal",
-                  .norm_first = false,
-                  .tie_embeddings = true,
-                  .pad_id = 0};
+  Seq2SeqConfig c = tiny_seq2seq(6, "sinusoidal");
+  c.tgt_vocab = 7, c.d_model = 8, c.num_encoder_layers = 2, c.dim_feedforward = 16, c.max_len = 8;
+  c.tie_embeddings = true;
   Seq2SeqTransformer model(c);
   BOOST_CHECK(model.generator->weight.same_storage(model.tgt_embed->weight));
   auto sd = model.state_dict();
@@ -118,19 +116,8 @@ BOOST_AUTO_TEST_CASE(seq2seq_attention_maps_and_tied_weights) {
 
 BOOST_AUTO_TEST_CASE(beam_of_one_is_greedy_on_an_untrained_model) {
   manual_seed(25);
-  Seq2SeqConfig c{.src_vocab = 9,
-                  .tgt_vocab = 9,
-                  .d_model = 16,
-                  .num_heads = 2,
-                  .num_encoder_layers = 1,
-                  .num_decoder_layers = 1,
-                  .dim_feedforward = 32,
-                  .dropout = 0.0,
-                  .max_len = 16,
-                  .positional = "rope",
-                  .norm_first = true,
-                  .tie_embeddings = false,
-                  .pad_id = 0};
+  Seq2SeqConfig c = tiny_seq2seq(9, "rope");
+  c.norm_first = true;
   Seq2SeqTransformer model(c);
   model.eval();
   Tensor src = ids({3, 4, 5, 6, 7, 8, 5, 0, 4, 4, 4, 4}, {3, 4});

@@ -133,8 +133,8 @@ BOOST_AUTO_TEST_CASE(damaged_files_give_clear_errors) {
   check_error([&] { load_safetensors(temp_path("does_not_exist")); }, {"cannot open"});
 }
 
-// Issue 19 (10, 12): a tensor named twice in the header (the last one used to win), and a path
-// that is a folder (it failed deep in the stream library, naming no file).
+// A tensor named twice in the header is refused rather than one copy silently winning, and a path
+// that is a folder gets an error naming the file, not one from deep in the stream library.
 BOOST_AUTO_TEST_CASE(a_repeated_tensor_name_or_a_folder_is_refused) {
   const std::string path = temp_path("twice.safetensors");
   write_all(path, make_file(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
@@ -149,7 +149,7 @@ BOOST_AUTO_TEST_CASE(a_repeated_tensor_name_or_a_folder_is_refused) {
   check_error([&] { load_safetensors(folder); }, {"a_folder.safetensors", "is a folder"});
 }
 
-// Issue 19 (9): a NaN or Inf weight is refused by load_state_dict, naming the tensor.
+// A NaN or Inf weight is refused by load_state_dict, naming the tensor.
 BOOST_AUTO_TEST_CASE(a_checkpoint_holding_nan_or_inf_is_refused_naming_the_tensor) {
   Linear a(3, 2), b(3, 2);
   const std::vector<double> before = b.weight.to_vector<double>();
@@ -165,8 +165,8 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_holding_nan_or_inf_is_refused_naming_the_tenso
   }
 }
 
-// Found in review while hardening the loaders (regression input in tests/fuzz/corpus/safetensors/):
-// the element count of [2^39, 2^39, 1] wraps a uint64 to 0, so the shape passed as an empty tensor.
+// The element count of [2^39, 2^39, 1] wraps a uint64 to 0, which must not pass as an empty
+// tensor (a regression input in tests/fuzz/corpus/safetensors/ replays it).
 BOOST_AUTO_TEST_CASE(a_shape_whose_size_overflows_is_rejected) {
   std::string bytes = make_file(
       R"({"x":{"dtype":"F32","shape":[549755813888,549755813888,1],"data_offsets":[0,0]}})", "");
@@ -174,7 +174,7 @@ BOOST_AUTO_TEST_CASE(a_shape_whose_size_overflows_is_rejected) {
               {"wrap.safetensors", "tensor 'x'", "implausibly large"});
 }
 
-// An empty tensor sorted between two overlapping ones used to hide the overlap.
+// An empty tensor sorted between two overlapping ones does not hide their overlap.
 BOOST_AUTO_TEST_CASE(an_empty_tensor_does_not_hide_an_overlap) {
   std::string bytes = make_file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
                                 R"("b":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
@@ -193,7 +193,8 @@ BOOST_AUTO_TEST_CASE(parse_from_memory_matches_the_file_loader) {
   check_error([&] { parse_safetensors("\x05\x00", "tiny.bin"); }, {"load_safetensors(tiny.bin)"});
 }
 
-// The same stack overflow as in the config loader: the error message used to dump() the value.
+// As in the config loader, the error message names a nested value's type instead of dump()ing it,
+// which recurses once per level and would overflow the stack.
 BOOST_AUTO_TEST_CASE(deeply_nested_dtype_gives_an_error_not_a_stack_overflow) {
   const size_t depth = 1'000'000;
   std::string bytes = make_file(R"({"x":{"shape":[],"data_offsets":[0,0],"dtype":)" +

@@ -20,6 +20,7 @@
 #include "nn/gradcheck_cases.h"
 #include "nn/safetensors.h"
 #include "tests/train/helpers.h"
+#include "tests/train/tiny_runs.h"
 #include "train/atomic_file.h"
 #include "train/tokenizer.h"
 #include "train/trainer/translation_trainer.h"
@@ -29,21 +30,10 @@ using namespace qkv;
 using namespace qkv::train;
 using qkv::train::test::message_has;
 using qkv::train::test::ScratchDir;
+using qkv::train::test::tiny_copy;
 namespace fs = std::filesystem;
 
 namespace {
-
-Config tiny_copy(const std::string& out, int64_t steps) {
-  Config c;
-  c.task = "copy";
-  c.train_size = 200, c.valid_size = 10, c.test_size = 10;
-  c.min_length = 3, c.max_length = 5;
-  c.d_model = 16, c.heads = 2, c.layers = 1, c.ff_dim = 32, c.dropout = 0.1;
-  c.batch_size = 16, c.steps = steps, c.eval_every = steps, c.log_every = 1;
-  c.threads = 1, c.pictures = false;
-  c.out = out;
-  return c;
-}
 
 // Sets QKV_FAIL_WRITE_AFTER_BYTES while it lives.
 struct SimulatedFullDisk {
@@ -230,8 +220,8 @@ BOOST_AUTO_TEST_CASE(translate_refuses_empty_and_over_long_texts) {
   BOOST_CHECK_NO_THROW(t.check_inputs({std::string(16, 'a')}, "translate"));
 }
 
-// Issue 19 (5): other heads fit the same tensors, so the checkpoint loaded without a shape error
-// into another architecture. A resume now refuses it, and leaves the run as it was.
+// Other heads fit the same tensors, so a checkpoint would load without a shape error into another
+// architecture: a resume that changes the model is refused, and leaves the run as it was.
 BOOST_AUTO_TEST_CASE(a_resume_that_changes_the_model_is_refused_and_leaves_the_run_untouched) {
   ScratchDir dir("resume_heads");
   Config c = tiny_copy(dir.file("run"), 2);
@@ -242,7 +232,7 @@ BOOST_AUTO_TEST_CASE(a_resume_that_changes_the_model_is_refused_and_leaves_the_r
   BOOST_CHECK_EXCEPTION(train_translation(other, /*resume=*/true), Error,
                         message_has("--resume", "cannot change heads (2 -> 4)", c.out));
   other = c;
-  other.seed = 7;  // other data and batches, which used to be blamed on the vocabulary
+  other.seed = 7;  // other data and batches: the error must name the seed, not the vocabulary
   BOOST_CHECK_EXCEPTION(train_translation(other, /*resume=*/true), Error,
                         message_has("--resume", "seed (1 -> 7)"));
   auto after = checkpoint_bytes(c.out);
@@ -250,7 +240,7 @@ BOOST_AUTO_TEST_CASE(a_resume_that_changes_the_model_is_refused_and_leaves_the_r
     BOOST_CHECK_MESSAGE(after[file] == bytes, file << " changed");
 }
 
-// Issue 19 (5, 13): schedule-like options may change, and config.json says when and how; fewer
+// Schedule-like options may change, and config.json says when and how; fewer
 // steps than the run already trained is refused (config.json and trainer_state.json would
 // disagree).
 BOOST_AUTO_TEST_CASE(a_resume_records_what_it_changed_and_refuses_fewer_steps) {
@@ -274,8 +264,8 @@ BOOST_AUTO_TEST_CASE(a_resume_records_what_it_changed_and_refuses_fewer_steps) {
   BOOST_TEST(saved.resume_history[1].key == "lr");
 }
 
-// Issue 19 (5): model.json edited to other heads loaded the trained weights into another model
-// (exact match fell from 0.875 to 0.594). config.json says which model the weights belong to.
+// model.json edited to other heads would load the trained weights into another model (which
+// translates worse): config.json says which model the weights belong to, and is believed.
 BOOST_AUTO_TEST_CASE(a_model_json_edited_to_other_heads_is_refused) {
   ScratchDir dir("edited_heads");
   Config c = tiny_copy(dir.file("run"), 2);
@@ -292,7 +282,7 @@ BOOST_AUTO_TEST_CASE(a_model_json_edited_to_other_heads_is_refused) {
                         message_has("--resume", "model.json", "num_heads 4 (config.json gives 2)"));
 }
 
-// Issue 19 (9): a vocabulary whose "tokenizer" was switched from char to whitespace still holds
+// A vocabulary whose "tokenizer" is switched from char to whitespace still holds
 // only tokens a whitespace tokenizer could produce (single letters); config.json tells.
 BOOST_AUTO_TEST_CASE(a_vocabulary_with_its_tokenizer_switched_is_refused) {
   ScratchDir dir("switched_tokenizer");
@@ -309,7 +299,7 @@ BOOST_AUTO_TEST_CASE(a_vocabulary_with_its_tokenizer_switched_is_refused) {
                                     "\"char\" the run's config.json trains with"));
 }
 
-// Issue 19 (9): a NaN in model.safetensors was loaded and used.
+// A NaN in model.safetensors is refused on load, naming the tensor, instead of being used.
 BOOST_AUTO_TEST_CASE(a_non_finite_weight_in_a_checkpoint_is_refused_naming_the_tensor) {
   ScratchDir dir("nan_weight");
   Config c = tiny_copy(dir.file("run"), 2);
@@ -328,7 +318,7 @@ BOOST_AUTO_TEST_CASE(a_non_finite_weight_in_a_checkpoint_is_refused_naming_the_t
                         message_has("tensor '" + name + "'", "Inf"));
 }
 
-// Issue 19 (14): a start that fails on its options or data leaves no run folder behind.
+// A start that fails on its options or data leaves no run folder behind.
 BOOST_AUTO_TEST_CASE(a_failed_start_creates_no_run_folder) {
   ScratchDir dir("failed_start");
   Config c = tiny_copy(dir.file("typo"), 2);
@@ -349,8 +339,8 @@ BOOST_AUTO_TEST_CASE(a_failed_start_creates_no_run_folder) {
   BOOST_TEST(!fs::exists(c.out));
 }
 
-// Issue 19 (6): the examples printed after training were decoded with dropout on ("bcag" came
-// out as "bca"); they must be what `qkv translate` gives for the run.
+// The examples printed after training are decoded in eval mode (with dropout on, "bcag" could
+// come out as "bca"): they must be what `qkv translate` gives for the run.
 BOOST_AUTO_TEST_CASE(the_examples_after_training_are_decoded_in_eval_mode) {
   ScratchDir dir("examples_eval");
   Config c = tiny_copy(dir.file("run"), 30);

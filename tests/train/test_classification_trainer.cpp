@@ -11,6 +11,7 @@
 
 #include "engine/error.h"
 #include "tests/train/helpers.h"
+#include "tests/train/tiny_runs.h"
 #include "train/config.h"
 #include "train/trainer/classification_pictures.h"
 #include "train/trainer/classification_trainer.h"
@@ -18,6 +19,7 @@
 
 using namespace qkv;
 using namespace qkv::train;
+using qkv::train::test::loss_curve;
 using qkv::train::test::message_has;
 using qkv::train::test::ScratchDir;
 namespace fs = std::filesystem;
@@ -27,32 +29,6 @@ namespace {
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-Config tiny_order_config(const std::string& out, int64_t steps) {
-  Config c;
-  c.task = "order";
-  c.train_size = 400, c.valid_size = 50, c.test_size = 50;
-  c.min_length = 8, c.max_length = 16;
-  c.d_model = 32, c.heads = 2, c.layers = 2, c.ff_dim = 64, c.dropout = 0.0;
-  c.batch_size = 32, c.steps = steps, c.eval_every = 10, c.log_every = 1;
-  // constant after warm-up: a run of 20 steps and one of 30 share their first 20 learning rates
-  c.lr = 3e-3, c.warmup = 5, c.schedule = "constant";
-  c.threads = 1;  // bitwise-reproducible curves
-  c.pictures = false;
-  c.out = out;
-  return c;
-}
-
-std::vector<std::pair<int64_t, double>> loss_curve(const std::string& run) {
-  std::vector<std::pair<int64_t, double>> curve;
-  std::ifstream in(run + "/metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) curve.emplace_back(j["step"].get<int64_t>(), j["loss"].get<double>());
-  }
-  return curve;
 }
 
 double mean_loss(const std::vector<std::pair<int64_t, double>>& curve, size_t from, size_t to) {
@@ -97,7 +73,7 @@ BOOST_AUTO_TEST_SUITE(classification_trainer)
 BOOST_AUTO_TEST_CASE(order_task_loss_falls_and_the_run_folder_is_complete) {
   ScratchDir dir("cls_order");
   std::string run = dir.file("run");
-  Config c = tiny_order_config(run, 40);
+  Config c = test::tiny_order_curve(run, 40);
   c.pictures = true;
   TrainResult r = train_classification(c);
   BOOST_CHECK_EQUAL(r.steps, 40);
@@ -123,9 +99,9 @@ BOOST_AUTO_TEST_CASE(order_task_loss_falls_and_the_run_folder_is_complete) {
 BOOST_AUTO_TEST_CASE(a_resumed_run_continues_the_same_curve) {
   ScratchDir dir("cls_resume");
   std::string whole = dir.file("whole"), split = dir.file("split");
-  train_classification(tiny_order_config(whole, 30));
-  train_classification(tiny_order_config(split, 20));
-  train_classification(tiny_order_config(split, 30), /*resume=*/true);
+  train_classification(test::tiny_order_curve(whole, 30));
+  train_classification(test::tiny_order_curve(split, 20));
+  train_classification(test::tiny_order_curve(split, 30), /*resume=*/true);
   auto a = loss_curve(whole), b = loss_curve(split);
   BOOST_REQUIRE_EQUAL(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
@@ -139,7 +115,7 @@ BOOST_AUTO_TEST_CASE(images_train_a_cnn_with_cbam_and_a_vit) {
   ScratchDir dir("cls_images");
   write_images(dir.path.string(), "train", 240, 1);
   write_images(dir.path.string(), "t10k", 40, 2);
-  Config c = tiny_order_config(dir.file("cnn"), 80);
+  Config c = test::tiny_order_curve(dir.file("cnn"), 80);
   c.task = "fashion-mnist", c.data = dir.path.string();
   c.train_size = 200, c.valid_size = 40, c.test_size = 40;
   c.channels = "4,8", c.attention = "cbam", c.pictures = true;
@@ -175,21 +151,21 @@ BOOST_AUTO_TEST_CASE(images_train_a_cnn_with_cbam_and_a_vit) {
 
 BOOST_AUTO_TEST_CASE(translation_tasks_are_refused) {
   ScratchDir dir("cls_bad");
-  Config c = tiny_order_config(dir.file("run"), 5);
+  Config c = test::tiny_order_curve(dir.file("run"), 5);
   c.task = "dates";
   BOOST_CHECK_EXCEPTION(train_classification(c), qkv::Error, message_has("train translate"));
   c.task = "order";
-  // Resuming a folder that was never a run is refused before a folder is made (issue 19: 14).
+  // Resuming a folder that was never a run is refused before a folder is made.
   BOOST_CHECK_EXCEPTION(train_classification(c, /*resume=*/true), qkv::Error,
                         message_has("--resume", "is not a run folder"));
   BOOST_TEST(!fs::exists(c.out));
 }
 
-// Issue 19 (5): other heads fit the same tensors. A resume that changes them, and a model.json
+// Other heads fit the same tensors. A resume that changes them, and a model.json
 // edited to them, are refused; an allowed change is recorded in config.json.
 BOOST_AUTO_TEST_CASE(a_resume_or_model_json_with_other_heads_is_refused) {
   ScratchDir dir("cls_heads");
-  Config c = tiny_order_config(dir.file("run"), 4);
+  Config c = test::tiny_order_curve(dir.file("run"), 4);
   train_classification(c);
   Config other = c;
   other.heads = 4, other.steps = 6;

@@ -85,9 +85,9 @@ BOOST_AUTO_TEST_CASE(validation_names_the_key) {
   BOOST_CHECK_NO_THROW(validate_config(Config{}));
 }
 
-// Found while hardening the loaders (regression inputs in tests/fuzz/corpus/config/): nlohmann
-// reports 1e999 with out_of_range, not parse_error, so it escaped load_config as a foreign
-// exception; and get<int64_t>() wrapped 2^63 to a negative number, accepted silently.
+// nlohmann reports 1e999 with out_of_range, not parse_error, which must not escape load_config as
+// a foreign exception; and get<int64_t>() wraps 2^63 to a negative number, which must not pass
+// silently (regression inputs in tests/fuzz/corpus/config/ replay both).
 BOOST_AUTO_TEST_CASE(overflowing_numbers_are_rejected) {
   BOOST_CHECK_EXCEPTION(parse_config(R"({"lr": 1e999})", "run.json"), qkv::Error,
                         message_has("run.json", "not valid JSON", "number overflow"));
@@ -109,8 +109,8 @@ BOOST_AUTO_TEST_CASE(deeply_nested_value_gives_an_error_not_a_stack_overflow) {
                         message_has("deep.json", "'steps' must be an integer, got an array"));
 }
 
-// Issue 19 (13, 11, 8): each value here was accepted and then ignored, misread or crashed the run
-// (log_every 0 divided by zero; valid_size 0 scored an empty split as 0.0 for early stopping).
+// Each value here would otherwise be ignored, misread or crash the run (log_every 0 divides by
+// zero; valid_size 0 would score an empty split as 0.0 for early stopping), so it is refused.
 BOOST_AUTO_TEST_CASE(out_of_range_values_are_refused_by_flags_and_config_files_alike) {
   const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
       {"weight_decay", "-1", "[0, 100]"},
@@ -192,7 +192,7 @@ BOOST_AUTO_TEST_CASE(device_names_are_read_whole) {
   for (const char* good : {"cpu", "cuda", "cuda:0", "cuda:12"}) BOOST_TEST(is_device_name(good));
 }
 
-// Issue 19 (5): a resume may change schedule-like options only.
+// A resume may change schedule-like options only.
 BOOST_AUTO_TEST_CASE(resume_refuses_changes_to_the_model_data_and_batches) {
   Config saved;
   Config resumed = saved;

@@ -52,7 +52,7 @@ BOOST_AUTO_TEST_CASE(pairs_tsv) {
                         message_has("absent.tsv", "cannot open"));
 }
 
-// Issue 19 (10): each of these was read as some other data without a word.
+// Each of these could be read as some other data without a word: it is refused or mended.
 BOOST_AUTO_TEST_CASE(tsv_files_that_would_be_misread_are_refused_or_mended) {
   // A byte-order mark is dropped, not made part of the first source (and so a token).
   auto pairs = parse_pairs_tsv(
@@ -181,9 +181,8 @@ static long peak_rss_mib() {
   return usage.ru_maxrss / 1024;
 }
 
-// Found in review while hardening the loaders (regression input in tests/fuzz/corpus/idx/): a
-// 15-byte file whose header promises 32768 x 65536 bytes made the reader allocate (and zero)
-// 2 GiB before finding the data missing.
+// A 15-byte file whose header promises 32768 x 65536 bytes must fail before the reader allocates
+// (and zeroes) 2 GiB (a regression input in tests/fuzz/corpus/idx/ replays it).
 BOOST_AUTO_TEST_CASE(idx_header_promising_gigabytes_fails_without_allocating_them) {
   std::string header = {0, 0, 8, 2, 0, 0, char(0x80), 0, 0, 1, 0, 0};  // [32768, 65536]
   const long before = peak_rss_mib();

@@ -15,25 +15,16 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/train/helpers.h"
+#include "tests/train/tiny_runs.h"
 #include "train/trainer/classification_trainer.h"
 #include "train/trainer/translation_trainer.h"
 
 using namespace qkv;
 using namespace qkv::train;
+using qkv::train::test::losses;
 using qkv::train::test::ScratchDir;
 
 namespace {
-
-std::vector<double> losses(const std::string& run) {
-  std::vector<double> curve;
-  std::ifstream in(run + "/metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) curve.push_back(j["loss"].get<double>());
-  }
-  return curve;
-}
 
 Config short_run(const std::string& task, const std::string& out, int64_t threads) {
   Config c;

@@ -1,6 +1,5 @@
 // model.json and trainer_state.json of a run folder: what a damaged or hand-edited file gets.
-// The cases come from a review while hardening the loaders and from fuzz_run_dir; each has a
-// regression input in tests/fuzz/corpus/run_dir/ that the fuzz target replays.
+// Each case has a regression input in tests/fuzz/corpus/run_dir/ that the fuzz target replays.
 #include <boost/test/unit_test.hpp>
 #include <nlohmann/json.hpp>
 

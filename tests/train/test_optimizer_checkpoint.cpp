@@ -7,40 +7,23 @@
 #include <nlohmann/json.hpp>
 
 #include "nn/safetensors.h"
+#include "tests/train/tiny_runs.h"
 #include "train/trainer/training_common.h"
 #include "train/trainer/translation_trainer.h"
 #include "train/trainer/translator.h"
 
 using namespace qkv;
 using namespace qkv::train;
+using qkv::train::test::losses;
 namespace fs = std::filesystem;
 
 namespace {
 
+// The trainer tests' copy run, its weight decay on so that the groups differ.
 Config tiny_copy_config(const std::string& out, int64_t steps) {
-  Config c;
-  c.task = "copy";
-  c.train_size = 400, c.valid_size = 20, c.test_size = 20;
-  c.min_length = 3, c.max_length = 5;
-  c.d_model = 32, c.heads = 2, c.layers = 1, c.ff_dim = 64, c.dropout = 0.1;
-  c.batch_size = 32, c.steps = steps, c.eval_every = 10, c.log_every = 1;
-  c.lr = 3e-3, c.warmup = 5, c.schedule = "constant";
+  Config c = test::tiny_copy_curve(out, steps);
   c.weight_decay = 0.05;
-  c.threads = 1;  // bitwise-reproducible curves
-  c.pictures = false;
-  c.out = out;
   return c;
-}
-
-std::vector<double> losses(const std::string& run) {
-  std::vector<double> out;
-  std::ifstream in(run + "/metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) out.push_back(j["loss"].get<double>());
-  }
-  return out;
 }
 
 std::string temp_run(const std::string& name) {

@@ -17,6 +17,7 @@
 
 #include "engine/error.h"
 #include "tests/train/helpers.h"
+#include "tests/train/tiny_runs.h"
 #include "train/atomic_file.h"
 #include "train/checkpoint_dir.h"
 #include "train/run_dir.h"
@@ -33,15 +34,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The shared tiny copy run, evaluated (and checkpointed) every two steps.
 Config tiny_copy(const std::string& out, int64_t steps) {
-  Config c;
-  c.task = "copy";
-  c.train_size = 200, c.valid_size = 10, c.test_size = 10;
-  c.min_length = 3, c.max_length = 5;
-  c.d_model = 16, c.heads = 2, c.layers = 1, c.ff_dim = 32;
-  c.batch_size = 16, c.steps = steps, c.eval_every = 2, c.log_every = 1;
-  c.threads = 1, c.pictures = false;
-  c.out = out;
+  Config c = test::tiny_copy(out, steps);
+  c.eval_every = 2;
   return c;
 }
 

@@ -73,7 +73,7 @@ BOOST_AUTO_TEST_CASE(corrupt_files_are_clear_errors) {
   BOOST_CHECK_EXCEPTION(
       Vocab::load(write(R"({"tokenizer": "bpe", "tokens": ["<pad>", "<s>", "</s>", "<unk>"]})")),
       qkv::Error, message_has("unknown tokenizer 'bpe'"));
-  // Issue 19 (9): tokens its tokenizer could never produce, as when "tokenizer" was switched.
+  // Tokens its tokenizer could never produce, as when "tokenizer" is switched by hand.
   const std::string specials = R"("<pad>", "<s>", "</s>", "<unk>")";
   BOOST_CHECK_EXCEPTION(
       Vocab::load(write(R"({"tokenizer": "char", "tokens": [)" + specials + R"(, "a", "bc"]})")),
@@ -89,8 +89,8 @@ BOOST_AUTO_TEST_CASE(corrupt_files_are_clear_errors) {
                         specials + "]}")),
       qkv::Error, message_has("v.json", "key 'tokenizer' appears twice"));
   // What the tokenizers produce loads: "\xc3\xa9" (e acute) is one character, and so is a space.
-  const Vocab c = Vocab::load(write(R"({"tokenizer": "char", "tokens": [)" + specials +
-                                    ", \"\xc3\xa9\", \" \"]}"));
+  const Vocab c = Vocab::load(
+      write(R"({"tokenizer": "char", "tokens": [)" + specials + ", \"\xc3\xa9\", \" \"]}"));
   BOOST_TEST(c.encode("\xc3\xa9 ") == (std::vector<int64_t>{4, 5}));
   const Vocab w =
       Vocab::load(write(R"({"tokenizer": "whitespace", "tokens": [)" + specials + R"(, "ab"]})"));

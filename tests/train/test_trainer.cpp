@@ -8,42 +8,17 @@
 #include "engine/error.h"
 #include "engine/parallel.h"
 #include "nn/safetensors.h"
+#include "tests/train/tiny_runs.h"
 #include "train/atomic_file.h"
 #include "train/trainer/translation_trainer.h"
 #include "train/trainer/translator.h"
 
 using namespace qkv;
 using namespace qkv::train;
+using qkv::train::test::loss_curve;
 namespace fs = std::filesystem;
 
 namespace {
-
-Config tiny_copy_config(const std::string& out, int64_t steps) {
-  Config c;
-  c.task = "copy";
-  c.train_size = 400, c.valid_size = 20, c.test_size = 20;
-  c.min_length = 3, c.max_length = 5;
-  c.d_model = 32, c.heads = 2, c.layers = 1, c.ff_dim = 64, c.dropout = 0.1;
-  c.batch_size = 32, c.steps = steps, c.eval_every = 10, c.log_every = 1;
-  // constant after warm-up: a run of 20 steps and one of 30 share their first 20 learning rates
-  c.lr = 3e-3, c.warmup = 5, c.schedule = "constant";
-  c.threads = 1;  // bitwise-reproducible curves
-  c.pictures = false;
-  c.out = out;
-  return c;
-}
-
-// (step, loss) of every training log line in a metrics.jsonl.
-std::vector<std::pair<int64_t, double>> loss_curve(const std::string& run) {
-  std::vector<std::pair<int64_t, double>> curve;
-  std::ifstream in(run + "/metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) curve.emplace_back(j["step"].get<int64_t>(), j["loss"].get<double>());
-  }
-  return curve;
-}
 
 std::string temp_run(const std::string& name) {
   std::string path = (fs::temp_directory_path() / ("qkv_trainer_test_" + name)).string();
@@ -57,7 +32,7 @@ BOOST_AUTO_TEST_SUITE(trainer)
 
 BOOST_AUTO_TEST_CASE(loss_falls_and_the_run_folder_is_complete) {
   std::string run = temp_run("basic");
-  TrainResult r = train_translation(tiny_copy_config(run, 40));
+  TrainResult r = train_translation(test::tiny_copy_curve(run, 40));
   BOOST_CHECK_EQUAL(r.steps, 40);
   auto curve = loss_curve(run);
   BOOST_REQUIRE_GE(curve.size(), 40u);
@@ -80,7 +55,7 @@ BOOST_AUTO_TEST_CASE(bf16_precision_tracks_the_float32_curve_and_keeps_float32_w
   // steps (bfloat16 keeps 8 significant bits; the largest gap measured was 0.0024, at losses
   // near 2), and the run must learn as well.
   std::string run32 = temp_run("fp32"), run16 = temp_run("bf16");
-  Config c = tiny_copy_config(run32, 40);
+  Config c = test::tiny_copy_curve(run32, 40);
   c.dropout = 0;
   train_translation(c);
   c.out = run16;
@@ -107,11 +82,11 @@ BOOST_AUTO_TEST_CASE(bf16_precision_tracks_the_float32_curve_and_keeps_float32_w
 
 BOOST_AUTO_TEST_CASE(a_resumed_run_continues_the_same_curve) {
   std::string whole = temp_run("whole"), split = temp_run("split");
-  train_translation(tiny_copy_config(whole, 30));
+  train_translation(test::tiny_copy_curve(whole, 30));
   // the same run stopped at step 20 (its last checkpoint), then resumed to 30
-  train_translation(tiny_copy_config(split, 20));
+  train_translation(test::tiny_copy_curve(split, 20));
   BOOST_REQUIRE_EQUAL(loss_curve(split).size(), 20u);
-  train_translation(tiny_copy_config(split, 30), /*resume=*/true);
+  train_translation(test::tiny_copy_curve(split, 30), /*resume=*/true);
   auto a = loss_curve(whole), b = loss_curve(split);
   BOOST_REQUIRE_EQUAL(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
@@ -124,7 +99,7 @@ BOOST_AUTO_TEST_CASE(a_resumed_run_continues_the_same_curve) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_options_give_clear_errors) {
-  Config c = tiny_copy_config(temp_run("bad"), 5);
+  Config c = test::tiny_copy_curve(temp_run("bad"), 5);
   c.task = "datez";
   try {
     train_translation(c);
@@ -132,7 +107,7 @@ BOOST_AUTO_TEST_CASE(bad_options_give_clear_errors) {
   } catch (const qkv::Error& e) {
     BOOST_CHECK(std::string(e.what()).find("dates") != std::string::npos);
   }
-  Config r = tiny_copy_config(temp_run("noresume"), 5);
+  Config r = test::tiny_copy_curve(temp_run("noresume"), 5);
   BOOST_CHECK_THROW(train_translation(r, /*resume=*/true), qkv::Error);
 }
 
@@ -141,7 +116,7 @@ BOOST_AUTO_TEST_CASE(bad_options_give_clear_errors) {
 // The counter is checkpointed. A target_metric the trainer does not measure is refused up front.
 BOOST_AUTO_TEST_CASE(patience_stops_a_run_that_no_longer_improves) {
   std::string run = temp_run("patience");
-  Config c = tiny_copy_config(run, 100);
+  Config c = test::tiny_copy_curve(run, 100);
   c.lr = 1e-12, c.patience = 1, c.target_metric = "token_accuracy";
   TrainResult r = train_translation(c);
   BOOST_CHECK_EQUAL(r.steps, 2 * c.eval_every);

@@ -87,7 +87,7 @@ BOOST_AUTO_TEST_CASE(non_ascii_text_tokenizes_by_character_and_its_vocab_saves) 
               std::vector<std::string>{"n", "é", " ", "日"}));
   ScratchDir dir("utf8_vocab");
   Vocab v = Vocab::build({"café crème", "日本語"}, TokenizerKind::character);
-  v.save(dir.file("vocab.json"));  // threw a JSON library error when "é" was split into bytes
+  v.save(dir.file("vocab.json"));  // "é" stays one token, or the JSON library would throw
   Vocab w = Vocab::load(dir.file("vocab.json"));
   BOOST_TEST(w.size() == v.size());
   BOOST_TEST(w.decode(w.encode("crème 日本")) == "crème 日本");

@@ -1,4 +1,4 @@
-// Numbers that say whether attention is healthy, per layer: the seeds' "DebugAttention".
+// Numbers that say whether attention is healthy, per layer (`--trace`, docs/TRAINING.md).
 //
 // From one batch's recorded attention (models/attention_maps.h): the shapes of Q, K and V; the
 // range of the raw scores q.k and of the scaled ones q.k / sqrt(d) (too large a range saturates

@@ -113,7 +113,7 @@ void check_positional(const std::string& p, int64_t d_model, int64_t heads,
                       const std::string& source) {
   check_one_of(p, {kPositional[0], kPositional[1], kPositional[2], kPositional[3], kPositional[4]},
                "positional", source);
-  // RoPE rotates pairs of features in each head (found by fuzz_run_dir: the constructor threw).
+  // RoPE rotates pairs of features in each head, so the constructor needs an even head size.
   if (p == "rope" && (d_model / heads) % 2 != 0)
     throw Error(source + ": \"positional\" rope needs an even head size, but d_model " +
                 std::to_string(d_model) + " / num_heads " + std::to_string(heads) + " = " +
