@@ -52,7 +52,10 @@ void fill_random(const Tensor& out, Distribution dist, uint64_t seed, uint64_t o
 
 template <typename T>
 struct AdamParams {
-  T beta1, beta2, step_size, weight_decay, rsqrt_bias2, eps, decay;
+  // one_minus_beta*: 1 - beta computed in double, as PyTorch passes it (in float32,
+  // 1 - 0.999f is 9.99987e-4: every second moment 1.3e-5 off)
+  T beta1, beta2, one_minus_beta1, one_minus_beta2, step_size, weight_decay, rsqrt_bias2, eps,
+      decay;
   bool decoupled;
 };
 
@@ -64,8 +67,8 @@ __global__ void adam_kernel(int64_t n, T* p, const T* g, T* m, T* v, AdamParams<
       p[i] *= a.decay;
     else
       gi += a.weight_decay * p[i];
-    const T mi = a.beta1 * m[i] + (T(1) - a.beta1) * gi;
-    const T vi = a.beta2 * v[i] + (T(1) - a.beta2) * gi * gi;
+    const T mi = a.beta1 * m[i] + a.one_minus_beta1 * gi;
+    const T vi = a.beta2 * v[i] + a.one_minus_beta2 * gi * gi;
     m[i] = mi, v[i] = vi;
     p[i] -= a.step_size * mi / (std::sqrt(vi) * a.rsqrt_bias2 + a.eps);
   }
@@ -99,6 +102,8 @@ void CudaBackend::adam_step(const Tensor& param, const Tensor& grad, const Tenso
   QKV_DISPATCH_FLOAT(param.dtype(), "adam_step", [&] {
     AdamParams<T> a{T(beta1),
                     T(beta2),
+                    T(1 - beta1),
+                    T(1 - beta2),
                     T(lr / bias1),
                     T(weight_decay),
                     T(1 / std::sqrt(bias2)),

@@ -98,7 +98,10 @@ void CpuBackend::adam_step(const Tensor& param, const Tensor& grad, const Tensor
     const T* g = grad.data<T>();
     T* m = exp_avg.data<T>();
     T* v = exp_avg_sq.data<T>();
-    const T b1 = T(beta1), b2 = T(beta2), step_size = T(lr / bias1), wd = T(weight_decay);
+    // 1 - beta in double, as PyTorch passes it: in float32, 1 - 0.999f is 9.99987e-4:
+    // every second moment 1.3e-5 off.
+    const T b1 = T(beta1), b2 = T(beta2), omb1 = T(1 - beta1), omb2 = T(1 - beta2);
+    const T step_size = T(lr / bias1), wd = T(weight_decay);
     const T rb2 = T(1 / std::sqrt(bias2)), e = T(eps), decay = T(1 - lr * weight_decay);
     parallel_for(0, param.numel(), 16384, [&](int64_t b, int64_t end) {
       for (int64_t i = b; i < end; ++i) {
@@ -107,8 +110,8 @@ void CpuBackend::adam_step(const Tensor& param, const Tensor& grad, const Tensor
           p[i] *= decay;
         else
           gi += wd * p[i];
-        m[i] = b1 * m[i] + (T(1) - b1) * gi;
-        v[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
+        m[i] = b1 * m[i] + omb1 * gi;
+        v[i] = b2 * v[i] + omb2 * gi * gi;
         p[i] -= step_size * m[i] / (std::sqrt(v[i]) * rb2 + e);
       }
     });

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "engine/error.h"
@@ -53,8 +54,10 @@ void layer_norm_case(Case& c) {
 }
 
 void embedding_case(Case& c) {
-  nn::Embedding m(c.integer("num_embeddings"), c.integer("embedding_dim"),
-                  c.integer("padding_idx", -1));
+  // No padding_idx in the metadata is PyTorch's None (a negative one counts from the end).
+  const std::optional<int64_t> padding_idx =
+      c.has_meta("padding_idx") ? std::optional<int64_t>(c.integer("padding_idx")) : std::nullopt;
+  nn::Embedding m(c.integer("num_embeddings"), c.integer("embedding_dim"), padding_idx);
   c.load(m);
   c.output("y", m.forward(c.input("ids")));
   c.backward();
