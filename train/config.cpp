@@ -8,6 +8,7 @@
 #include "engine/error.h"
 #include "nn/unique_keys_json.h"
 #include "train/atomic_file.h"
+#include "train/tasks/task_table.h"
 #include "train/utf8.h"
 
 namespace qkv::train {
@@ -48,7 +49,7 @@ std::string Range::describe(bool integer) const {
 const std::vector<ConfigField>& config_fields() {
   using C = Config;
   static const std::vector<ConfigField> fields = {
-      {"task", &C::task, {}, "toy task or data kind"},
+      {"task", &C::task, all_task_names(), "toy task or data kind"},
       {"data",
        &C::data,
        {},
@@ -156,30 +157,10 @@ const std::vector<ConfigField>& config_fields() {
   return fields;
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  // One row of the dynamic-programming table at a time.
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
 std::string closest_config_key(const std::string& key) {
-  std::string best;
-  size_t best_distance = SIZE_MAX;
-  for (const auto& f : config_fields()) {
-    size_t d = edit_distance(key, f.key);
-    if (d < best_distance) best = f.key, best_distance = d;
-  }
-  return best;
+  std::vector<std::string> keys;
+  for (const auto& f : config_fields()) keys.push_back(f.key);
+  return closest_name(key, keys);
 }
 
 namespace {
@@ -207,7 +188,8 @@ void check_range(const ConfigField& f, double value, bool integer, const std::st
 }
 
 void set_field(Config& c, const ConfigField& f, const json& v, const std::string& source) {
-  const std::string where = source + ": key '" + f.key + "'";
+  // A flag ("--steps") names itself; a file or other source names the key in it.
+  const std::string where = source.rfind("--", 0) == 0 ? source : source + ": key '" + f.key + "'";
   std::visit(
       [&](auto member) {
         using T = std::remove_reference_t<decltype(c.*member)>;
@@ -219,7 +201,8 @@ void set_field(Config& c, const ConfigField& f, const json& v, const std::string
             std::string valid;
             for (const auto& ch : f.choices)
               if (!ch.empty()) valid += (valid.empty() ? "" : ", ") + ch;
-            throw Error(where + " must be one of " + valid + ", got \"" + s + "\"");
+            throw Error(where + " must be one of " + valid + ", got \"" + s + "\"" +
+                        did_you_mean(s, f.choices));
           }
           c.*member = s;
         } else if constexpr (std::is_same_v<T, bool>) {

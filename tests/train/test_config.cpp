@@ -21,6 +21,28 @@ BOOST_AUTO_TEST_CASE(edit_distance_and_closest_key) {
   BOOST_TEST(closest_config_key("warmpu") == "warmup");
 }
 
+BOOST_AUTO_TEST_CASE(did_you_mean_only_for_near_names) {
+  const std::vector<std::string> flags = {"--steps", "--seed", "--lr"};
+  BOOST_TEST(did_you_mean("--stpes", flags) == " (did you mean '--steps'?)");
+  BOOST_TEST(did_you_mean("--sed", flags) == " (did you mean '--seed'?)");
+  // more than half of the name would change: no suggestion
+  BOOST_TEST(did_you_mean("--frobnicate", flags) == "");
+  BOOST_TEST(did_you_mean("x", {}) == "");
+  BOOST_TEST(closest_name("trian", {"translate", "train", "eval"}) == "train");
+}
+
+BOOST_AUTO_TEST_CASE(a_choice_suggests_the_closest_and_a_flag_names_itself) {
+  Config c;
+  BOOST_CHECK_EXCEPTION(set_config_value(c, "schedule", "cosin", "run.json"), qkv::Error,
+                        message_has("run.json: key 'schedule' must be one of",
+                                    "(did you mean 'cosine'?)"));
+  BOOST_CHECK_EXCEPTION(set_config_value(c, "steps", "abc", "--steps"), qkv::Error,
+                        [](const qkv::Error& e) {
+                          return std::string(e.what()) ==
+                                 "--steps must be an integer, got string \"abc\"";
+                        });
+}
+
 BOOST_AUTO_TEST_CASE(load_sets_keys_and_keeps_defaults) {
   ScratchDir dir("config");
   write_file_atomic(
