@@ -6,9 +6,12 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "nn/positional_names.h"
 #include "nn/unique_keys_json.h"
 #include "train/atomic_file.h"
 #include "train/tasks/task_table.h"
+#include "train/tokenizer.h"
+#include "train/trainer/run_choices.h"
 #include "train/utf8.h"
 
 namespace qkv::train {
@@ -27,6 +30,11 @@ Range positive() { return {0, std::numeric_limits<double>::infinity(), true, tru
 constexpr double kCount = 1e9;     // steps, intervals, patience
 constexpr double kExamples = 1e8;  // split sizes
 constexpr auto kMayChange = OnResume::may_change;
+
+// "" (the task's natural tokenizers) or the name of a TokenizerKind.
+std::vector<std::string> tokenizer_choices() {
+  return {"", to_string(TokenizerKind::character), to_string(TokenizerKind::whitespace)};
+}
 
 }  // namespace
 
@@ -54,7 +62,7 @@ const std::vector<ConfigField>& config_fields() {
        &C::data,
        {},
        "path of the TSV file for pairs / classify, or the IDX folder for fashion-mnist"},
-      {"tokenizer", &C::tokenizer, {"", "char", "whitespace"}, "how text becomes tokens"},
+      {"tokenizer", &C::tokenizer, tokenizer_choices(), "how text becomes tokens"},
       {"min_frequency", &C::min_frequency, {}, "rarer tokens become <unk>", closed(1, kCount)},
       {"train_size", &C::train_size, {}, "training examples", closed(1, kExamples)},
       {"valid_size", &C::valid_size, {}, "validation examples", closed(1, kExamples)},
@@ -71,16 +79,13 @@ const std::vector<ConfigField>& config_fields() {
       {"layers", &C::layers, {}, "encoder and decoder layers", closed(1, 256)},
       {"ff_dim", &C::ff_dim, {}, "feed-forward hidden width", closed(1, 1 << 20)},
       {"dropout", &C::dropout, {}, "dropout probability", below(0, 1)},
-      {"positional",
-       &C::positional,
-       {"sinusoidal", "learned", "relative", "rope", "alibi"},
-       "positional encoding"},
+      {"positional", &C::positional, nn::positional_encoding_names(), "positional encoding"},
       {"model", &C::model, {"cnn", "vit"}, "image classifier"},
       {"attention", &C::attention, {"none", "se", "cbam"}, "attention in the CNN's blocks"},
       {"channels", &C::channels, {}, "CNN widths, one residual block each, e.g. 16,32"},
       {"patch_size", &C::patch_size, {}, "ViT patch size (divides the image size)", closed(1, 28)},
       {"pooling", &C::pooling, {"cls", "mean"}, "text classifier: [CLS] state or mean of states"},
-      {"optimizer", &C::optimizer, {"adamw", "sgd"}, "optimizer"},
+      {"optimizer", &C::optimizer, optimizer_names(), "optimizer"},
       {"batch_size", &C::batch_size, {}, "examples per step", closed(1, 1 << 20)},
       {"steps", &C::steps, {}, "optimizer steps", closed(1, kCount), kMayChange},
       {"lr", &C::lr, {}, "peak learning rate", positive(), kMayChange},
@@ -88,12 +93,7 @@ const std::vector<ConfigField>& config_fields() {
       {"beta1", &C::beta1, {}, "Adam beta1", below(0, 1), kMayChange},
       {"beta2", &C::beta2, {}, "Adam beta2", below(0, 1), kMayChange},
       {"warmup", &C::warmup, {}, "linear warm-up steps", closed(0, kCount), kMayChange},
-      {"schedule",
-       &C::schedule,
-       {"constant", "linear", "cosine", "noam"},
-       "lr schedule (after warmup)",
-       {},
-       kMayChange},
+      {"schedule", &C::schedule, schedule_names(), "lr schedule (after warmup)", {}, kMayChange},
       {"clip", &C::clip, {}, "max gradient norm (0 = off)", closed(0, 1e9), kMayChange},
       {"label_smoothing",
        &C::label_smoothing,
@@ -137,7 +137,7 @@ const std::vector<ConfigField>& config_fields() {
       {"seed", &C::seed, {}, "seed of data, initialization and dropout", closed(0, 1.8e19)},
       {"threads", &C::threads, {}, "CPU threads (0 = all)", closed(0, 1024), kMayChange},
       {"device", &C::device, {}, "cpu, cuda or cuda:N", {}, kMayChange},
-      {"precision", &C::precision, {"fp32", "bf16"}, "compute precision", {}, kMayChange},
+      {"precision", &C::precision, precision_names(), "compute precision", {}, kMayChange},
       {"out", &C::out, {}, "run folder", {}, kMayChange},
       {"pictures", &C::pictures, {}, "draw attention maps and curves", {}, kMayChange},
       {"trace",

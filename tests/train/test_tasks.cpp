@@ -2,12 +2,12 @@
 #include <set>
 
 #include "engine/error.h"
+#include "train/config.h"
+#include "train/dataset.h"
 #include "train/tasks/calendar.h"
 #include "train/tasks/numbers.h"
 #include "train/tasks/task.h"
 #include "train/tasks/task_table.h"
-#include "train/config.h"
-#include "train/dataset.h"
 
 using namespace qkv::train;
 
@@ -115,8 +115,9 @@ BOOST_AUTO_TEST_CASE(the_task_table_is_the_only_list) {
   // subcommands' lists (which split it by kind) and the generated tasks.
   const std::vector<std::string> names = all_task_names();
   BOOST_TEST(names.size() == task_table().size());
-  const ConfigField& task_field = *std::find_if(config_fields().begin(), config_fields().end(),
-                                                [](const ConfigField& f) { return f.key == "task"; });
+  const ConfigField& task_field =
+      *std::find_if(config_fields().begin(), config_fields().end(),
+                    [](const ConfigField& f) { return f.key == "task"; });
   BOOST_TEST(task_field.choices == names, boost::test_tools::per_element());
   std::vector<std::string> both = translation_task_names();
   for (const auto& n : classification_task_names()) both.push_back(n);
@@ -133,8 +134,6 @@ BOOST_AUTO_TEST_CASE(the_task_table_is_the_only_list) {
   BOOST_CHECK_THROW(task_kind("transliterate"), qkv::Error);
   BOOST_CHECK_THROW(generate_task("transliterate", 1, 1), qkv::Error);
   Config c;
-  c.task = "transliterate";
-  BOOST_CHECK_THROW(validate_config(c), qkv::Error);
   BOOST_CHECK_THROW(set_config_value(c, "task", "transliterate"), qkv::Error);
 }
 
@@ -182,7 +181,8 @@ BOOST_AUTO_TEST_CASE(unknown_task_lists_valid_ones) {
   BOOST_CHECK_EXCEPTION(generate_task("dats", 1, 1), qkv::Error, [](const qkv::Error& e) {
     std::string m = e.what();
     return m.find("'dats'") != std::string::npos &&
-           m.find("copy, dates, numbers, reverse, sort") != std::string::npos;
+           m.find("(did you mean 'dates'?; valid: copy, reverse, sort, dates, numbers, pairs") !=
+               std::string::npos;
   });
 }
 

@@ -6,6 +6,7 @@
 #include "train/bench/fma_peak.h"
 #include "train/bench/gemm_bench.h"
 #include "train/commands/commands.h"
+#include "train/trainer/run_choices.h"
 
 namespace qkv::cli {
 
@@ -108,7 +109,7 @@ Runner eval(CLI::App& app) {
   add_device_option(app, o->device, "cpu, cuda or cuda:N");
   app.add_option("--precision", o->precision, "products in fp32 or bf16 (mixed precision)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+      ->check(CLI::IsMember(train::precision_names()));
   return [o](const GlobalOptions&) { return eval_command(*o); };
 }
 
