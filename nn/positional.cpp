@@ -5,16 +5,22 @@
 
 #include "engine/error.h"
 #include "nn/init.h"
+#include "nn/positional_names.h"
 
 namespace qkv::nn {
+
+const std::vector<std::string>& positional_encoding_names() {
+  static const std::vector<std::string> names = {"sinusoidal", "learned", "relative", "rope",
+                                                 "alibi"};
+  return names;
+}
 
 namespace {
 
 void check_kind(const std::string& kind) {
-  QKV_CHECK(kind == "sinusoidal" || kind == "learned" || kind == "relative" || kind == "rope" ||
-                kind == "alibi",
-            "positional", "unknown encoding '", kind,
-            "' (sinusoidal, learned, relative, rope, alibi)");
+  const auto& names = positional_encoding_names();
+  QKV_CHECK(std::find(names.begin(), names.end(), kind) != names.end(), "positional",
+            "unknown encoding '", kind, "' (sinusoidal, learned, relative, rope, alibi)");
 }
 
 void check_input(const Tensor& x, int64_t d, const char* op) {

@@ -6,8 +6,12 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "nn/positional_names.h"
 #include "nn/unique_keys_json.h"
 #include "train/atomic_file.h"
+#include "train/tasks/task_table.h"
+#include "train/tokenizer.h"
+#include "train/trainer/run_choices.h"
 #include "train/utf8.h"
 
 namespace qkv::train {
@@ -26,6 +30,11 @@ Range positive() { return {0, std::numeric_limits<double>::infinity(), true, tru
 constexpr double kCount = 1e9;     // steps, intervals, patience
 constexpr double kExamples = 1e8;  // split sizes
 constexpr auto kMayChange = OnResume::may_change;
+
+// "" (the task's natural tokenizers) or the name of a TokenizerKind.
+std::vector<std::string> tokenizer_choices() {
+  return {"", to_string(TokenizerKind::character), to_string(TokenizerKind::whitespace)};
+}
 
 }  // namespace
 
@@ -48,12 +57,12 @@ std::string Range::describe(bool integer) const {
 const std::vector<ConfigField>& config_fields() {
   using C = Config;
   static const std::vector<ConfigField> fields = {
-      {"task", &C::task, {}, "toy task or data kind"},
+      {"task", &C::task, all_task_names(), "toy task or data kind"},
       {"data",
        &C::data,
        {},
        "path of the TSV file for pairs / classify, or the IDX folder for fashion-mnist"},
-      {"tokenizer", &C::tokenizer, {"", "char", "whitespace"}, "how text becomes tokens"},
+      {"tokenizer", &C::tokenizer, tokenizer_choices(), "how text becomes tokens"},
       {"min_frequency", &C::min_frequency, {}, "rarer tokens become <unk>", closed(1, kCount)},
       {"train_size", &C::train_size, {}, "training examples", closed(1, kExamples)},
       {"valid_size", &C::valid_size, {}, "validation examples", closed(1, kExamples)},
@@ -70,16 +79,13 @@ const std::vector<ConfigField>& config_fields() {
       {"layers", &C::layers, {}, "encoder and decoder layers", closed(1, 256)},
       {"ff_dim", &C::ff_dim, {}, "feed-forward hidden width", closed(1, 1 << 20)},
       {"dropout", &C::dropout, {}, "dropout probability", below(0, 1)},
-      {"positional",
-       &C::positional,
-       {"sinusoidal", "learned", "relative", "rope", "alibi"},
-       "positional encoding"},
+      {"positional", &C::positional, nn::positional_encoding_names(), "positional encoding"},
       {"model", &C::model, {"cnn", "vit"}, "image classifier"},
       {"attention", &C::attention, {"none", "se", "cbam"}, "attention in the CNN's blocks"},
       {"channels", &C::channels, {}, "CNN widths, one residual block each, e.g. 16,32"},
       {"patch_size", &C::patch_size, {}, "ViT patch size (divides the image size)", closed(1, 28)},
       {"pooling", &C::pooling, {"cls", "mean"}, "text classifier: [CLS] state or mean of states"},
-      {"optimizer", &C::optimizer, {"adamw", "sgd"}, "optimizer"},
+      {"optimizer", &C::optimizer, optimizer_names(), "optimizer"},
       {"batch_size", &C::batch_size, {}, "examples per step", closed(1, 1 << 20)},
       {"steps", &C::steps, {}, "optimizer steps", closed(1, kCount), kMayChange},
       {"lr", &C::lr, {}, "peak learning rate", positive(), kMayChange},
@@ -87,12 +93,7 @@ const std::vector<ConfigField>& config_fields() {
       {"beta1", &C::beta1, {}, "Adam beta1", below(0, 1), kMayChange},
       {"beta2", &C::beta2, {}, "Adam beta2", below(0, 1), kMayChange},
       {"warmup", &C::warmup, {}, "linear warm-up steps", closed(0, kCount), kMayChange},
-      {"schedule",
-       &C::schedule,
-       {"constant", "linear", "cosine", "noam"},
-       "lr schedule (after warmup)",
-       {},
-       kMayChange},
+      {"schedule", &C::schedule, schedule_names(), "lr schedule (after warmup)", {}, kMayChange},
       {"clip", &C::clip, {}, "max gradient norm (0 = off)", closed(0, 1e9), kMayChange},
       {"label_smoothing",
        &C::label_smoothing,
@@ -148,7 +149,7 @@ const std::vector<ConfigField>& config_fields() {
       {"seed", &C::seed, {}, "seed of data, initialization and dropout", closed(0, 1.8e19)},
       {"threads", &C::threads, {}, "CPU threads (0 = all)", closed(0, 1024), kMayChange},
       {"device", &C::device, {}, "cpu, cuda or cuda:N", {}, kMayChange},
-      {"precision", &C::precision, {"fp32", "bf16"}, "compute precision", {}, kMayChange},
+      {"precision", &C::precision, precision_names(), "compute precision", {}, kMayChange},
       {"out", &C::out, {}, "run folder", {}, kMayChange},
       {"pictures", &C::pictures, {}, "draw attention maps and curves", {}, kMayChange},
       {"trace",
@@ -168,30 +169,10 @@ const std::vector<ConfigField>& config_fields() {
   return fields;
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  // One row of the dynamic-programming table at a time.
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
 std::string closest_config_key(const std::string& key) {
-  std::string best;
-  size_t best_distance = SIZE_MAX;
-  for (const auto& f : config_fields()) {
-    size_t d = edit_distance(key, f.key);
-    if (d < best_distance) best = f.key, best_distance = d;
-  }
-  return best;
+  std::vector<std::string> keys;
+  for (const auto& f : config_fields()) keys.push_back(f.key);
+  return closest_name(key, keys);
 }
 
 namespace {
@@ -219,7 +200,8 @@ void check_range(const ConfigField& f, double value, bool integer, const std::st
 }
 
 void set_field(Config& c, const ConfigField& f, const json& v, const std::string& source) {
-  const std::string where = source + ": key '" + f.key + "'";
+  // A flag ("--steps") names itself; a file or other source names the key in it.
+  const std::string where = source.rfind("--", 0) == 0 ? source : source + ": key '" + f.key + "'";
   std::visit(
       [&](auto member) {
         using T = std::remove_reference_t<decltype(c.*member)>;
@@ -231,7 +213,8 @@ void set_field(Config& c, const ConfigField& f, const json& v, const std::string
             std::string valid;
             for (const auto& ch : f.choices)
               if (!ch.empty()) valid += (valid.empty() ? "" : ", ") + ch;
-            throw Error(where + " must be one of " + valid + ", got \"" + s + "\"");
+            throw Error(where + " must be one of " + valid + ", got \"" + s + "\"" +
+                        did_you_mean(s, f.choices));
           }
           c.*member = s;
         } else if constexpr (std::is_same_v<T, bool>) {

@@ -14,6 +14,8 @@
 #include <variant>
 #include <vector>
 
+#include "train/did_you_mean.h"
+
 namespace qkv::train {
 
 // One option that `--resume` gave another value: the step the run had reached, the key, and the
@@ -142,8 +144,7 @@ void validate_config(const Config& config, const std::string& source = "config")
 // "cpu", "cuda" or "cuda:N" with N a number of at most four digits ("cuda:", "cuda:1x" are not).
 bool is_device_name(const std::string& name);
 
-// Levenshtein distance; and the valid key closest to `key` (for "did you mean").
-size_t edit_distance(const std::string& a, const std::string& b);
+// The valid key closest to `key` (for "did you mean"; edit_distance is in did_you_mean.h).
 std::string closest_config_key(const std::string& key);
 
 }  // namespace qkv::train

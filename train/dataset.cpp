@@ -9,24 +9,9 @@
 
 namespace qkv::train {
 
-TaskKind task_kind(const std::string& task) {
-  const auto& toys = task_names();
-  if (task == "pairs" || std::find(toys.begin(), toys.end(), task) != toys.end())
-    return TaskKind::translation;
-  if (task == "order" || task == "classify") return TaskKind::text_classification;
-  if (task == "fashion-mnist") return TaskKind::image_classification;
-  std::string valid;
-  for (const auto& n : toys) valid += n + ", ";
-  throw Error("--task: unknown task '" + task + "' (valid: " + valid +
-              "pairs, order, classify, fashion-mnist)");
-}
+TaskKind task_kind(const std::string& task) { return find_task(task).kind; }
 
-TokenizerChoice natural_tokenizers(const std::string& task) {
-  if (task == "numbers") return {TokenizerKind::character, TokenizerKind::whitespace};
-  if (task == "pairs" || task == "order" || task == "classify")
-    return {TokenizerKind::whitespace, TokenizerKind::whitespace};
-  return {TokenizerKind::character, TokenizerKind::character};
-}
+TokenizerChoice natural_tokenizers(const std::string& task) { return find_task(task).tokenizers; }
 
 TokenizerChoice run_tokenizers(const Config& c) {
   TokenizerChoice kinds = natural_tokenizers(c.task);
@@ -59,7 +44,7 @@ TranslationData prepare_translation_data(const Config& c) {
   if (task_kind(c.task) != TaskKind::translation)
     throw Error("--task: '" + c.task + "' is a classification task, not a translation task");
   TranslationData d;
-  if (c.task == "pairs") {
+  if (find_task(c.task).data == TaskData::tsv_file) {
     require_data_path(c);
     auto s =
         holdout_split(read_pairs_tsv(c.data), size_t(c.valid_size), size_t(c.test_size), c.seed);
@@ -86,7 +71,7 @@ ClassificationData prepare_classification_data(const Config& c) {
     throw Error("--task: '" + c.task + "' classifies images; load it with load_fashion_mnist");
   std::vector<TextExample> train, valid, test;
   ClassificationData d;
-  if (c.task == "order") {
+  if (find_task(c.task).data == TaskData::generated) {
     OrderTaskOptions options{.min_length = int(std::max<int64_t>(c.min_length, 6)),
                              .max_length = int(std::max(c.max_length, c.min_length))};
     auto s = make_order_task(size_t(c.train_size), size_t(c.valid_size), size_t(c.test_size),

@@ -11,15 +11,12 @@
 #include "train/batching.h"
 #include "train/config.h"
 #include "train/tasks/task.h"
+#include "train/tasks/task_table.h"
 #include "train/tokenizer.h"
 
 namespace qkv::train {
 
-// The tokenizers a task reads and writes with unless the config names one: characters for
-// strings of symbols and dates, words for English ("numbers" reads digits, writes words).
-struct TokenizerChoice {
-  TokenizerKind source, target;
-};
+// The tokenizers a task reads and writes with unless the config names one (its task_table() row).
 TokenizerChoice natural_tokenizers(const std::string& task);
 // The tokenizers a run uses: config.tokenizer for both sides when set, else the task's own.
 TokenizerChoice run_tokenizers(const Config& c);
@@ -43,8 +40,8 @@ struct ClassificationData {
 };
 ClassificationData prepare_classification_data(const Config& config);
 
-// What kind of model a task needs. Throws qkv::Error listing every valid task for an unknown one.
-enum class TaskKind { translation, text_classification, image_classification };
+// What kind of model a task needs (its task_table() row). Throws qkv::Error listing every valid
+// task for an unknown one.
 TaskKind task_kind(const std::string& task);
 
 }  // namespace qkv::train

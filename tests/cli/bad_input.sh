@@ -30,6 +30,17 @@ tiny="--task copy --train-size 100 --valid-size 8 --test-size 8 --min-length 3 -
       --d-model 16 --heads 2 --layers 1 --ff-dim 32 --batch-size 16 --max-len 16 --pictures false"
 
 # ---- options and configs
+check "mistyped flag: the closest one" 2 "unknown option --stpes \(did you mean '--steps'\?\)" \
+  "$qkv" train translate --stpes 100
+check "mistyped command: the closest one" 2 "unknown command 'trian' \(did you mean 'train'\?\)" \
+  "$qkv" trian
+check "mistyped subcommand: the closest one" 2 \
+  "unknown command 'clasify' \(did you mean 'classify'\?\)" "$qkv" train clasify
+check "classify: only classification tasks" 2 \
+  "--task: must be one of order, classify, fashion-mnist, got \"reverse\"" \
+  "$qkv" train classify --task reverse
+check "translate has no classifier-only flag" 2 "unknown option --pooling" \
+  "$qkv" train translate --pooling mean
 check "unknown flag exits 2" 2 "no-such-option" "$qkv" eval --run "$scratch" --no-such-option
 check "bench: second GPU" 1 "benchmarks run on cpu or cuda \(device 0\), got 'cuda:1'" \
   "$qkv" bench attention --device cuda:1
@@ -47,22 +58,23 @@ check "config: not JSON" 1 "broken.json: not valid JSON" \
   "$qkv" train translate --config "$scratch/broken.json" --out "$scratch/x"
 check "config: missing file" 1 "--config: cannot read .*nothere.json" \
   "$qkv" train translate --config "$scratch/nothere.json" --out "$scratch/x"
-check "flag: bad number" 1 "--steps: .*must be an integer" \
+check "flag: not an integer names the flag, exits 2" 2 \
+  "--steps: must be an integer, got string \"abc\"" \
   "$qkv" train translate --steps abc --out "$scratch/x"
 
 # Values that would otherwise be ignored, misread or fatal are refused
-check "flag: log-every 0 (not a SIGFPE)" 1 "--log_every: key 'log_every' must be in 1\.\.1000000000, got 0" \
+check "flag: log-every 0 (not a SIGFPE)" 2 "--log-every: must be in 1\.\.1000000000, got 0" \
   "$qkv" train translate --log-every 0 --out "$scratch/log0"
 printf '{"log_every": 0}' >"$scratch/log0.json"
 check "config: log_every 0" 1 "log0.json: key 'log_every' must be in 1\.\.1000000000" \
   "$qkv" train translate --config "$scratch/log0.json" --out "$scratch/log0"
-check "flag: empty validation split" 1 "'valid_size' must be in 1\.\.100000000, got 0" \
+check "flag: empty validation split" 2 "--valid-size: must be in 1\.\.100000000, got 0" \
   "$qkv" train translate --valid-size 0 --out "$scratch/valid0"
-check "flag: empty test split" 1 "'test_size' must be in 1\.\.100000000, got 0" \
+check "flag: empty test split" 2 "--test-size: must be in 1\.\.100000000, got 0" \
   "$qkv" train translate --test-size 0 --out "$scratch/test0"
-check "flag: beta1 1.0" 1 "'beta1' must be in \[0, 1\), got 1.0" \
+check "flag: beta1 1.0" 2 "--beta1: must be in \[0, 1\), got 1.0" \
   "$qkv" train translate --beta1 1.0 --out "$scratch/beta"
-check "flag: weight decay -1" 1 "'weight_decay' must be in \[0, 100\], got -1" \
+check "flag: weight decay -1" 2 "--weight-decay: must be in \[0, 100\], got -1" \
   "$qkv" train translate --weight-decay=-1 --out "$scratch/wd"
 printf '{"threads": 100000}' >"$scratch/threads.json"
 check "config: threads 100000" 1 "'threads' must be in 0\.\.1024, got 100000" \
@@ -88,7 +100,8 @@ check_absent() {
     echo "ok   $1"
   fi
 }
-check "failed start: unknown task" 1 "unknown task 'revrse'" \
+check "unknown task: only the command's tasks, the closest first" 2 \
+  "--task: must be one of copy, reverse, sort, dates, numbers, pairs, got \"revrse\" \(did you mean 'reverse'\?\)" \
   "$qkv" train translate --task revrse --out "$scratch/typo"
 check_absent "failed start: unknown task leaves no folder" "$scratch/typo"
 check "failed start: missing data" 1 "nothere.tsv: cannot open" \
@@ -134,6 +147,9 @@ if ! "$qkv" --threads 1 train translate $tiny --steps 2 --out "$run" >/dev/null 
   echo "FAIL could not train the run the remaining cases need"
   exit 1
 fi
+check "translate: warns of characters outside the vocabulary" 0 \
+  "warning: text 1 has 2 characters outside the vocabulary \('z', 'Q'\); they read as <unk>" \
+  "$qkv" translate --run "$run" "abzQ"
 check "translate: empty text" 1 "translate: text 1 is empty" "$qkv" translate --run "$run" ""
 check "translate: text over max_len" 1 "text 1 has 17 tokens, more than the model's max_len of 16" \
   "$qkv" translate --run "$run" "aaaaaaaaaaaaaaaaa"

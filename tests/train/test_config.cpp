@@ -5,8 +5,14 @@
 #include <tuple>
 
 #include "helpers.h"
+#include "nn/linear.h"
+#include "nn/optim.h"
+#include "nn/positional.h"
+#include "nn/positional_names.h"
 #include "train/atomic_file.h"
 #include "train/config.h"
+#include "train/trainer/run_choices.h"
+#include "train/trainer/training_common.h"
 
 using namespace qkv::train;
 using qkv::train::test::message_has;
@@ -19,6 +25,61 @@ BOOST_AUTO_TEST_CASE(edit_distance_and_closest_key) {
   BOOST_TEST(edit_distance("", "abc") == 3u);
   BOOST_TEST(closest_config_key("dmodel") == "d_model");
   BOOST_TEST(closest_config_key("warmpu") == "warmup");
+}
+
+const ConfigField& field_named(const std::string& key) {
+  return *std::find_if(config_fields().begin(), config_fields().end(),
+                       [&](const ConfigField& f) { return f.key == key; });
+}
+
+BOOST_AUTO_TEST_CASE(choices_come_from_the_layer_that_implements_them) {
+  BOOST_TEST(field_named("positional").choices == qkv::nn::positional_encoding_names(),
+             boost::test_tools::per_element());
+  BOOST_TEST(field_named("schedule").choices == schedule_names(), boost::test_tools::per_element());
+  BOOST_TEST(field_named("optimizer").choices == optimizer_names(),
+             boost::test_tools::per_element());
+  BOOST_TEST(field_named("precision").choices == precision_names(),
+             boost::test_tools::per_element());
+  // and each listed name is one the layer makes: an input-level encoding or an in-attention one
+  for (const std::string& kind : qkv::nn::positional_encoding_names())
+    BOOST_TEST((qkv::nn::make_positional_encoding(kind, 8, 16) != nullptr ||
+                qkv::nn::make_attention_position(kind, 2, 4) != nullptr),
+               kind);
+  Config c;
+  for (const std::string& name : schedule_names()) {
+    c.schedule = name;
+    BOOST_TEST(make_schedule(c).at(1) > 0.0, name);
+  }
+  qkv::nn::Linear model(2, 2);
+  c.optimizer = "sgd";
+  BOOST_TEST(dynamic_cast<qkv::nn::SGD*>(make_optimizer(c, model).get()) != nullptr);
+  c.optimizer = "adamw";
+  BOOST_TEST(dynamic_cast<qkv::nn::AdamW*>(make_optimizer(c, model).get()) != nullptr);
+  BOOST_TEST(optimizer_names().size() == 2u);  // the two above: a third needs its own case here
+  BOOST_TEST((compute_dtype("fp32") == qkv::DType::f32));
+  BOOST_TEST((compute_dtype("bf16") == qkv::DType::bf16));
+  BOOST_TEST(precision_names().size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(did_you_mean_only_for_near_names) {
+  const std::vector<std::string> flags = {"--steps", "--seed", "--lr"};
+  BOOST_TEST(did_you_mean("--stpes", flags) == " (did you mean '--steps'?)");
+  BOOST_TEST(did_you_mean("--sed", flags) == " (did you mean '--seed'?)");
+  // more than half of the name would change: no suggestion
+  BOOST_TEST(did_you_mean("--frobnicate", flags) == "");
+  BOOST_TEST(did_you_mean("x", {}) == "");
+  BOOST_TEST(closest_name("trian", {"translate", "train", "eval"}) == "train");
+}
+
+BOOST_AUTO_TEST_CASE(a_choice_suggests_the_closest_and_a_flag_names_itself) {
+  Config c;
+  BOOST_CHECK_EXCEPTION(
+      set_config_value(c, "schedule", "cosin", "run.json"), qkv::Error,
+      message_has("run.json: key 'schedule' must be one of", "(did you mean 'cosine'?)"));
+  BOOST_CHECK_EXCEPTION(
+      set_config_value(c, "steps", "abc", "--steps"), qkv::Error, [](const qkv::Error& e) {
+        return std::string(e.what()) == "--steps must be an integer, got string \"abc\"";
+      });
 }
 
 BOOST_AUTO_TEST_CASE(load_sets_keys_and_keeps_defaults) {
@@ -60,10 +121,13 @@ BOOST_AUTO_TEST_CASE(command_line_values_and_round_trip) {
   set_config_value(c, "steps", "500");
   set_config_value(c, "dropout", "0.25");
   set_config_value(c, "out", "runs/x");
-  set_config_value(c, "task", "123");
+  set_config_value(c, "task", "numbers");
   BOOST_TEST(c.steps == 500);
   BOOST_TEST(c.dropout == 0.25);
-  BOOST_TEST(c.task == "123");
+  BOOST_TEST(c.task == "numbers");
+  // a task is a row of the task table, not any text
+  BOOST_CHECK_EXCEPTION(set_config_value(c, "task", "123"), qkv::Error,
+                        message_has("key 'task' must be one of copy, reverse"));
   BOOST_CHECK_EXCEPTION(set_config_value(c, "step", "5"), qkv::Error,
                         message_has("did you mean 'steps'"));
   BOOST_CHECK_EXCEPTION(set_config_value(c, "seed", "-1"), qkv::Error, message_has("negative"));
@@ -131,9 +195,8 @@ BOOST_AUTO_TEST_CASE(out_of_range_values_are_refused_by_flags_and_config_files_a
   for (const auto& [key, value, range] : cases) {
     BOOST_TEST_CONTEXT(key << " " << value) {
       Config c;
-      BOOST_CHECK_EXCEPTION(
-          set_config_value(c, key, value, "--" + key), qkv::Error,
-          message_has("--" + key, "'" + key + "'", "must be in " + range, "got " + value));
+      BOOST_CHECK_EXCEPTION(set_config_value(c, key, value, "--" + key), qkv::Error,
+                            message_has("--" + key + " must be in " + range, "got " + value));
       BOOST_CHECK_EXCEPTION(parse_config("{\"" + key + "\": " + value + "}", "run.json"),
                             qkv::Error, message_has("run.json", "'" + key + "'", range));
     }

@@ -2,9 +2,12 @@
 #include <set>
 
 #include "engine/error.h"
+#include "train/config.h"
+#include "train/dataset.h"
 #include "train/tasks/calendar.h"
 #include "train/tasks/numbers.h"
 #include "train/tasks/task.h"
+#include "train/tasks/task_table.h"
 
 using namespace qkv::train;
 
@@ -107,6 +110,52 @@ BOOST_AUTO_TEST_CASE(same_seed_same_data_other_seed_other_data) {
   BOOST_TEST((generate_task("numbers", 20, 5) != generate_task("numbers", 20, 6)));
 }
 
+BOOST_AUTO_TEST_CASE(the_task_table_is_the_only_list) {
+  // Every consumer of task names reads the table: the config's choices, the two `qkv train`
+  // subcommands' lists (which split it by kind) and the generated tasks.
+  const std::vector<std::string> names = all_task_names();
+  BOOST_TEST(names.size() == task_table().size());
+  const ConfigField& task_field =
+      *std::find_if(config_fields().begin(), config_fields().end(),
+                    [](const ConfigField& f) { return f.key == "task"; });
+  BOOST_TEST(task_field.choices == names, boost::test_tools::per_element());
+  std::vector<std::string> both = translation_task_names();
+  for (const auto& n : classification_task_names()) both.push_back(n);
+  std::sort(both.begin(), both.end());
+  std::vector<std::string> sorted = names;
+  std::sort(sorted.begin(), sorted.end());
+  BOOST_TEST(both == sorted, boost::test_tools::per_element());
+  // A name without a row is unknown everywhere, with the closest row suggested.
+  BOOST_CHECK_EXCEPTION(find_task("revrse"), qkv::Error, [](const qkv::Error& e) {
+    return std::string(e.what()) ==
+           "--task: unknown task 'revrse' (did you mean 'reverse'?; valid: copy, reverse, sort, "
+           "dates, numbers, pairs, order, classify, fashion-mnist)";
+  });
+  BOOST_CHECK_THROW(task_kind("transliterate"), qkv::Error);
+  BOOST_CHECK_THROW(generate_task("transliterate", 1, 1), qkv::Error);
+  Config c;
+  BOOST_CHECK_THROW(set_config_value(c, "task", "transliterate"), qkv::Error);
+}
+
+BOOST_AUTO_TEST_CASE(rows_agree_with_the_generators_and_tokenizers) {
+  for (const TaskInfo& t : task_table()) {
+    // a row with a generator is a translation task made from the seed, and generate_task uses it
+    if (t.generate) {
+      BOOST_TEST((t.kind == TaskKind::translation), t.name);
+      BOOST_TEST((t.data == TaskData::generated), t.name);
+      Rng rng(3);
+      BOOST_TEST((generate_task(t.name, 1, 3).front() == t.generate(rng, TaskOptions{})), t.name);
+    }
+    BOOST_TEST((task_kind(t.name) == t.kind), t.name);
+  }
+  // "numbers" reads digits and writes English words; the symbol tasks are characters both ways.
+  BOOST_TEST((natural_tokenizers("numbers").target == TokenizerKind::whitespace));
+  BOOST_TEST((natural_tokenizers("numbers").source == TokenizerKind::character));
+  BOOST_TEST((natural_tokenizers("reverse").target == TokenizerKind::character));
+  BOOST_TEST((natural_tokenizers("pairs").source == TokenizerKind::whitespace));
+  BOOST_TEST(task_names().size() == 5u);  // copy, reverse, sort, dates, numbers
+}
+
 BOOST_AUTO_TEST_CASE(splits_are_disjoint_and_full) {
   for (const std::string& name : task_names()) {
     TaskSplits s = make_splits(name, 500, 100, 100, 11);
@@ -132,7 +181,8 @@ BOOST_AUTO_TEST_CASE(unknown_task_lists_valid_ones) {
   BOOST_CHECK_EXCEPTION(generate_task("dats", 1, 1), qkv::Error, [](const qkv::Error& e) {
     std::string m = e.what();
     return m.find("'dats'") != std::string::npos &&
-           m.find("copy, dates, numbers, reverse, sort") != std::string::npos;
+           m.find("(did you mean 'dates'?; valid: copy, reverse, sort, dates, numbers, pairs") !=
+               std::string::npos;
   });
 }
 

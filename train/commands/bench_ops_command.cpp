@@ -31,7 +31,6 @@ double best_seconds(const std::function<void()>& fn, int reps = 7) {
 }  // namespace
 
 int bench_ops_command(const OpsBenchOptions& options) {
-  if (options.threads > 0) set_num_threads(options.threads);
   // 8M floats = 32 MiB per tensor: far larger than any cache here
   const int64_t rows = 8192, cols = 1024, n = rows * cols;
   const double bytes = double(n) * 4;

@@ -1,4 +1,4 @@
-// The qkv subcommands. main.cpp builds the command line with CLI11 and calls these; each returns
+// The qkv subcommands. command_table.cpp declares their options and calls these; each returns
 // the process exit code and reports problems by throwing qkv::Error (main prints it on one line).
 #pragma once
 
@@ -16,8 +16,7 @@ int gradcheck_command(const GradcheckOptions& options);
 int info_command();
 
 struct OpsBenchOptions {
-  bool json = false;
-  int threads = 0;  // 0 = default
+  bool json = false;  // the thread count is the global --threads
 };
 int bench_ops_command(const OpsBenchOptions& options);
 

@@ -26,6 +26,25 @@ Device checked_device(const std::string& name, bool int8) {
   return device;
 }
 
+// One warning line per text holding tokens the model never saw in training: they all read as
+// <unk>, so the translation cannot depend on them.
+void warn_unknown_tokens(const std::vector<std::string>& texts, const train::Vocab& vocab) {
+  const char* what = vocab.kind() == train::TokenizerKind::character ? "character" : "word";
+  for (size_t i = 0; i < texts.size(); ++i) {
+    std::string unknown;
+    size_t count = 0;
+    for (const std::string& token : train::tokenize(texts[i], vocab.kind())) {
+      if (vocab.id(token) != train::Vocab::UNK) continue;
+      if (++count <= 5) unknown += (unknown.empty() ? "'" : ", '") + token + "'";
+    }
+    if (count == 0) continue;
+    std::fprintf(
+        stderr,
+        "qkv: warning: text %zu has %zu %s%s outside the vocabulary (%s%s); they read as <unk>\n",
+        i + 1, count, what, count == 1 ? "" : "s", unknown.c_str(), count > 5 ? ", ..." : "");
+  }
+}
+
 }  // namespace
 
 int translate_command(const TranslateOptions& options) {
@@ -33,6 +52,7 @@ int translate_command(const TranslateOptions& options) {
   train::Translator t = train::load_translator(options.run);
   t.move_to(device);
   t.check_inputs(options.texts, "translate");
+  warn_unknown_tokens(options.texts, t.source_vocab);
   auto outputs = t.translate(options.texts, options.beam);
   for (size_t i = 0; i < outputs.size(); ++i)
     std::printf(options.texts.size() > 1 ? "%s\t%s\n" : "%.0s%s\n", options.texts[i].c_str(),

@@ -4,11 +4,14 @@
 #include <unordered_set>
 
 #include "engine/error.h"
+#include "train/tasks/task_table.h"
 
 namespace qkv::train {
 
-const std::vector<std::string>& task_names() {
-  static const std::vector<std::string> names = {"copy", "dates", "numbers", "reverse", "sort"};
+std::vector<std::string> task_names() {
+  std::vector<std::string> names;
+  for (const auto& t : task_table())
+    if (t.generate) names.push_back(t.name);
   return names;
 }
 
@@ -22,14 +25,14 @@ int64_t uniform_int(Rng& rng, int64_t low, int64_t high) {
 namespace {
 
 Pair make_pair(const std::string& name, Rng& rng, const TaskOptions& options) {
-  if (name == "copy") return make_copy_pair(rng, options);
-  if (name == "reverse") return make_reverse_pair(rng, options);
-  if (name == "sort") return make_sort_pair(rng, options);
-  if (name == "dates") return make_date_pair(rng);
-  if (name == "numbers") return make_number_pair(rng);
-  std::string valid;
-  for (const auto& n : task_names()) valid += (valid.empty() ? "" : ", ") + n;
-  throw Error("--task: unknown task '" + name + "' (valid: " + valid + ")");
+  const TaskInfo& task = find_task(name);
+  if (!task.generate) {
+    std::string valid;
+    for (const auto& n : task_names()) valid += (valid.empty() ? "" : ", ") + n;
+    throw Error("--task: task '" + name + "' is not generated from a seed (generated: " + valid +
+                ")");
+  }
+  return task.generate(rng, options);
 }
 
 }  // namespace

@@ -30,8 +30,8 @@ struct TaskOptions {
   int symbols = 12;  // the first `symbols` lowercase letters make the alphabet (at most 26)
 };
 
-// The tasks generate_task knows, sorted: copy, dates, numbers, reverse, sort.
-const std::vector<std::string>& task_names();
+// The tasks generate_task knows: the rows of task_table() (task_table.h) with a PairGenerator.
+std::vector<std::string> task_names();
 
 // `count` pairs from task `name`, the same for the same seed. Duplicates are possible (use
 // make_splits for disjoint sets). Throws qkv::Error("--task: unknown task 'x' (valid: ...)").

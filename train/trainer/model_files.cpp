@@ -1,9 +1,11 @@
 #include "train/trainer/model_files.h"
 
+#include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "nn/positional_names.h"
 #include "nn/unique_keys_json.h"
 #include "train/atomic_file.h"
 
@@ -106,13 +108,15 @@ void check_parameters(int64_t estimate, const std::string& source) {
                 " a qkv model can have; the file is damaged");
 }
 
-const char* kPositional[] = {"sinusoidal", "learned", "relative", "rope", "alibi"};
-
 // `heads` already divides `d_model`.
 void check_positional(const std::string& p, int64_t d_model, int64_t heads,
                       const std::string& source) {
-  check_one_of(p, {kPositional[0], kPositional[1], kPositional[2], kPositional[3], kPositional[4]},
-               "positional", source);
+  const auto& names = nn::positional_encoding_names();
+  if (std::find(names.begin(), names.end(), p) == names.end()) {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    throw Error(source + ": \"positional\" must be one of " + list + ", got \"" + p + "\"");
+  }
   // RoPE rotates pairs of features in each head, so the constructor needs an even head size.
   if (p == "rope" && (d_model / heads) % 2 != 0)
     throw Error(source + ": \"positional\" rope needs an even head size, but d_model " +

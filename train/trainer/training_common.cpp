@@ -13,6 +13,7 @@
 #include "train/atomic_file.h"
 #include "train/checkpoint_dir.h"
 #include "train/plots.h"
+#include "train/trainer/run_choices.h"
 
 namespace qkv::train {
 
@@ -96,6 +97,21 @@ std::string non_finite_step_message(const std::string& what, int64_t step, const
   return "train: the " + what + " became non-finite at step " + std::to_string(step) + " (" +
          cause + "); the last good checkpoint is kept in " + run.path() +
          " (try a lower --lr or --clip 1)";
+}
+
+const std::vector<std::string>& schedule_names() {
+  static const std::vector<std::string> names = {"constant", "linear", "cosine", "noam"};
+  return names;
+}
+
+const std::vector<std::string>& optimizer_names() {
+  static const std::vector<std::string> names = {"adamw", "sgd"};
+  return names;
+}
+
+const std::vector<std::string>& precision_names() {
+  static const std::vector<std::string> names = {"fp32", "bf16"};
+  return names;
 }
 
 DType compute_dtype(const std::string& precision) {
