@@ -108,10 +108,19 @@ BOOST_AUTO_TEST_CASE(cached_generation_gives_the_tokens_of_recomputation) {
                        .dim_feedforward = 32,
                        .dropout = 0.1,  // eval mode: off while generating
                        .positions = positions});
-    // Larger logits than a fresh init gives, so the draws depend on the model.
+    // Larger weights than a fresh init has, so that the draws depend on the tokens and on their
+    // positions (learned: the position table; RoPE: sharp attention that matters to the output).
     {
       NoGrad no_grad;
-      copy_(model.token_embedding->weight, mul(model.token_embedding->weight, 20.0));
+      auto scale = [](const Tensor& t, double by) { copy_(t, mul(t, by)); };
+      scale(model.token_embedding->weight, 20.0);
+      if (model.position_embedding) scale(model.position_embedding->weight, 20.0);
+      for (auto& block : model.blocks->layers) {
+        scale(block->self_attn->q_proj->weight, 10.0);
+        scale(block->self_attn->k_proj->weight, 10.0);
+        scale(block->self_attn->v_proj->weight, 10.0);
+        scale(block->self_attn->out_proj->weight, 10.0);
+      }
     }
     for (SamplingOptions o : {SamplingOptions{}, SamplingOptions{.temperature = 0},
                               SamplingOptions{.temperature = 0.8, .top_k = 5, .top_p = 0.9}}) {
