@@ -4,6 +4,7 @@
 #include "models/gradcheck_cases.h"
 
 #include "models/classifiers.h"
+#include "models/gpt_gradcheck_case.h"
 #include "models/seq2seq.h"
 
 namespace qkv::models {
@@ -86,6 +87,7 @@ void register_gradcheck_cases(OpRegistry& r) {
                                                                          .dim_feedforward = 6,
                                                                          .dropout = 0}));
   add_case("VisionTransformer", {{{2, 1, 4, 4}}}, [vit](X x) { return vit->forward(x[0]); });
+  register_gpt_gradcheck_cases(r);
 }
 
 }  // namespace qkv::models

@@ -97,12 +97,12 @@ RotaryEmbedding::RotaryEmbedding(int64_t hd, double b) : head_dim(hd), base(b) {
   QKV_CHECK(hd % 2 == 0, "RotaryEmbedding", "head_dim must be even, got ", hd);
 }
 
-Tensor RotaryEmbedding::apply(const Tensor& x) const {
+Tensor RotaryEmbedding::apply(const Tensor& x, int64_t offset) const {
   const int64_t L = x.size(-2), half = head_dim / 2;
   std::vector<double> c(size_t(L * head_dim)), s(size_t(L * head_dim));
   for (int64_t p = 0; p < L; ++p)
     for (int64_t i = 0; i < half; ++i) {
-      double angle = double(p) * std::pow(base, -2.0 * double(i) / double(head_dim));
+      double angle = double(p + offset) * std::pow(base, -2.0 * double(i) / double(head_dim));
       c[size_t(p * head_dim + i)] = c[size_t(p * head_dim + i + half)] = std::cos(angle);
       s[size_t(p * head_dim + i)] = s[size_t(p * head_dim + i + half)] = std::sin(angle);
     }
