@@ -73,7 +73,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return stream_; }
   // Created on first use: cuBLAS initialization costs ~100 ms and a GPU context's memory.
   cublasHandle_t cublas();
-  void synchronize();
+  void synchronize() override;
 
  private:
   int device_index_;
