@@ -44,9 +44,15 @@ Loaded load_cuda() {
   }
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
-    const char* why = dlerror();
-    return {nullptr, false,
-            "unavailable: cannot load " + path + ": " + (why ? why : "unknown dlopen error")};
+    const char* error = dlerror();
+    const std::string why = error != nullptr ? error : "unknown dlopen error";
+    // The library takes the engine from the executable; one that does not export it cannot load
+    // the library.
+    const std::string hint = why.find("undefined symbol") == std::string::npos
+                                 ? ""
+                                 : " (this executable does not export the engine: "
+                                   "qkv_loads_backends in CMakeLists.txt)";
+    return {nullptr, false, "unavailable: cannot load " + path + ": " + why + hint};
   }
   auto init = reinterpret_cast<QkvBackendInit>(dlsym(handle, QKV_BACKEND_INIT_SYMBOL));
   if (init == nullptr)
