@@ -59,7 +59,10 @@ test-torch: deps-check $(BUILD)/CMakeCache.txt
 # `make run` trains into runs/dates, or runs/dates-2, -3, ... when that is taken: a second
 # `make run` never replaces the first one's work (qkv refuses a folder that holds a run).
 RUN_DIR ?= $(shell d=runs/dates; n=1; while [ -e $$d ]; do n=$$((n+1)); d=runs/dates-$$n; done; echo $$d)
-run: build
+# It builds the qkv executable alone (CPU): the tests, benchmarks, fuzzers, the CUDA library and
+# the emulated backend are `make build`'s and `make test`'s.
+run: deps-check $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j$(JOBS) --target qkv
 	$(QKV) train translate --config train/configs/dates.json --out $(RUN_DIR)
 
 bench: build

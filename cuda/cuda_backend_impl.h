@@ -74,7 +74,7 @@ class CudaBackend final : public Backend {
   // Created on first use: initializing cuBLAS takes time and GPU memory that a run without a
   // product on the GPU need not pay.
   cublasHandle_t cublas();
-  void synchronize();
+  void synchronize() override;
 
  private:
   int device_index_;

@@ -7,6 +7,8 @@
 
 namespace qkv {
 
+void Backend::synchronize() {}
+
 bool Backend::supports_matmul_with_two_batch_dims() const { return false; }
 
 bool Backend::supports_matmul_rounding_to_bf16() const { return false; }

@@ -107,6 +107,10 @@ class Backend {
   // Raw transfers between this device and host memory (contiguous bytes).
   virtual void copy_to_host(const void* device_src, void* host_dst, size_t bytes) = 0;
   virtual void copy_from_host(const void* host_src, void* device_dst, size_t bytes) = 0;
+  // Waits until every kernel queued on the device has finished (for timing; copies to the host
+  // already wait for the work they depend on). Backends that run kernels synchronously keep the
+  // default, which returns at once.
+  virtual void synchronize();
 
   // ---- elementwise ----------------------------------------------------------------------------
   // dst = src converted to dst's dtype; same shape, any strides on both (dst may be a view).

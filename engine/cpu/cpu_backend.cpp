@@ -11,6 +11,7 @@
 #include "engine/dispatch.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/gemm_bf16.h"
+#include "engine/device_loader.h"
 
 namespace qkv {
 
@@ -142,10 +143,15 @@ std::array<Backend*, 2>& backends() {
 }
 }  // namespace
 
+// A device other than the CPU is loaded the first time it is asked for (engine/device_loader.h).
 Backend& backend_for(Device device) {
   Backend* b = backends()[size_t(device.kind)];
-  QKV_CHECK(b != nullptr, "device", device.str(),
-            " is not available: qkv was built without its backend or it has not been initialized");
+  if (b == nullptr && ensure_backend(device.kind)) b = backends()[size_t(device.kind)];
+  if (b == nullptr) {
+    std::string why = backend_status(device.kind);
+    if (why.rfind("unavailable: ", 0) == 0) why.erase(0, 13);
+    QKV_CHECK(false, "device", device.str(), " is not available: ", why);
+  }
   return *b;
 }
 

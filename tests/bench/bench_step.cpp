@@ -21,6 +21,7 @@
 
 #include "engine/autocast.h"
 #include "engine/backend.h"
+#include "engine/device_loader.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
 #include "models/seq2seq.h"
@@ -29,10 +30,6 @@
 #include "train/bench/openblas.h"
 #include "train/profile_report.h"
 #include "train/profile_timeline.h"
-
-#ifdef QKV_WITH_CUDA
-#include "cuda/cuda_backend.h"
-#endif
 
 using namespace qkv;
 
@@ -47,13 +44,7 @@ double median(std::vector<double> v) {
 }
 
 // Waits for the device's queued kernels, so a timestamp taken next covers them.
-void wait_for(Device device) {
-#ifdef QKV_WITH_CUDA
-  if (device.is_cuda()) cuda::synchronize();
-#else
-  (void)device;
-#endif
-}
+void wait_for(Device device) { backend_for(device).synchronize(); }
 
 // The device named on the command line, or an exit code when it cannot be used.
 int pick_device(const std::string& name, Device& device) {
@@ -62,19 +53,14 @@ int pick_device(const std::string& name, Device& device) {
     std::fprintf(stderr, "bench_step: unknown device '%s' (cpu or cuda)\n", name.c_str());
     return 2;
   }
-#ifdef QKV_WITH_CUDA
-  if (!cuda::init()) {
-    std::printf("bench_step: no GPU (%s), nothing to measure\n", cuda::status().c_str());
+  if (!ensure_backend(DeviceKind::cuda)) {
+    std::printf("bench_step: no GPU (%s), nothing to measure\n",
+                backend_status(DeviceKind::cuda).c_str());
     return 1;
   }
-  std::printf("bench_step on %s\n", cuda::status().c_str());
+  std::printf("bench_step on %s\n", backend_status(DeviceKind::cuda).c_str());
   device = Device::cuda();
   return 0;
-#else
-  (void)device;
-  std::fprintf(stderr, "bench_step: built without CUDA\n");
-  return 2;
-#endif
 }
 }  // namespace
 

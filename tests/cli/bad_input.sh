@@ -128,10 +128,13 @@ check "data: missing Fashion-MNIST" 1 "train-images-idx3-ubyte.gz not found" \
 # (a folder inside a plain file: unwritable even for root, unlike chmod)
 check "output folder cannot be created" 1 "--out: cannot create run folder" \
   "$qkv" train translate $tiny --steps 1 --out "$scratch/a_file/run"
+check "device: QKV_CUDA_LIBRARY names no file" 1 \
+  "cuda:0 is not available: QKV_CUDA_LIBRARY=/no/such.so does not exist" \
+  env QKV_CUDA_LIBRARY=/no/such.so "$qkv" train translate $tiny --steps 1 --device cuda --out "$scratch/x"
 if ! "$qkv" info 2>/dev/null | grep -q "^cuda: .*compute capability"; then
   check "device: no CUDA backend" 1 "cuda:0 is not available" \
     "$qkv" train translate $tiny --steps 1 --device cuda --out "$scratch/x"
-  check "bench: no CUDA" 1 "--device cuda: (qkv was built without CUDA|no GPU)" \
+  check "bench: no CUDA" 1 "--device cuda: no CUDA backend \\(unavailable: " \
     "$qkv" bench gemm --device cuda
 fi
 

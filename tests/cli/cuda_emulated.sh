@@ -1,9 +1,11 @@
 #!/bin/sh
 # The command line's --device cuda paths, run on the CPU emulator of CUDA (tests/cuda_emulator):
-# QKV_EMULATED is qkv linked against it. `info` must name the device; a short training run on
+# qkv loads the emulated backend, libqkv_cuda_emulated.so, as it loads libqkv_cuda.so, from
+# $QKV_CUDA_LIBRARY (engine/device_loader.h). `info` must name the device; a short training run on
 # cuda must follow the CPU's loss curve from the same seed; eval and translate on cuda must agree
 # with the CPU on the same checkpoint; bf16 must train; int8 must be refused on cuda.
-# Usage: tests/cli/cuda_emulated.sh QKV_EMULATED SCRATCH_DIR. Run by ctest as cli_cuda_emulated.
+# Usage: QKV_CUDA_LIBRARY=.../libqkv_cuda_emulated.so tests/cli/cuda_emulated.sh QKV SCRATCH_DIR.
+# Run by ctest as cli_cuda_emulated.
 # shellcheck disable=SC2086  # $tiny is split into its options on purpose
 set -u
 qkv=$1

@@ -10,7 +10,8 @@
 //
 // Each line starting "RESULT |" gives both times and their ratio (reference / qkv: above 1, qkv
 // is faster); run.sh collects them into its summary table. Nothing is asserted: tests/cuda checks
-// correctness. Without a CUDA build or a GPU these throw qkv::Error saying which is missing.
+// correctness. The GPU side lives in libqkv_cuda.so (cuda/bench/cuda_bench.cpp); without that
+// library, a driver or a GPU these throw qkv::Error saying which is missing.
 #pragma once
 
 #include <string>

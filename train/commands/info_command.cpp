@@ -4,11 +4,9 @@
 #include <thread>
 
 #include "engine/cpu/amx.h"
+#include "engine/device_loader.h"
 #include "engine/parallel.h"
 #include "train/commands/commands.h"
-#ifdef QKV_WITH_CUDA
-#include "cuda/cuda_backend.h"
-#endif
 
 namespace qkv::cli {
 
@@ -46,11 +44,8 @@ int info_command() {
   else
     std::printf("bf16:     float32 GEMM on widened operands (no AMX: %s)\n",
                 cpu::amx_bf16_unavailable_reason());
-#ifdef QKV_WITH_CUDA
-  std::printf("cuda:     %s\n", qkv::cuda::status().c_str());
-#else
-  std::printf("cuda:     not built (nvcc was not found at configure time, or WITH_CUDA=OFF)\n");
-#endif
+  // loads libqkv_cuda.so (engine/device_loader.h); a CPU-only command never does
+  std::printf("cuda:     %s\n", backend_status(DeviceKind::cuda).c_str());
   return 0;
 }
 
