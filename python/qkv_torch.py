@@ -183,6 +183,30 @@ def load_run(run_dir):
     return module.eval()
 
 
+# model.json's Seq2SeqTransformer fields and the config.json options that build them
+# (train/trainer/translator.cpp, seq2seq_config): qkv refuses a run whose config.json would build
+# another model than its model.json describes.
+_SEQ2SEQ_OPTIONS = {"d_model": "d_model", "num_heads": "heads", "dim_feedforward": "ff_dim",
+                    "dropout": "dropout", "positional": "positional"}
+
+
+def _config_for(architecture, config, model_json):
+    """`config` with the options that build the model set from model_json, so the two agree."""
+    if architecture != "Seq2SeqTransformer":
+        return config
+    m = model_json["config"]
+    config = dict(config)
+    for field, option in _SEQ2SEQ_OPTIONS.items():
+        if field in m:
+            config[option] = m[field]
+    if m.get("num_encoder_layers") != m.get("num_decoder_layers"):
+        raise ValueError("save_run: qkv's config.json has one `layers` for both stacks; this model "
+                         f"has {m.get('num_encoder_layers')} encoder and "
+                         f"{m.get('num_decoder_layers')} decoder layers")
+    config["layers"] = m["num_encoder_layers"]
+    return config
+
+
 def save_run(module_or_state_dict, run_dir, model_json=None, config=None, vocabs=None):
     """Writes a qkv run folder: model.safetensors (qkv's names), model.json, config.json and the
     vocabularies. A module from load_run brings its own RunInfo; a bare state_dict (torch names, as
@@ -210,7 +234,7 @@ def save_run(module_or_state_dict, run_dir, model_json=None, config=None, vocabs
     tensors = qkv_tensors_from_torch(state, model_json["config"])
     save_file(os.path.join(run_dir, MODEL_FILE), tensors)
     _write_json(os.path.join(run_dir, MODEL_JSON), model_json)
-    _write_json(os.path.join(run_dir, CONFIG_JSON), config)
+    _write_json(os.path.join(run_dir, CONFIG_JSON), _config_for(architecture, config, model_json))
     for name in _VOCAB_FILES[architecture]:
         v = vocabs[name]
         _write_json(os.path.join(run_dir, name), v.to_json() if isinstance(v, Vocab) else v)
