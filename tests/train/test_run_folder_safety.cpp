@@ -302,6 +302,13 @@ BOOST_AUTO_TEST_CASE(a_torn_last_line_of_metrics_is_cut_off_on_resume) {
 // ThreadSanitizer, which defers a signal to its next intercepted call: the sleep after each
 // raise() is one.
 BOOST_AUTO_TEST_CASE(a_stop_signal_is_recorded_and_a_second_one_ends_the_process) {
+#ifdef __SANITIZE_THREAD__
+  // ThreadSanitizer holds back signals in a child forked from a threaded process, so the child
+  // cannot see its own raise(): the check runs in the regular and ASan builds (and the CLI's
+  // cli_kill_resume sends real signals in every build).
+  BOOST_TEST_MESSAGE("not run under ThreadSanitizer");
+  return;
+#endif
   auto child = [](int signal, int times) {
     const pid_t pid = ::fork();
     if (pid == 0) {
