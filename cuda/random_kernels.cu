@@ -9,6 +9,7 @@
 
 #include "cuda/cuda_backend_impl.h"
 #include "cuda/launch.cuh"
+#include "engine/example_draws.h"
 #include "engine/random.h"
 
 namespace qkv::cuda {
@@ -50,6 +51,19 @@ void fill_random(const Tensor& out, Distribution dist, uint64_t seed, uint64_t o
   });
 }
 
+// Element i draws exactly as the CPU's random_bernoulli_by_example does (engine/random.h).
+template <typename T>
+__global__ void bernoulli_by_example_kernel(int64_t n, T* out, uint64_t key,
+                                            philox::ExampleLayout layout, const int64_t* examples,
+                                            uint64_t threshold, double value) {
+  const uint64_t row = layout.row();
+  for (int64_t i = grid_start(); i < n; i += grid_step()) {
+    const uint64_t example = uint64_t(examples[uint64_t(i) / row]);
+    out[i] = philox::example_bernoulli_at(key, layout, example, uint64_t(i), threshold) ? T(value)
+                                                                                        : T(0);
+  }
+}
+
 template <typename T>
 struct AdamParams {
   // one_minus_beta*: 1 - beta computed in double, as PyTorch passes it (in float32,
@@ -89,6 +103,20 @@ void CudaBackend::random_normal(const Tensor& out, uint64_t seed, uint64_t offse
 void CudaBackend::random_bernoulli(const Tensor& out, uint64_t seed, uint64_t offset, double p,
                                    double value) {
   fill_random(out, Distribution::bernoulli, seed, offset, p, value, stream_);
+}
+
+void CudaBackend::random_bernoulli_by_example(const Tensor& out, uint64_t key,
+                                              const Tensor& examples, double p, double value) {
+  const philox::ExampleLayout layout =
+      example_layout(out.shape(), size_t(examples.numel()), "dropout");
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  const uint64_t threshold = philox::bernoulli_threshold(p);
+  QKV_DISPATCH_FLOAT(out.dtype(), "random_bernoulli_by_example", [&] {
+    QKV_LAUNCH(bernoulli_by_example_kernel, blocks_for(n), kThreads, 0, stream_)
+    (n, out.data<T>(), key, layout, examples.data<int64_t>(), threshold, value);
+    QKV_CUDA_CHECK_LAUNCH();
+  });
 }
 
 void CudaBackend::adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,

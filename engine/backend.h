@@ -190,6 +190,11 @@ class Backend {
   // with its 1 / (1 - p) scale folded in, which spares a pass over the mask.
   virtual void random_bernoulli(const Tensor& out, uint64_t seed, uint64_t offset, double p,
                                 double value) = 0;
+  // The same values drawn by example (engine/example_draws.h): row b of out (its first dim) is
+  // example examples[b] (int64, on out's device), element (b, c1..c4) drawn by
+  // philox::example_bernoulli(key, examples[b], c1..c4), the trailing dims right-aligned.
+  virtual void random_bernoulli_by_example(const Tensor& out, uint64_t key, const Tensor& examples,
+                                           double p, double value) = 0;
 
   // ---- optimizer ------------------------------------------------------------------------------
   // One fused Adam/AdamW step over a contiguous parameter and its state (all same shape/dtype).

@@ -8,6 +8,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "engine/host_device.h"
 
@@ -25,9 +27,11 @@ QKV_HOST_DEVICE inline void mulhilo(uint32_t a, uint32_t b, uint32_t& hi, uint32
   lo = uint32_t(p);
 }
 
-// Ten rounds of Philox-4x32 on counter `ctr` with key `seed` (Salmon et al., SC'11).
-QKV_HOST_DEVICE inline Block generate(uint64_t seed, uint64_t ctr) {
-  uint32_t c0 = uint32_t(ctr), c1 = uint32_t(ctr >> 32), c2 = 0, c3 = 0;
+// Ten rounds of Philox-4x32 on the 128-bit counter (ctr, ctr_high) with key `seed` (Salmon et
+// al., SC'11).
+QKV_HOST_DEVICE inline Block generate(uint64_t seed, uint64_t ctr, uint64_t ctr_high = 0) {
+  uint32_t c0 = uint32_t(ctr), c1 = uint32_t(ctr >> 32), c2 = uint32_t(ctr_high),
+           c3 = uint32_t(ctr_high >> 32);
   uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
   for (int round = 0; round < 10; ++round) {
     uint32_t hi0, lo0, hi1, lo1;
@@ -58,6 +62,41 @@ QKV_HOST_DEVICE inline uint64_t bernoulli_threshold(double p) {
 QKV_HOST_DEVICE inline bool bernoulli(uint64_t seed, uint64_t offset, uint64_t i,
                                       uint64_t threshold) {
   return generate(seed, offset + i / 4).v[i % 4] < threshold;
+}
+
+// Dropout masks drawn by example (engine/example_draws.h). One dropout call of a training step
+// takes one counter `ctr` of the generator and draws under its own key, call_key(seed, ctr).
+// Element (b, c1, c2, c3, c4) of the mask (the trailing dims right-aligned, missing ones 0, each
+// below 2^16) belongs to example `example` (row b's) and is word c4 % 4 of the block at counter
+// (example_position(c1, c2, c3, c4), example): a function of the example and the element's
+// coordinates, not of the row the example sits in nor of the padded length of its batch.
+QKV_HOST_DEVICE inline uint64_t call_key(uint64_t seed, uint64_t ctr) {
+  const Block b = generate(seed, ctr);
+  return (uint64_t(b.v[1]) << 32) | b.v[0];
+}
+constexpr int64_t kExampleDimLimit = int64_t(1) << 16;  // each trailing dim below it
+constexpr int kExampleTrailingDims = 4;
+QKV_HOST_DEVICE inline uint64_t example_position(uint64_t c1, uint64_t c2, uint64_t c3,
+                                                 uint64_t c4) {
+  return (c1 << 48) | (c2 << 32) | (c3 << 16) | (c4 >> 2);
+}
+QKV_HOST_DEVICE inline bool example_bernoulli(uint64_t key, uint64_t example, uint64_t c1,
+                                              uint64_t c2, uint64_t c3, uint64_t c4,
+                                              uint64_t threshold) {
+  return generate(key, example_position(c1, c2, c3, c4), example).v[c4 & 3] < threshold;
+}
+
+// A mask's trailing dims right-aligned into four (missing ones 1): d[3] is the last dim.
+struct ExampleLayout {
+  uint64_t d[kExampleTrailingDims];
+  QKV_HOST_DEVICE uint64_t row() const { return d[0] * d[1] * d[2] * d[3]; }
+};
+// Element i of a row-major mask of rows of layout `l`, row i / l.row() holding `example`.
+QKV_HOST_DEVICE inline bool example_bernoulli_at(uint64_t key, const ExampleLayout& l,
+                                                 uint64_t example, uint64_t i, uint64_t threshold) {
+  const uint64_t c4 = i % l.d[3], c3 = i / l.d[3] % l.d[2], c2 = i / (l.d[3] * l.d[2]) % l.d[1],
+                 c1 = i / (l.d[3] * l.d[2] * l.d[1]) % l.d[0];
+  return example_bernoulli(key, example, c1, c2, c3, c4, threshold);
 }
 
 // Standard normal by Box-Muller from one counter's four words.
@@ -95,10 +134,15 @@ class Generator {
     offset_ += count;
     return first;
   }
+  // The examples whose rows dropout is drawing, one id per row of the batch (empty: dropout
+  // draws sequentially, like every other fill). Set by ExampleDraws (engine/example_draws.h).
+  const std::vector<uint64_t>& example_ids() const { return example_ids_; }
+  void set_example_ids(std::vector<uint64_t> ids) { example_ids_ = std::move(ids); }
 
  private:
   uint64_t seed_;
   uint64_t offset_ = 0;
+  std::vector<uint64_t> example_ids_;
 };
 
 Generator& default_generator();

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "engine/error.h"
+#include "engine/random.h"
 #include "nn/decode_attention.h"
 #include "nn/efficient_attention.h"
 
@@ -90,7 +91,10 @@ AttentionKernel choose_attention_kernel(const AttentionRequest& r) {
     if (fits && decode_attention_supported(r.q, r.k, r.v, padding))
       return AttentionKernel::single_query;
   }
-  if (efficient_attention_supported(r.q, r.k, r.v, r.masks, r.pattern, r.dropout_p))
+  // The fused kernels draw their dropout sequentially; by example, the weights are materialized
+  // and dropout() draws them (engine/example_draws.h).
+  const bool by_example = r.dropout_p > 0 && !default_generator().example_ids().empty();
+  if (!by_example && efficient_attention_supported(r.q, r.k, r.v, r.masks, r.pattern, r.dropout_p))
     return AttentionKernel::fused;
   return AttentionKernel::composed;
 }

@@ -1,5 +1,6 @@
 #include "nn/data_parallel.h"
 
+#include <chrono>
 #include <optional>
 #include <unordered_set>
 #include <utility>
@@ -15,7 +16,32 @@ struct DataParallel::BucketState {
   size_t ready_count = 0;
   Tensor flat;  // the bucket's gradients, flattened, while it is being reduced
   std::unique_ptr<CollectiveWork> work;
+  bool done = false;  // its reduction was seen complete
 };
+
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+// Runs one call of the group, adding its time to the timings.
+template <typename F>
+auto DataParallel::in_collective(F&& call) {
+  const double start = now_seconds();
+  struct Add {
+    DataParallel& dp;
+    double start;
+    ~Add() {
+      const double took = now_seconds() - start;
+      dp.timings_.in_collectives += took;
+      if (dp.in_backward_) dp.timings_.in_collectives_during_backward += took;
+    }
+  } add{*this, start};
+  return call();
+}
 
 DataParallel::DataParallel(std::vector<Tensor> parameters, std::shared_ptr<ProcessGroup> group,
                            DataParallelOptions options)
@@ -89,6 +115,10 @@ void DataParallel::backward(const Tensor& loss) {
     state_[b].ready.assign(buckets_[b].parameters.size(), false);
   }
   next_to_start_ = 0;
+  timings_ = Timings{};
+  backward_start_ = now_seconds();
+  last_done_ = backward_start_;
+  in_backward_ = true;
   {
     std::optional<PostAccumulateGradHook> hook;
     if (options_.overlap) {
@@ -97,9 +127,14 @@ void DataParallel::backward(const Tensor& loss) {
     }
     loss.backward();
   }
+  in_backward_ = false;
+  const double backward_end = now_seconds();
+  timings_.backward = backward_end - backward_start_;
   started_during_backward_ = next_to_start_;
   while (next_to_start_ < buckets_.size()) start_bucket(next_to_start_++);
   for (size_t b = 0; b < buckets_.size(); ++b) finish_bucket(b);
+  timings_.after_backward = now_seconds() - backward_end;
+  timings_.last_reduction_before_backward_end = backward_end - last_done_;
 }
 
 void DataParallel::mark_unreachable_ready(const Tensor& loss) {
@@ -134,7 +169,13 @@ void DataParallel::on_gradient_ready(const Tensor& leaf) {
          state_[next_to_start_].ready_count == buckets_[next_to_start_].parameters.size())
     start_bucket(next_to_start_++);
   // MPI moves a non-blocking collective along only inside MPI calls: give the started ones a turn.
-  for (size_t k = 0; k < next_to_start_; ++k) state_[k].work->test();
+  for (size_t k = 0; k < next_to_start_; ++k) {
+    BucketState& started = state_[k];
+    if (!started.done && in_collective([&] { return started.work->test(); })) {
+      started.done = true;
+      last_done_ = now_seconds();
+    }
+  }
 }
 
 void DataParallel::start_bucket(size_t b) {
@@ -147,13 +188,17 @@ void DataParallel::start_bucket(size_t b) {
   }
   BucketState& s = state_[b];
   s.flat = parts.size() == 1 ? clone(parts[0]) : cat(parts, 0);
-  s.work = group_->start_allreduce_sum(s.flat);
+  s.work = in_collective([&] { return group_->start_allreduce_sum(s.flat); });
 }
 
 void DataParallel::finish_bucket(size_t b) {
   NoGrad no_grad;
   BucketState& s = state_[b];
-  s.work->wait();
+  in_collective([&] { s.work->wait(); });
+  if (!s.done) {
+    s.done = true;
+    last_done_ = now_seconds();
+  }
   Tensor reduced = s.flat;
   if (options_.average && group_->size() > 1)
     reduced = div(reduced, scalar_tensor(group_->size(), {reduced.dtype(), reduced.device()}));

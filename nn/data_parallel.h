@@ -74,6 +74,19 @@ class DataParallel {
   size_t buckets_started_during_backward() const { return started_during_backward_; }
   ProcessGroup& group() const { return *group_; }
 
+  // Where the last backward() spent its time, in seconds on this rank's steady clock.
+  struct Timings {
+    double backward = 0;                        // loss.backward(), the hooks' work included
+    double in_collectives = 0;                  // inside the group's calls: start, test and wait
+    double in_collectives_during_backward = 0;  // ... of which before loss.backward() returned
+    double after_backward = 0;  // from loss.backward() returning until every bucket is reduced
+    // When the last bucket's reduction was seen complete, in seconds before loss.backward()
+    // returned: positive when all communication ended inside backward, negative by how much it
+    // ran past it.
+    double last_reduction_before_backward_end = 0;
+  };
+  const Timings& last_timings() const { return timings_; }
+
  private:
   // Parameters this backward cannot reach are complete from its start (PyTorch's
   // find_unused_parameters): a bucket holding one would otherwise hold back every later bucket
@@ -97,6 +110,12 @@ class DataParallel {
   std::vector<BucketState> state_;
   size_t next_to_start_ = 0;
   size_t started_during_backward_ = 0;
+  Timings timings_;
+  bool in_backward_ = false;
+  double backward_start_ = 0;  // seconds on the steady clock
+  double last_done_ = 0;       // when the last bucket was seen complete, the same clock
+  template <typename F>
+  auto in_collective(F&& call);
 };
 
 }  // namespace qkv::nn

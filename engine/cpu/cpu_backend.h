@@ -50,6 +50,8 @@ class CpuBackend final : public Backend {
                      double std) override;
   void random_bernoulli(const Tensor& out, uint64_t seed, uint64_t offset, double p,
                         double value) override;
+  void random_bernoulli_by_example(const Tensor& out, uint64_t key, const Tensor& examples,
+                                   double p, double value) override;
   void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                  const Tensor& exp_avg_sq, double lr, double beta1, double beta2, double eps,
                  double weight_decay, bool decoupled, int64_t step) override;

@@ -1,10 +1,12 @@
 // Random fills and the fused Adam step.
+#include <algorithm>
 #include <cmath>
 
 #include "engine/cpu/bernoulli_avx512.h"
 #include "engine/cpu/bernoulli_range.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/dispatch.h"
+#include "engine/example_draws.h"
 #include "engine/parallel.h"
 #include "engine/random.h"
 
@@ -84,6 +86,35 @@ void CpuBackend::random_bernoulli(const Tensor& out, uint64_t seed, uint64_t off
     T* o = out.data<T>();
     parallel_for(0, out.numel(), 16384, [&](int64_t b, int64_t e) {
       fill_bernoulli_range(o + b, seed, offset, uint64_t(b), e - b, threshold, T(value));
+    });
+  });
+}
+
+void CpuBackend::random_bernoulli_by_example(const Tensor& out, uint64_t key,
+                                             const Tensor& examples, double p, double value) {
+  const philox::ExampleLayout l = example_layout(out.shape(), size_t(examples.numel()), "dropout");
+  if (out.numel() == 0) return;
+  const uint64_t threshold = philox::bernoulli_threshold(p);
+  const int64_t* example = examples.data<int64_t>();
+  const uint64_t width = l.d[3], lines_per_row = l.d[0] * l.d[1] * l.d[2];
+  const int64_t lines = out.numel() / int64_t(width);
+  QKV_DISPATCH_FLOAT(out.dtype(), "random_bernoulli_by_example", [&] {
+    T* o = out.data<T>();
+    const T v = T(value);
+    parallel_for(0, lines, std::max<int64_t>(1, 16384 / int64_t(width)), [&](int64_t b, int64_t e) {
+      for (int64_t line = b; line < e; ++line) {
+        // one line of the last dim: four elements per Philox block, as example_bernoulli draws
+        const uint64_t row = uint64_t(line) / lines_per_row, rest = uint64_t(line) % lines_per_row;
+        const uint64_t c3 = rest % l.d[2], c2 = rest / l.d[2] % l.d[1],
+                       c1 = rest / (l.d[2] * l.d[1]);
+        T* dst = o + line * int64_t(width);
+        for (uint64_t c = 0; c < width; c += 4) {
+          const philox::Block w = philox::generate(key, philox::example_position(c1, c2, c3, c),
+                                                   uint64_t(example[row]));
+          for (uint64_t j = 0; j < 4 && c + j < width; ++j)
+            dst[c + j] = w.v[j] < threshold ? v : T(0);
+        }
+      }
     });
   });
 }

@@ -1,6 +1,7 @@
 // Neural-network primitives: softmax, log_softmax, layer_norm, embedding, dropout, cross_entropy.
 // softmax and layer_norm run fused row kernels forward and backward; the others are composed from
 // primitive ops, so their backward comes from the primitives'.
+#include "engine/example_draws.h"
 #include "engine/op_declaration.h"
 #include "engine/ops.h"
 #include "engine/ops/op_helpers.h"
@@ -95,7 +96,17 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   if (!training || p == 0) return x;
   if (p == 1) return mul(x, 0.0);
   // keep with probability 1-p, scaled so the expectation is unchanged: the mask holds the scale
-  Tensor mask = bernoulli(x.shape(), 1 - p, {x.dtype(), x.device()}, gen, 1.0 / (1 - p));
+  Generator& g = gen ? *gen : default_generator();
+  if (g.example_ids().empty())
+    return mul(x, bernoulli(x.shape(), 1 - p, {x.dtype(), x.device()}, &g, 1.0 / (1 - p)));
+  // row b from example b's id (engine/example_draws.h): one counter per call, its own key
+  const std::vector<uint64_t>& ids = g.example_ids();
+  example_layout(x.shape(), ids.size(), "dropout");
+  Tensor mask = Tensor::empty(x.shape(), x.dtype(), x.device());
+  const std::vector<int64_t> examples(ids.begin(), ids.end());
+  mask.backend().random_bernoulli_by_example(
+      mask, philox::call_key(g.seed(), g.take(1)),
+      tensor_i64(examples, {int64_t(examples.size())}, x.device()), 1 - p, 1.0 / (1 - p));
   return mul(x, mask);
 }
 

@@ -23,6 +23,23 @@ BOOST_AUTO_TEST_CASE(uniform_and_bernoulli_fills_equal_the_cpu_bit_for_bit,
   }
 }
 
+BOOST_AUTO_TEST_CASE(bernoulli_by_example_equals_the_cpu_bit_for_bit,
+                     *utf::precondition(gpu_present)) {
+  // dropout's masks by example (engine/example_draws.h): rows keyed by example ids, elements by
+  // their coordinates, every trailing slot used and a last dim not a multiple of 4
+  const std::vector<int64_t> ids{3, int64_t(1) << 40, 0, 17};
+  for (DType t : {DType::f32, DType::f64})
+    for (const Shape& shape : {Shape{4, 5, 7, 3, 9}, Shape{4, 301}, Shape{4}}) {
+      Tensor want = Tensor::empty(shape, t), got = Tensor::empty(shape, t, Device::cuda());
+      const uint64_t key = philox::call_key(43, 7);
+      host().random_bernoulli_by_example(want, key, tensor_i64(ids, {4}), 0.3, 1 / 0.7);
+      gpu().random_bernoulli_by_example(got, key, tensor_i64(ids, {4}, Device::cuda()), 0.3,
+                                        1 / 0.7);
+      check_equal(got, want,
+                  std::string("bernoulli by example ") + dtype_name(t) + " " + shape_str(shape));
+    }
+}
+
 BOOST_AUTO_TEST_CASE(normal_fills_equal_the_cpu_to_the_last_bits, *utf::precondition(gpu_present)) {
   // Box-Muller goes through log and cos, whose device versions are within an ulp or two of
   // glibc's in double; after rounding to float the values almost always agree exactly.

@@ -1,4 +1,6 @@
 #include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <utility>
 
 #include "engine/ops.h"
 #include "engine/random.h"
@@ -87,10 +89,66 @@ BOOST_AUTO_TEST_CASE(accumulated_gradient_is_the_in_order_sum_and_the_batch_mean
     BOOST_TEST(accumulated[i] == whole[i], boost::test_tools::tolerance(1e-5f));
   BOOST_TEST(r.loss == mean.item(), boost::test_tools::tolerance(1e-6));
 
-  // micro-batch k draws from counter 1000 + k * kMicroBatchCounters; the step ends past all three
-  BOOST_TEST((m.starts == std::vector<uint64_t>{1000, 1000 + kMicroBatchCounters,
-                                                1000 + 2 * kMicroBatchCounters}));
-  BOOST_TEST(default_generator().offset() == 1000 + 3 * kMicroBatchCounters);
+  // every micro-batch starts at the step's counter (its examples' draws); the step ends
+  // kStepCounters past it
+  BOOST_TEST((m.starts == std::vector<uint64_t>{1000, 1000, 1000}));
+  BOOST_TEST(default_generator().offset() == 1000 + kStepCounters);
+}
+
+namespace {
+
+// The regression with dropout on the rows of x: the loss an example contributes depends on the
+// mask it gets.
+struct DroppedRegression : Regression {
+  Tensor squared_errors(const Tensor& index) const {
+    Tensor r = sub(matmul(dropout(index_select(x, 0, index), 0.5), w), index_select(y, 0, index));
+    return sum(mul(r, r));
+  }
+  MicroBatchTask task() {
+    MicroBatchTask t = Regression::task();
+    t.summed_loss = [this](double global_terms) {
+      return div(squared_errors(rows), full({}, global_terms));
+    };
+    return t;
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(dropout_masks_follow_the_examples_so_micro_batches_match_the_whole_batch) {
+  manual_seed(4);
+  DroppedRegression m;
+  const std::vector<size_t> batch = {7, 1, 4, 0, 2, 6, 5};
+  const MicroBatchTask task = m.task();
+  auto gradient = [&](int64_t accumulate) {
+    MicroBatchSteps steps({m.w}, single_process_group(), accumulate, true);
+    default_generator().set_offset(500);
+    m.w.zero_grad();
+    double loss = 0;
+    if (steps.active()) {
+      loss = steps.step(1, batch, task).loss;
+    } else {
+      loss = steps.whole_batch(1, batch, [&] {
+        task.load_batch(batch);
+        Tensor l = task.summed_loss(7.0);
+        l.backward();
+        return l.item();
+      });
+    }
+    BOOST_TEST(default_generator().offset() == 500 + kStepCounters);  // however it was cut
+    return std::make_pair(loss, m.w.grad().to_vector<float>());
+  };
+  const auto whole = gradient(1), three = gradient(3), seven = gradient(7);
+  BOOST_TEST(three.first == whole.first, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(seven.first == whole.first, boost::test_tools::tolerance(1e-6));
+  for (size_t i = 0; i < whole.second.size(); ++i) {
+    BOOST_TEST(three.second[i] == whole.second[i], boost::test_tools::tolerance(1e-5f));
+    BOOST_TEST(seven.second[i] == whole.second[i], boost::test_tools::tolerance(1e-5f));
+  }
+  // the masks do matter: another step's draws (another offset) give another loss
+  MicroBatchSteps steps({m.w}, single_process_group(), 3, true);
+  default_generator().set_offset(501);
+  BOOST_TEST(std::abs(steps.step(1, batch, task).loss - whole.first) > 1e-3);
 }
 
 BOOST_AUTO_TEST_CASE(one_process_without_accumulation_is_not_cut) {

@@ -1,8 +1,11 @@
 #include "train/trainer/micro_batches.h"
 
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "engine/error.h"
+#include "engine/example_draws.h"
 #include "engine/ops.h"
 #include "engine/random.h"
 
@@ -21,6 +24,19 @@ std::vector<std::vector<size_t>> split_micro_batches(const std::vector<size_t>& 
   }
   return pieces;
 }
+
+std::vector<uint64_t> example_ids(const std::vector<size_t>& indices) {
+  return std::vector<uint64_t>(indices.begin(), indices.end());
+}
+
+namespace {
+
+void check_step_counters(int64_t step, uint64_t used, const std::string& what) {
+  QKV_CHECK(used <= kStepCounters, "train", "step ", step, ": ", what,
+            " drew more random numbers than a step may (", kStepCounters, " counters)");
+}
+
+}  // namespace
 
 MicroBatchSteps::MicroBatchSteps(std::vector<Tensor> parameters,
                                  std::shared_ptr<ProcessGroup> group, int64_t accumulate,
@@ -75,8 +91,8 @@ MicroBatchSteps::Result MicroBatchSteps::step(int64_t step, const std::vector<si
   std::vector<Tensor> sum;  // this process's micro-batches' gradients, added in order
   for (int64_t j = 0; j < accumulate_; ++j) {
     const size_t k = first + size_t(j);
-    const uint64_t micro_base = step_base + k * kMicroBatchCounters;
-    gen.set_offset(micro_base);
+    gen.set_offset(step_base);  // every micro-batch: its examples' masks, not its own
+    const ExampleDraws draws(gen, example_ids(pieces[k]));
     for (Tensor& p : parameters_) p.zero_grad();
     Tensor loss;
     if (!pieces[k].empty()) {
@@ -94,9 +110,7 @@ MicroBatchSteps::Result MicroBatchSteps::step(int64_t step, const std::vector<si
     } else {
       loss.backward();
     }
-    QKV_CHECK(gen.offset() - micro_base <= kMicroBatchCounters, "train", "step ", step,
-              ": micro-batch ", k, " drew more random numbers than a micro-batch may (",
-              kMicroBatchCounters, " counters)");
+    check_step_counters(step, gen.offset() - step_base, "micro-batch " + std::to_string(k));
     my_loss += loss.item();
     if (!(across_ranks && j + 1 == accumulate_)) {
       std::vector<Tensor> g = gradients_or_zeros(parameters_);
@@ -110,19 +124,40 @@ MicroBatchSteps::Result MicroBatchSteps::step(int64_t step, const std::vector<si
   if (!(across_ranks)) {
     for (size_t i = 0; i < parameters_.size(); ++i) parameters_[i].set_grad(sum[i]);
   }
-  gen.set_offset(step_base + uint64_t(micro_batches()) * kMicroBatchCounters);
+  gen.set_offset(step_base + kStepCounters);
 
   Tensor loss = scalar_tensor(my_loss, TensorOptions{}.with(DType::f64));
   if (across_ranks) group_->allreduce_sum(loss);
   return {loss.item(), global_terms};
 }
 
+double MicroBatchSteps::whole_batch(int64_t step, const std::vector<size_t>& indices,
+                                    const std::function<double()>& forward_backward) const {
+  Generator& gen = default_generator();
+  const uint64_t step_base = gen.offset();
+  double result = 0;
+  {
+    const ExampleDraws draws(gen, example_ids(indices));
+    result = forward_backward();
+  }
+  check_step_counters(step, gen.offset() - step_base, "the batch");
+  gen.set_offset(step_base + kStepCounters);
+  return result;
+}
+
 std::string MicroBatchSteps::describe() const {
   if (!dp_) return "";
+  const nn::DataParallel::Timings& t = dp_->last_timings();
+  char timings[200];
+  std::snprintf(timings, sizeof timings,
+                "; rank %d's last step: %.2f ms in collectives, %.2f of them during backward, "
+                "%.2f ms from the end of backward to the reduced gradients",
+                group_->rank(), t.in_collectives * 1e3, t.in_collectives_during_backward * 1e3,
+                t.after_backward * 1e3);
   return "data parallel: " + std::to_string(group_->size()) + " ranks, " +
          std::to_string(dp_->buckets().size()) + " gradient buckets, " +
          std::to_string(dp_->buckets_started_during_backward()) +
-         " of them started during the last step's backward";
+         " of them started during the last step's backward" + timings;
 }
 
 void MicroBatchSteps::check_parameters_agree(int64_t step) const {

@@ -7,12 +7,17 @@
 // is its summed loss divided by the global batch's number of loss terms (target tokens, or
 // examples; all-reduced), so the gradients add up to the gradient of the global batch's mean.
 //
+// Dropout draws by example (engine/example_draws.h): every micro-batch of a step starts at the
+// step's generator offset, and a mask row is drawn from the id of its example (its index in the
+// training set), so an example gets the same masks whichever micro-batch, rank or row holds it,
+// and the same as in the unsplit batch (whole_batch). Every step then moves the generator
+// kStepCounters past its start, however it was cut.
+//
 // What holds bit for bit: `mpirun -np N` with accumulate 1 and one process with --accumulate N
-// compute the same gradients, losses and updates. Micro-batch k of a step always draws its
-// dropout masks from the generator counters step_base + k * kMicroBatchCounters, whichever
-// process runs it; one process adds the micro-batches' gradients in order, ((g0 + g1) + g2) ...,
-// and the ordered allreduce adds the ranks' in rank order, the same sum. After the step every
-// process sets the generator to step_base + micro-batches * kMicroBatchCounters.
+// compute the same gradients, losses and updates: the same micro-batches draw the same masks, one
+// process adds the micro-batches' gradients in order, ((g0 + g1) + g2) ..., and the ordered
+// allreduce adds the ranks' in rank order, the same sum. Against the unsplit batch the masks are
+// the same too; only the order of the additions differs.
 #pragma once
 
 #include <cstdint>
@@ -27,9 +32,13 @@
 
 namespace qkv::train {
 
-// Generator counters reserved for one micro-batch's forward and backward (a micro-batch that
-// draws more is refused, naming the step).
-constexpr uint64_t kMicroBatchCounters = uint64_t(1) << 36;
+// Generator counters reserved for one step (a micro-batch or whole batch that draws more is
+// refused, naming the step). Dropout by example takes one per call; any other fill takes one per
+// element, and draws the same numbers in every micro-batch of the step.
+constexpr uint64_t kStepCounters = uint64_t(1) << 36;
+
+// The example ids ExampleDraws takes for a batch of training-set `indices`.
+std::vector<uint64_t> example_ids(const std::vector<size_t>& indices);
 
 // `indices` cut into `parts` contiguous pieces, in order, the first ones one longer when the size
 // does not divide (the last pieces are empty when there are fewer indices than parts).
@@ -68,13 +77,20 @@ class MicroBatchSteps {
   Result step(int64_t step, const std::vector<size_t>& indices, const MicroBatchTask& task,
               bool reduce = true);
 
+  // One process's unsplit step: runs `forward_backward` (the whole batch `indices`) with the
+  // dropout draws step() gives the same examples, moves the generator past the step, and returns
+  // what forward_backward returns.
+  double whole_batch(int64_t step, const std::vector<size_t>& indices,
+                     const std::function<double()>& forward_backward) const;
+
   // Throws unless every rank holds the same parameters, bit for bit (a hash of them is
   // all-gathered): "train: after step 12 the parameters of rank 1 differ from rank 0's".
   // Collective.
   void check_parameters_agree(int64_t step) const;
 
-  // "2 ranks, 3 gradient buckets, 3 of them started during the last step's backward", or "" for
-  // one process.
+  // "data parallel: 2 ranks, 3 gradient buckets, 3 of them started during the last step's
+  // backward; rank 0's last step: ... ms in collectives, ..." (nn::DataParallel::Timings), or ""
+  // for one process.
   std::string describe() const;
 
   // How many gradient buckets the last step() started reducing while backward was running.

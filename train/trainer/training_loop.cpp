@@ -78,7 +78,8 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
         loss_value = r.loss;
         items = r.terms;  // the global batch's target tokens or examples
       } else {
-        loss_value = forward_backward().item();
+        loss_value =
+            micro.whole_batch(state.step, indices, [&] { return forward_backward().item(); });
         items = task.batch_items();
       }
       const double grad_norm =
@@ -91,7 +92,7 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
               if (micro.active())  // this rank's share alone: the replay runs no collective
                 micro.step(state.step, indices, micro_task, /*reduce=*/false);
               else
-                forward_backward();
+                micro.whole_batch(state.step, indices, [&] { return forward_backward().item(); });
             })));
       opt.step();
       items_since_log += items;

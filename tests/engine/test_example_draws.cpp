@@ -1,0 +1,122 @@
+// Dropout drawn by example (engine/example_draws.h): an example's mask depends on its id and the
+// element's coordinates, not on its row, its batch's other examples or the padded sizes.
+#include <boost/test/unit_test.hpp>
+
+#include "engine/example_draws.h"
+#include "engine/ops.h"
+#include "engine/parallel.h"
+
+using namespace qkv;
+
+BOOST_AUTO_TEST_SUITE(example_draws)
+
+namespace {
+
+// dropout(ones) of `shape` with one counter taken at `offset`, rows drawn for `ids`.
+std::vector<double> mask(const Shape& shape, std::vector<uint64_t> ids, uint64_t offset,
+                         double p = 0.25) {
+  Generator gen(91);
+  gen.set_offset(offset);
+  const ExampleDraws draws(gen, std::move(ids));
+  const std::vector<double> m = dropout(ones(shape), p, true, &gen).to_vector<double>();
+  BOOST_TEST(gen.offset() == offset + 1);  // one counter per call
+  return m;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(an_example_gets_its_mask_at_any_row_and_any_padded_length) {
+  // [batch, T, D]: examples 7 and 3 in one batch of length 5; example 3 alone at row 0 of a batch
+  // padded to 9, between examples 11 and 7 in another padded to 6.
+  const std::vector<double> a = mask({2, 5, 6}, {7, 3}, 40);
+  const std::vector<double> b = mask({1, 9, 6}, {3}, 40);
+  const std::vector<double> c = mask({3, 6, 6}, {11, 3, 7}, 40);
+  int64_t differ = 0, dropped = 0;
+  for (int t = 0; t < 5; ++t)
+    for (int d = 0; d < 6; ++d) {
+      const double three = a[size_t(30 + t * 6 + d)];
+      differ += three != b[size_t(t * 6 + d)];
+      differ += three != c[size_t(36 + t * 6 + d)];
+      differ += a[size_t(t * 6 + d)] != c[size_t(72 + t * 6 + d)];  // example 7
+      dropped += three == 0;
+    }
+  BOOST_TEST(differ == 0);
+  BOOST_TEST(dropped > 0);  // p = 0.25 over 30 elements: a mask that keeps all would pass above
+  // another call (the next counter) or another example draws another mask
+  BOOST_TEST((mask({1, 5, 6}, {3}, 41) != std::vector<double>(a.begin() + 30, a.end())));
+  BOOST_TEST((mask({1, 5, 6}, {4}, 40) != std::vector<double>(a.begin() + 30, a.end())));
+}
+
+BOOST_AUTO_TEST_CASE(attention_weights_keep_their_mask_when_both_lengths_are_padded) {
+  // [batch, heads, T, S], as the composed attention's dropout draws them
+  const std::vector<double> a = mask({1, 2, 3, 5}, {9}, 0);
+  const std::vector<double> b = mask({2, 2, 7, 8}, {1, 9}, 0);
+  int64_t differ = 0;
+  for (int h = 0; h < 2; ++h)
+    for (int t = 0; t < 3; ++t)
+      for (int s = 0; s < 5; ++s)
+        differ += a[size_t((h * 3 + t) * 5 + s)] != b[size_t(112 + (h * 7 + t) * 8 + s)];
+  BOOST_TEST(differ == 0);
+}
+
+BOOST_AUTO_TEST_CASE(the_fill_is_example_bernoulli_element_by_element_on_any_thread_count) {
+  const int saved = num_threads();
+  const uint64_t key = philox::call_key(91, 12), threshold = philox::bernoulli_threshold(0.7);
+  const Shape shape{3, 2, 4, 7, 9};  // every trailing slot used; rows not a multiple of 4
+  const std::vector<uint64_t> ids{5, (uint64_t(1) << 40) + 2, 0};
+  for (int threads : {1, 2})
+    for (DType dtype : {DType::f32, DType::f64}) {
+      set_num_threads(threads);
+      Generator gen(91);
+      gen.set_offset(12);
+      const ExampleDraws draws(gen, ids);
+      const std::vector<double> got =
+          dropout(ones(shape, {dtype}), 0.3, true, &gen).to_vector<double>();
+      const double kept = dtype == DType::f32 ? double(float(1 / 0.7)) : 1 / 0.7;
+      int64_t wrong = 0, ones_drawn = 0;
+      for (int64_t b = 0, i = 0; b < 3; ++b)
+        for (uint64_t c1 = 0; c1 < 2; ++c1)
+          for (uint64_t c2 = 0; c2 < 4; ++c2)
+            for (uint64_t c3 = 0; c3 < 7; ++c3)
+              for (uint64_t c4 = 0; c4 < 9; ++c4, ++i) {
+                const bool draw =
+                    philox::example_bernoulli(key, ids[size_t(b)], c1, c2, c3, c4, threshold);
+                wrong += got[size_t(i)] != (draw ? kept : 0.0);
+                ones_drawn += draw;
+              }
+      BOOST_TEST(wrong == 0, threads << " threads, " << dtype_name(dtype));
+      BOOST_TEST(double(ones_drawn) / double(got.size()) == 0.7,
+                 boost::test_tools::tolerance(0.05));
+    }
+  set_num_threads(saved);
+}
+
+BOOST_AUTO_TEST_CASE(a_tensor_that_does_not_fit_the_counters_is_refused_by_name) {
+  Generator gen(1);
+  const ExampleDraws draws(gen, {1, 2});
+  auto refused = [&](const Shape& shape, const std::string& says) {
+    try {
+      dropout(ones(shape), 0.5, true, &gen);
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      BOOST_TEST_INFO(what);
+      BOOST_TEST(
+          (what.find("dropout") != std::string::npos && what.find(says) != std::string::npos));
+      return;
+    }
+    BOOST_ERROR("dropout of " << shape_str(shape) << " was not refused");
+  };
+  refused({3, 4}, "batch of 2 examples, but the tensor of shape [3,4]");
+  refused({2, 1, 1, 1, 1, 1}, "at most 4 dims after the batch");
+  refused({2, 70000}, "dims below 65536");
+}
+
+BOOST_AUTO_TEST_CASE(draws_are_sequential_again_once_the_scope_ends) {
+  Generator a(5), b(5);
+  { const ExampleDraws draws(a, {0, 1}); }
+  BOOST_TEST(a.example_ids().empty());
+  BOOST_TEST((dropout(ones({2, 8}), 0.5, true, &a).to_vector<double>() ==
+              dropout(ones({2, 8}), 0.5, true, &b).to_vector<double>()));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
