@@ -2,16 +2,21 @@
 # Data-parallel training and gradient accumulation give the model one process computes.
 #
 # 1. --accumulate 2 (micro-batches, loss over the global token count) follows the unsplit batch's
-#    loss curve within 1e-5 relative (no dropout: the masks depend on the split), and two runs of
-#    it end in the same model.safetensors bytes.
+#    loss curve within 1e-5 relative, without dropout and with dropout 0.1 (an example's masks do
+#    not depend on the micro-batch it is in), and two runs of it end in the same
+#    model.safetensors bytes.
 # 2. With MPI (MPIRUN given): `mpirun -np N` ends in the model.safetensors bytes and the
 #    metrics.jsonl records (timings left out) of one process with --accumulate N, N = 2 and 3,
 #    for translation and classification, with dropout on; also with a batch of 2 over 3 ranks.
+#    `mpirun -np 2` with dropout 0.1 follows the unsplit batch's loss curve within 1e-5 relative.
 # 3. A run of 2 ranks resumed by 2 ranks ends where an uninterrupted one does; one process
 #    resuming it is refused, naming the world size.
 # 4. Rank 1 killed by SIGKILL mid-run ends the job within 20 s with a line naming rank 1, and the
 #    run's last checkpoint resumes.
 # 5. SIGTERM to mpirun stops every rank after the same step with one checkpoint, which resumes.
+# 6. The ranks agree on what stops or bounds a step, as one process with --accumulate 2 does:
+#    clipping (the same bytes and metrics), early stopping (the same last step, before --steps),
+#    and a non-finite loss (the job fails naming the step one process names).
 # Usage: tests/cli/data_parallel.sh QKV_BINARY SCRATCH_DIR [MPIRUN ARGS...]. ctest: cli_data_parallel.
 set -u
 qkv=$1
@@ -28,6 +33,7 @@ translate="--threads 1 train translate --task reverse --train-size 96 --valid-si
            --d-model 16 --heads 2 --layers 1 --ff-dim 32 --batch-size 16 --pictures false
            --log-every 1 --seed 5 --schedule constant --warmup 0"
 resumable="$translate --eval-every 6 --checkpoint-every 3"
+early="$translate --eval-every 2 --patience 1 --steps 40"
 killable="$translate --eval-every 5000 --checkpoint-every 1"
 translate="$translate --eval-every 6 --steps 12"
 classify="--threads 1 train classify --task order --train-size 96 --valid-size 8 --test-size 8
@@ -55,21 +61,28 @@ same_metrics() {
 }
 # losses RUN: the training losses, one a line
 losses() { grep -o '"loss":[^,}]*' "$scratch/$1/metrics.jsonl" | cut -d: -f2; }
+# close_losses A B: the 12 training losses of B within 1e-5 relative of A's
+close_losses() {
+  losses "$1" >"$scratch/$1.loss"
+  losses "$2" >"$scratch/$2.loss"
+  [ "$(wc -l <"$scratch/$1.loss")" -eq 12 ] || fail "$1: expected 12 loss records"
+  paste "$scratch/$1.loss" "$scratch/$2.loss" | awk -v what="$2 vs $1" '
+    { d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > worst) worst = r }
+    END { printf "%s: largest relative loss difference %.3g\n", what, worst;
+          exit !(NR == 12 && worst <= 1e-5) }' || fail "$2 leaves the loss curve of $1"
+}
 
 # ---- 1. accumulation on one process
 train unsplit $translate --dropout 0
 train acc2 $translate --dropout 0 --accumulate 2
 train acc2_again $translate --dropout 0 --accumulate 2
 same_bytes acc2 acc2_again
-losses unsplit >"$scratch/unsplit.loss"
-losses acc2 >"$scratch/acc2.loss"
-[ "$(wc -l <"$scratch/unsplit.loss")" -eq 12 ] || fail "unsplit: expected 12 loss records"
-paste "$scratch/unsplit.loss" "$scratch/acc2.loss" | awk '
-  { d = $1 - $2; if (d < 0) d = -d; r = d / ($1 < 0 ? -$1 : $1); if (r > worst) worst = r }
-  END { printf "accumulate 2 vs unsplit: largest relative loss difference %.3g\n", worst;
-        exit !(NR == 12 && worst <= 1e-5) }' || fail "accumulate 2 leaves the unsplit loss curve"
+close_losses unsplit acc2
 cmp -s "$scratch/unsplit.loss" "$scratch/acc2.loss" &&
   echo "note: accumulate 2 and unsplit losses print the same digits"
+train unsplit_dropout $translate --dropout 0.1
+train acc2_dropout $translate --dropout 0.1 --accumulate 2
+close_losses unsplit_dropout acc2_dropout
 
 # ---- 2. ranks against accumulation
 if [ $# -gt 0 ]; then
@@ -84,6 +97,9 @@ if [ $# -gt 0 ]; then
       same_metrics "${kind}_acc$np" "${kind}_np$np"
     done
   done
+  $mpirun -np 2 "$qkv" $translate --dropout 0.1 --out "$scratch/np2_dropout" \
+    >"$scratch/np2_dropout.log" 2>&1 || fail "np2_dropout: exit $?"
+  close_losses unsplit_dropout np2_dropout
   # a batch of 2 over 3 ranks: rank 2's share is empty and it still takes part in the reduction
   tiny_batches="--threads 1 train translate --task reverse --train-size 40 --valid-size 8
                 --test-size 8 --d-model 16 --heads 2 --layers 1 --ff-dim 32 --batch-size 2
@@ -157,6 +173,27 @@ if [ $# -gt 0 ]; then
   $mpirun -np 2 "$qkv" $killable --steps $((step + 2)) --resume "$scratch/stopped" \
     >"$scratch/stopped_resumed.log" 2>&1 ||
     fail "stopped: step $step does not resume: $(tail -1 "$scratch/stopped_resumed.log")"
+
+  # ---- 6. clipping, early stopping and the non-finite check agree with one process
+  train clip_acc2 $translate --clip 0.05 --accumulate 2
+  $mpirun -np 2 "$qkv" $translate --clip 0.05 --out "$scratch/clip_np2" >"$scratch/clip_np2.log" 2>&1 ||
+    fail "clip_np2: exit $?"
+  same_bytes clip_acc2 clip_np2
+  same_metrics clip_acc2 clip_np2
+  train early_acc2 $early --accumulate 2
+  $mpirun -np 2 "$qkv" $early --out "$scratch/early_np2" >"$scratch/early_np2.log" 2>&1 ||
+    fail "early_np2: exit $?"
+  same_metrics early_acc2 early_np2
+  last_step=$(grep -o '"step":[0-9]*' "$scratch/early_np2/metrics.jsonl" | tail -1 | cut -d: -f2)
+  [ "${last_step:-40}" -lt 40 ] || fail "early_np2: did not stop early (last step ${last_step:-none})"
+  "$qkv" $translate --lr 1e30 --accumulate 2 --out "$scratch/nan_acc2" >"$scratch/nan_acc2.log" 2>&1 &&
+    fail "nan_acc2: a loss of lr 1e30 trained to the end"
+  $mpirun -np 2 "$qkv" $translate --lr 1e30 --out "$scratch/nan_np2" >"$scratch/nan_np2.log" 2>&1 &&
+    fail "nan_np2: a loss of lr 1e30 trained to the end"
+  want=$(grep -o 'non-finite at step [0-9]*' "$scratch/nan_acc2.log" | head -1)
+  [ -n "$want" ] || fail "nan_acc2: no non-finite line: $(tail -1 "$scratch/nan_acc2.log")"
+  grep -q "$want" "$scratch/nan_np2.log" ||
+    fail "nan_np2: does not stop at '$want': $(grep non-finite "$scratch/nan_np2.log" | head -2)"
 fi
 
 [ "$failures" -eq 0 ] && echo "data_parallel: all passed"

@@ -78,6 +78,20 @@ BOOST_AUTO_TEST_CASE(reduced_gradients_equal_the_hand_average_bit_for_bit) {
         if (overlap && dp.buckets().size() > 1)
           BOOST_TEST(dp.buckets_started_during_backward() > 0);
         if (!overlap) BOOST_TEST(dp.buckets_started_during_backward() == 0);
+        // the timings: the calls made during backward are a part of all of them, the rest of
+        // them lies after backward; without overlap none ran during backward, and the last
+        // reduction ended after it
+        const nn::DataParallel::Timings& t = dp.last_timings();
+        BOOST_TEST(t.backward > 0);
+        BOOST_TEST(t.in_collectives_during_backward >= 0);
+        BOOST_TEST(t.in_collectives >= t.in_collectives_during_backward);
+        BOOST_TEST(t.in_collectives - t.in_collectives_during_backward <= t.after_backward);
+        if (overlap && dp.buckets().size() > 1) BOOST_TEST(t.in_collectives_during_backward > 0);
+        if (!overlap) {
+          BOOST_TEST(t.in_collectives_during_backward == 0);
+          BOOST_TEST(t.last_reduction_before_backward_end < 0);
+          BOOST_TEST(-t.last_reduction_before_backward_end <= t.after_backward);
+        }
       }
   });
 }
