@@ -6,8 +6,8 @@
 // time inside the group's calls, how much of it ran before backward returned, the time after
 // backward until every bucket was reduced, and when the last reduction ended against the end of
 // backward. Built with MPI only:
-//   build/bench_dp [threads] [steps] [dropout] [on|off]                one process
-//   mpirun -np 2 build/bench_dp 1 20 0.1 on                            two ranks
+//   build/bench_dp [threads] [steps] [dropout] [on|off] [bucket KiB, 4096]   one process
+//   mpirun -np 2 build/bench_dp 1 20 0.1 on 256                              two ranks
 // tests/bench/mpi/bench_dp.sh runs the comparison of docs/DISTRIBUTED.md.
 #include <mpi.h>
 
@@ -55,12 +55,14 @@ int main(int argc, char** argv) {
   const int steps = argc > 2 ? std::atoi(argv[2]) : 20;
   const double dropout = argc > 3 ? std::atof(argv[3]) : 0.1;
   const std::string overlap = argc > 4 ? argv[4] : "on";
+  const int64_t bucket_kib = argc > 5 ? std::atoll(argv[5]) : 4096;
   const int64_t batch = 64, len = 20, vocab = 40, pad = 0;
-  if (steps < 1 || (overlap != "on" && overlap != "off") || batch % ranks != 0) {
-    std::fprintf(stderr,
-                 "bench_dp: usage: bench_dp [threads] [steps >= 1] [dropout] [on|off], under "
-                 "mpirun with a number of ranks that divides %lld\n",
-                 (long long)batch);
+  if (steps < 1 || (overlap != "on" && overlap != "off") || bucket_kib < 0 || batch % ranks != 0) {
+    std::fprintf(
+        stderr,
+        "bench_dp: usage: bench_dp [threads] [steps >= 1] [dropout] [on|off] [bucket KiB], under "
+        "mpirun with a number of ranks that divides %lld\n",
+        (long long)batch);
     return 2;
   }
   if (rank == 0)
@@ -81,8 +83,10 @@ int main(int argc, char** argv) {
   models::Seq2SeqTransformer model(cfg);
   model.train();
   nn::Adam opt(model.parameters(), 1e-3);
-  nn::DataParallel dp(model.parameters(), group,
-                      nn::DataParallelOptions{.overlap = overlap == "on", .average = true});
+  nn::DataParallel dp(
+      model.parameters(), group,
+      nn::DataParallelOptions{
+          .bucket_bytes = size_t(bucket_kib) << 10, .overlap = overlap == "on", .average = true});
   dp.broadcast_parameters();
 
   // The global batch (random tokens, the last 3 source positions padding, as bench_step), and
@@ -134,10 +138,10 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     std::printf(
         "np %d x %d thread%s, overlap %s, dropout %g: %.1f ms/step (median of %d, slowest rank), "
-        "%.0f tokens/s; %zu gradient bucket%s\n",
+        "%.0f tokens/s; %zu gradient bucket%s, %zu started during backward\n",
         ranks, num_threads(), num_threads() == 1 ? "" : "s", overlap.c_str(), dropout, step, steps,
         double(batch * len) / (step * 1e-3), dp.buckets().size(),
-        dp.buckets().size() == 1 ? "" : "s");
+        dp.buckets().size() == 1 ? "" : "s", dp.buckets_started_during_backward());
     std::printf(
         "rank 0 medians: backward %.2f ms; in collectives %.2f ms, %.2f of them during backward; "
         "after backward %.2f ms; the last reduction ended %.2f ms %s backward ended\n",
