@@ -83,6 +83,9 @@ int main(int argc, char** argv) {
   models::Seq2SeqTransformer model(cfg);
   model.train();
   nn::Adam opt(model.parameters(), 1e-3);
+  if (rank == 0)
+    std::printf("model: %lld parameters, %.2f MB of float32 gradients\n",
+                (long long)model.num_parameters(), double(model.num_parameters()) * 4 / 1e6);
   nn::DataParallel dp(
       model.parameters(), group,
       nn::DataParallelOptions{
