@@ -5,6 +5,7 @@
 #include "engine/op_declaration.h"
 #include "engine/ops.h"
 #include "engine/ops/op_helpers.h"
+#include "engine/profiler.h"
 
 namespace qkv {
 
@@ -107,6 +108,7 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   mask.backend().random_bernoulli_by_example(
       mask, philox::call_key(g.seed(), g.take(1)),
       tensor_i64(examples, {int64_t(examples.size())}, x.device()), 1 - p, 1.0 / (1 - p));
+  if (profiling()) profile_hooks::op_finished("bernoulli", {}, mask);  // as the sequential fill
   return mul(x, mask);
 }
 
