@@ -187,6 +187,19 @@ else
   fail "the BPE run"
 fi
 
+# ---- --precision bf16: products in bfloat16, the loss within 0.02 of float32's after 60 steps
+last_valid() { grep '"valid_loss"' "$1/metrics.jsonl" | tail -1 | sed 's/.*"valid_loss":\([0-9.e-]*\).*/\1/'; }
+for p in fp32 bf16; do
+  train --steps 60 --eval-every 60 --precision $p --out "$scratch/$p" >/dev/null 2>&1
+done
+f32=$(last_valid "$scratch/fp32") b16=$(last_valid "$scratch/bf16")
+if [ -n "$f32" ] && [ -n "$b16" ] && grep -q '"precision": "bf16"' "$scratch/bf16/config.json" &&
+  echo "$f32 $b16" | awk '{ d = $1 - $2; if (d < 0) d = -d; exit !(d < 0.02) }'; then
+  pass "--precision bf16: valid loss $b16 beside float32's $f32"
+else
+  fail "--precision bf16: valid loss '$b16' against float32's '$f32'"
+fi
+
 # ---- bad options, each one line naming the option or the file
 refused "a missing --data file" 1 "nothing.txt: no such file" \
   trained --data "$scratch/nothing.txt" --out "$scratch/x"

@@ -90,6 +90,10 @@ std::string help_of(Trainer trainer, const ConfigField& field) {
     return "validation windows (of --context tokens) per evaluation";
   if (trainer == Trainer::lm && field.key == "data") return "the UTF-8 text file to model";
   if (trainer == Trainer::lm && field.key == "layers") return "transformer blocks";
+  if (trainer == Trainer::lm && field.key == "batch_size") return "windows per step";
+  if (trainer == Trainer::lm && field.key == "pictures") return "draw loss.png";
+  if (trainer == Trainer::lm && field.key == "tokenizer")
+    return "char (code points; \"\" is char) or bpe (byte-level BPE, --vocab-size)";
   return field.help;
 }
 
