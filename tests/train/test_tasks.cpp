@@ -187,4 +187,21 @@ BOOST_AUTO_TEST_CASE(unknown_task_lists_valid_ones) {
   });
 }
 
+BOOST_AUTO_TEST_CASE(the_language_model_is_a_task_of_its_own_kind) {
+  const TaskInfo& lm = find_task("lm");
+  BOOST_TEST((lm.kind == TaskKind::language_model));
+  BOOST_TEST((lm.data == TaskData::text_file));
+  BOOST_TEST(language_model_task_names() == std::vector<std::string>{"lm"},
+             boost::test_tools::per_element());
+  // Neither of the other trainers' data takes it, and it is not made from a seed.
+  Config c;
+  c.task = "lm";
+  for (auto prepare : {+[](const Config& c) { prepare_translation_data(c); },
+                       +[](const Config& c) { prepare_classification_data(c); }})
+    BOOST_CHECK_EXCEPTION(prepare(c), qkv::Error, [](const qkv::Error& e) {
+      return std::string(e.what()) == "--task: 'lm' is a language model: use `qkv train lm`";
+    });
+  BOOST_CHECK_THROW(generate_task("lm", 1, 1), qkv::Error);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
