@@ -4,10 +4,14 @@
 # for byte, SIGTERM's checkpoint, sampling through the KV cache giving the tokens of recomputing
 # the whole prefix, eval reproducing the training's last validation loss, the attention pictures,
 # and the bad inputs (one line each, naming the option or file).
-# Usage: tests/cli/language_model.sh QKV_BINARY SCRATCH_DIR. Run by ctest as cli_language_model.
+# With MPI (an MPIRUN command given), `mpirun -np 2` ends in the bytes of one process with
+# --accumulate 2.
+# Usage: tests/cli/language_model.sh QKV_BINARY SCRATCH_DIR [MPIRUN...]. Run by ctest as
+# cli_language_model.
 set -u
 qkv=$1
 scratch=$2
+shift 2
 rm -rf "$scratch" && mkdir -p "$scratch" || exit 1
 failures=0
 pass() { echo "ok   $1"; }
@@ -198,6 +202,21 @@ if [ -n "$f32" ] && [ -n "$b16" ] && grep -q '"precision": "bf16"' "$scratch/bf1
   pass "--precision bf16: valid loss $b16 beside float32's $f32"
 else
   fail "--precision bf16: valid loss '$b16' against float32's '$f32'"
+fi
+
+# ---- data parallelism: 2 ranks, each half of every batch, end in --accumulate 2's bytes
+if [ $# -gt 0 ]; then
+  train --steps 12 --eval-every 6 --accumulate 2 --out "$scratch/acc2" >/dev/null 2>&1
+  "$@" -np 2 "$qkv" --threads 1 train lm $tiny --steps 12 --eval-every 6 --out "$scratch/np2" \
+    >"$scratch/np2.log" 2>&1
+  if cmp -s "$scratch/acc2/model.safetensors" "$scratch/np2/model.safetensors"; then
+    pass "mpirun -np 2 ends in the model.safetensors of --accumulate 2 (dropout on)"
+  else
+    fail "mpirun -np 2 and --accumulate 2 end in different weights:"
+    tail -3 "$scratch/np2.log" | sed 's/^/     | /'
+  fi
+else
+  echo "skip mpirun -np 2 (no MPIRUN given: a build without MPI)"
 fi
 
 # ---- bad options, each one line naming the option or the file
