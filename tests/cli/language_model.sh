@@ -204,6 +204,11 @@ else
   fail "--precision bf16: valid loss '$b16' against float32's '$f32'"
 fi
 
+# ---- a diverging run stops at the step that went non-finite, naming the op
+refused "a non-finite step names the op (anomaly mode)" 1 \
+  "train: the (loss|gradient norm) became non-finite at step [0-9]+ \(op '[a-z_]+' produced (NaN|Inf)" \
+  train --steps 50 --eval-every 50 --lr 1e12 --warmup 0 --out "$scratch/diverged"
+
 # ---- data parallelism: 2 ranks, each half of every batch, end in --accumulate 2's bytes
 if [ $# -gt 0 ]; then
   train --steps 12 --eval-every 6 --accumulate 2 --out "$scratch/acc2" >/dev/null 2>&1
