@@ -224,6 +224,17 @@ else
   echo "skip mpirun -np 2 (no MPIRUN given: a build without MPI)"
 fi
 
+# ---- --help: each subcommand lists the options its models read
+lm_help=$("$qkv" train lm --help) translate_help=$("$qkv" train translate --help)
+if echo "$lm_help" | grep -q -- "--context INT:1..65536=64" &&
+  echo "$lm_help" | grep -q -- "--positional TEXT:{learned,rope}=learned" &&
+  ! echo "$lm_help" | grep -Eq -- "--(task|beam|test-size|patience) " &&
+  ! echo "$translate_help" | grep -Eq -- "--(context|valid-fraction|vocab-size)"; then
+  pass "--help: lm has --context and learned|rope positions, no --task or --beam; translate has no --context"
+else
+  fail "--help lists another subcommand's options"
+fi
+
 # ---- bad options, each one line naming the option or the file
 refused "a missing --data file" 1 "nothing.txt: no such file" \
   trained --data "$scratch/nothing.txt" --out "$scratch/x"
