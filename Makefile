@@ -17,13 +17,19 @@ DEPS_HEADERS := /usr/include/boost/test/unit_test.hpp /usr/include/stb/stb_image
 ifeq ($(DATA),fashion-mnist)
 DEPS_PKGS += dataset-fashion-mnist
 endif
+# The language model's default corpus: Debian's fortune files, concatenated into data/fortunes.txt
+# (make deps DATA=fortunes installs the package and writes the file).
+FORTUNES_DIR := /usr/share/games/fortunes
+ifeq ($(DATA),fortunes)
+DEPS_PKGS += fortunes
+endif
 # PyTorch for the parity suite (make test-torch); `make deps TORCH=1` installs it with the rest.
 TORCH_PKGS := python3-torch python3-numpy
 ifeq ($(TORCH),1)
 DEPS_PKGS += $(TORCH_PKGS)
 endif
 
-.PHONY: all build test test-torch run deps deps-check clean format bench fuzz sanitize tsan valgrind
+.PHONY: all build test test-torch run deps deps-check clean format bench fuzz sanitize tsan valgrind fortunes
 
 all: build
 
@@ -38,6 +44,16 @@ deps:
 	else \
 	  echo "run as root: apt-get update && apt-get install -y $(DEPS_PKGS)"; exit 1; \
 	fi
+	@if [ "$(DATA)" = fortunes ]; then $(MAKE) --no-print-directory fortunes; fi
+
+# Every fortune file (plain text, fortunes separated by lines holding '%'), in name order; the
+# .dat indexes and .u8 links are left out.
+fortunes:
+	@[ -d $(FORTUNES_DIR) ] || { echo "no $(FORTUNES_DIR): install Debian's fortunes package with: make deps DATA=fortunes"; exit 1; }
+	@mkdir -p data
+	@find $(FORTUNES_DIR) -maxdepth 1 -type f ! -name '*.dat' | sort | xargs cat >data/fortunes.txt.tmp
+	@mv data/fortunes.txt.tmp data/fortunes.txt
+	@echo "data/fortunes.txt: $$(wc -c <data/fortunes.txt) bytes from $$(find $(FORTUNES_DIR) -maxdepth 1 -type f ! -name '*.dat' | wc -l) fortune files"
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)

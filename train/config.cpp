@@ -31,9 +31,10 @@ constexpr double kCount = 1e9;     // steps, intervals, patience
 constexpr double kExamples = 1e8;  // split sizes
 constexpr auto kMayChange = OnResume::may_change;
 
-// "" (the task's natural tokenizers) or the name of a TokenizerKind.
+// "" (the task's natural tokenizers), the name of a TokenizerKind, or the language model's
+// byte-level BPE.
 std::vector<std::string> tokenizer_choices() {
-  return {"", to_string(TokenizerKind::character), to_string(TokenizerKind::whitespace)};
+  return {"", to_string(TokenizerKind::character), to_string(TokenizerKind::whitespace), "bpe"};
 }
 
 }  // namespace
@@ -74,6 +75,21 @@ const std::vector<ConfigField>& config_fields() {
        {},
        "truncate batches' sequences to this many tokens",
        closed(1, 1 << 16)},
+      {"context",
+       &C::context,
+       {},
+       "language model: tokens it sees at once (and learns positions for)",
+       closed(1, 1 << 16)},
+      {"valid_fraction",
+       &C::valid_fraction,
+       {},
+       "language model: the last part of --data kept for validation",
+       {0, 1, true, true}},
+      {"vocab_size",
+       &C::vocab_size,
+       {},
+       "language model, --tokenizer bpe: at most this many tokens",
+       closed(256, 1 << 20)},
       {"d_model", &C::d_model, {}, "model width", closed(1, 1 << 16)},
       {"heads", &C::heads, {}, "attention heads", closed(1, 1 << 16)},
       {"layers", &C::layers, {}, "encoder and decoder layers", closed(1, 256)},
@@ -290,18 +306,18 @@ void set_config_value(Config& config, const std::string& key, const std::string&
   set_field(config, f, v, source);
 }
 
-Config load_config(const std::string& path) {
-  return parse_config(read_file(path, "--config"), path);
+Config load_config(const std::string& path, const Config& base) {
+  return parse_config(read_file(path, "--config"), path, base);
 }
 
-Config parse_config(std::string_view text, const std::string& source) {
+Config parse_config(std::string_view text, const std::string& source, const Config& base) {
   json j;
   try {
     j = nn::parse_json_unique_keys(text, source);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e999
     throw Error(source + ": not valid JSON: " + e.what());
   }
-  Config config;
+  Config config = base;
   apply_config_json(config, j, source);
   return config;
 }
@@ -381,6 +397,14 @@ void validate_config(const Config& c, const std::string& source) {
   require(!c.channels.empty() && c.channels.find_first_not_of("0123456789, ") == std::string::npos,
           "channels",
           "must be a comma-separated list of widths such as 16,32, got \"" + c.channels + "\"");
+  const bool language_model = find_task(c.task).kind == TaskKind::language_model;
+  require(c.tokenizer != "bpe" || language_model, "tokenizer",
+          "bpe is the language model's tokenizer (qkv train lm); task '" + c.task +
+              "' takes char or whitespace");
+  require(c.tokenizer != to_string(TokenizerKind::whitespace) || !language_model, "tokenizer",
+          "must be char or bpe for a language model, got \"whitespace\"");
+  require(!language_model || c.positional == "learned" || c.positional == "rope", "positional",
+          "must be learned or rope for a language model, got \"" + c.positional + "\"");
   require(is_device_name(c.device), "device",
           "must be cpu, cuda or cuda:N (N a device number), got \"" + c.device + "\"");
 }

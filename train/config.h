@@ -30,7 +30,7 @@ struct Config {
   std::string task =
       "dates";       // copy, reverse, sort, dates, numbers, order, pairs, classify, fashion-mnist
   std::string data;  // pairs.tsv / labels.tsv, or the IDX folder of fashion-mnist (empty: default)
-  std::string tokenizer;      // "char" or "whitespace"; empty = the task's natural choice
+  std::string tokenizer;      // "char", "whitespace" or (lm) "bpe"; empty = the task's natural one
   int64_t min_frequency = 1;  // rarer tokens become <unk>
   int64_t train_size = 20000, valid_size = 1000, test_size = 1000;
   // Lengths of the examples a task generates (symbol tasks and the order task), in symbols.
@@ -38,6 +38,11 @@ struct Config {
   // Not a task length: the most tokens of a sequence a batch keeps (the rest is cut off), and so
   // the text classifier's positions.
   int64_t max_len = 128;
+  // ---- language model (task lm): the last valid_fraction of --data is the validation text;
+  // valid_size is then the number of validation windows of `context` tokens each evaluation reads
+  int64_t context = 64;
+  double valid_fraction = 0.1;
+  int64_t vocab_size = 512;  // --tokenizer bpe: at most this many token ids
   // ---- model
   int64_t d_model = 128, heads = 4, layers = 2, ff_dim = 512;
   double dropout = 0.1;
@@ -118,11 +123,11 @@ void apply_config_json(Config& config, const nlohmann::json& j, const std::strin
 void set_config_value(Config& config, const std::string& key, const std::string& value,
                       const std::string& source = "command line");
 
-// Defaults overridden by the file's keys. Throws qkv::Error naming the file when it is missing, not
-// JSON, not an object, or has a bad key or value.
-Config load_config(const std::string& path);
+// `base` (the defaults) overridden by the file's keys. Throws qkv::Error naming the file when it is
+// missing, not JSON, not an object, or has a bad key or value.
+Config load_config(const std::string& path, const Config& base = {});
 // The same on the file's text; `source` (the file name) starts every error.
-Config parse_config(std::string_view text, const std::string& source);
+Config parse_config(std::string_view text, const std::string& source, const Config& base = {});
 nlohmann::json config_to_json(const Config& config);
 // Writes the effective config as pretty JSON, atomically.
 void save_config(const Config& config, const std::string& path);

@@ -41,6 +41,8 @@ std::vector<std::string> targets_of(const std::vector<Pair>& pairs) {
 }  // namespace
 
 TranslationData prepare_translation_data(const Config& c) {
+  if (task_kind(c.task) == TaskKind::language_model)
+    throw Error("--task: '" + c.task + "' is a language model: use `qkv train lm`");
   if (task_kind(c.task) != TaskKind::translation)
     throw Error("--task: '" + c.task + "' is a classification task, not a translation task");
   TranslationData d;
@@ -67,6 +69,8 @@ ClassificationData prepare_classification_data(const Config& c) {
   TaskKind kind = task_kind(c.task);
   if (kind == TaskKind::translation)
     throw Error("--task: '" + c.task + "' is a translation task, not a classification task");
+  if (kind == TaskKind::language_model)
+    throw Error("--task: '" + c.task + "' is a language model: use `qkv train lm`");
   if (kind == TaskKind::image_classification)
     throw Error("--task: '" + c.task + "' classifies images; load it with load_fashion_mnist");
   std::vector<TextExample> train, valid, test;

@@ -14,8 +14,14 @@ LmText read_lm_text(const std::string& path, double valid_fraction) {
   if (!(valid_fraction > 0 && valid_fraction < 1))
     throw Error("--valid-fraction: must be in (0, 1), got " + std::to_string(valid_fraction));
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw Error(path + ": no such file (the language model's --data)");
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    // The corpus the Makefile writes names the package it comes from.
+    const bool fortunes = std::filesystem::path(path).filename() == "fortunes.txt";
+    throw Error(path + ": no such file (the language model's --data)" +
+                (fortunes ? std::string("; it is made from Debian's fortunes package by: make deps "
+                                        "DATA=fortunes (or make fortunes once it is installed)")
+                          : ""));
+  }
   std::string text = read_file(path, "--data");
   if (text.empty()) throw Error(path + ": the file is empty");
   size_t bad = first_invalid_utf8(text);

@@ -233,7 +233,32 @@ BOOST_AUTO_TEST_CASE(every_numeric_field_has_a_range_around_its_default) {
       if (!f.range.low_open) BOOST_CHECK_NO_THROW(set_config_value(c, f.key, text(f.range.low)));
     }
   }
-  BOOST_TEST(numeric == 30);  // every int64 and double field of Config
+  BOOST_TEST(numeric == 33);  // every int64 and double field of Config
+}
+
+BOOST_AUTO_TEST_CASE(the_language_model_options_are_checked_against_the_task) {
+  Config lm;
+  lm.task = "lm";
+  lm.positional = "learned";
+  BOOST_CHECK_NO_THROW(validate_config(lm));
+  lm.tokenizer = "bpe";
+  BOOST_CHECK_NO_THROW(validate_config(lm));
+  Config translation = lm;
+  translation.task = "dates";
+  BOOST_CHECK_EXCEPTION(
+      validate_config(translation, "run.json"), qkv::Error, [](const qkv::Error& e) {
+        return std::string(e.what()).rfind("run.json: key 'tokenizer' bpe is the language model's",
+                                           0) == 0;
+      });
+  lm.tokenizer = "whitespace";
+  BOOST_CHECK_THROW(validate_config(lm), qkv::Error);
+  lm.tokenizer = "char";
+  lm.positional = "sinusoidal";  // GPT has learned or rotary positions only
+  BOOST_CHECK_EXCEPTION(validate_config(lm, "run.json"), qkv::Error, [](const qkv::Error& e) {
+    return std::string(e.what()) ==
+           "run.json: key 'positional' must be learned or rope for a language model, got "
+           "\"sinusoidal\"";
+  });
 }
 
 BOOST_AUTO_TEST_CASE(a_key_given_twice_is_refused) {

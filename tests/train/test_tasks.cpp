@@ -111,7 +111,7 @@ BOOST_AUTO_TEST_CASE(same_seed_same_data_other_seed_other_data) {
 }
 
 BOOST_AUTO_TEST_CASE(the_task_table_is_the_only_list) {
-  // Every consumer of task names reads the table: the config's choices, the two `qkv train`
+  // Every consumer of task names reads the table: the config's choices, the three `qkv train`
   // subcommands' lists (which split it by kind) and the generated tasks.
   const std::vector<std::string> names = all_task_names();
   BOOST_TEST(names.size() == task_table().size());
@@ -119,17 +119,18 @@ BOOST_AUTO_TEST_CASE(the_task_table_is_the_only_list) {
       *std::find_if(config_fields().begin(), config_fields().end(),
                     [](const ConfigField& f) { return f.key == "task"; });
   BOOST_TEST(task_field.choices == names, boost::test_tools::per_element());
-  std::vector<std::string> both = translation_task_names();
-  for (const auto& n : classification_task_names()) both.push_back(n);
-  std::sort(both.begin(), both.end());
+  std::vector<std::string> listed = translation_task_names();
+  for (const auto& n : classification_task_names()) listed.push_back(n);
+  for (const auto& n : language_model_task_names()) listed.push_back(n);
+  std::sort(listed.begin(), listed.end());
   std::vector<std::string> sorted = names;
   std::sort(sorted.begin(), sorted.end());
-  BOOST_TEST(both == sorted, boost::test_tools::per_element());
+  BOOST_TEST(listed == sorted, boost::test_tools::per_element());
   // A name without a row is unknown everywhere, with the closest row suggested.
   BOOST_CHECK_EXCEPTION(find_task("revrse"), qkv::Error, [](const qkv::Error& e) {
     return std::string(e.what()) ==
            "--task: unknown task 'revrse' (did you mean 'reverse'?; valid: copy, reverse, sort, "
-           "dates, numbers, pairs, order, classify, fashion-mnist)";
+           "dates, numbers, pairs, order, classify, fashion-mnist, lm)";
   });
   BOOST_CHECK_THROW(task_kind("transliterate"), qkv::Error);
   BOOST_CHECK_THROW(generate_task("transliterate", 1, 1), qkv::Error);
@@ -184,6 +185,23 @@ BOOST_AUTO_TEST_CASE(unknown_task_lists_valid_ones) {
            m.find("(did you mean 'dates'?; valid: copy, reverse, sort, dates, numbers, pairs") !=
                std::string::npos;
   });
+}
+
+BOOST_AUTO_TEST_CASE(the_language_model_is_a_task_of_its_own_kind) {
+  const TaskInfo& lm = find_task("lm");
+  BOOST_TEST((lm.kind == TaskKind::language_model));
+  BOOST_TEST((lm.data == TaskData::text_file));
+  BOOST_TEST(language_model_task_names() == std::vector<std::string>{"lm"},
+             boost::test_tools::per_element());
+  // Neither of the other trainers' data takes it, and it is not made from a seed.
+  Config c;
+  c.task = "lm";
+  for (auto prepare : {+[](const Config& c) { prepare_translation_data(c); },
+                       +[](const Config& c) { prepare_classification_data(c); }})
+    BOOST_CHECK_EXCEPTION(prepare(c), qkv::Error, [](const qkv::Error& e) {
+      return std::string(e.what()) == "--task: 'lm' is a language model: use `qkv train lm`";
+    });
+  BOOST_CHECK_THROW(generate_task("lm", 1, 1), qkv::Error);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -2,6 +2,8 @@
 //   translation runs: INPUT is a source text; every layer's and head's encoder self-, decoder
 //                     self- and cross-attention, with the tokens along the axes.
 //   text classifiers: INPUT is a text; its encoder self-attention, and the predicted label.
+//   language models:  INPUT is a text; every block's and head's causal self-attention
+//                     (language_model_commands.cpp).
 //   image classifiers: INPUT is the index of a test image; CBAM's spatial attention over it, SE's
 //                     channel weights (CNN), or every ViT head, and the predicted label.
 #include <algorithm>
@@ -71,6 +73,7 @@ int classifier_attention(const AttentionOptions& options) {
 }  // namespace
 
 int attention_command(const AttentionOptions& options) {
+  if (train::run_architecture(options.run) == "GPT") return language_model_attention(options);
   if (train::run_architecture(options.run) != "Seq2SeqTransformer")
     return classifier_attention(options);
   train::Translator t = train::load_translator(options.run);

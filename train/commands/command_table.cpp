@@ -104,6 +104,9 @@ Runner translate(CLI::App& app) {
 Runner eval(CLI::App& app) {
   auto o = options_of<EvalOptions>();
   add_run_option(app, o->run);
+  app.add_option("--data", o->data,
+                 "language-model run: the text to score (default: its validation split)")
+      ->type_name("FILE");
   add_beam_option(app, o->beam);
   app.add_flag("--int8", o->int8, "evaluate the run's int8 model (made by qkv quantize)");
   add_device_option(app, o->device, "cpu, cuda or cuda:N");
@@ -128,6 +131,26 @@ Runner attention(CLI::App& app) {
   app.add_option("text", o->text, "input text")->required();
   app.add_option("--out", o->out, "folder for the PNG files")->capture_default_str();
   return [o](const GlobalOptions&) { return attention_command(*o); };
+}
+
+Runner sample(CLI::App& app) {
+  auto o = options_of<SampleOptions>();
+  add_run_option(app, o->run);
+  app.add_option("--prompt", o->prompt, "the text to continue")->capture_default_str();
+  app.add_option("--tokens", o->tokens, "tokens to generate")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 20));
+  app.add_option("--temperature", o->temperature, "divides the logits; 0 = greedy")
+      ->capture_default_str();
+  app.add_option("--top-k", o->top_k, "keep the k most likely tokens (0 = all)")
+      ->capture_default_str();
+  app.add_option("--top-p", o->top_p, "keep the most likely tokens summing to p (nucleus)")
+      ->capture_default_str();
+  app.add_option("--seed", o->seed, "random seed of the draws")->capture_default_str();
+  app.add_flag("--no-cache", o->no_cache,
+               "recompute the whole prefix at every step instead of using the KV cache (the same "
+               "tokens, slower)");
+  return [o](const GlobalOptions&) { return sample_command(*o); };
 }
 
 Runner demo(CLI::App& app) {
@@ -169,7 +192,9 @@ const std::vector<Command>& command_table() {
           }),
       train_command_group(),
       leaf("translate", "translate text with a trained run", translate),
-      leaf("eval", "test metrics of a trained run", eval),
+      leaf("eval", "test metrics of a trained run (a language model: loss and bits per character)",
+           eval),
+      leaf("sample", "text from a language-model run (qkv train lm), continuing --prompt", sample),
       leaf("quantize", "int8-quantize a run's Linear layers; accuracy and speed before and after",
            quantize),
       leaf("attention",

@@ -36,6 +36,7 @@ int translate_command(const TranslateOptions& options);
 
 struct EvalOptions {
   std::string run;
+  std::string data;  // a language-model run: the text to score (default: its validation split)
   int64_t beam = 1;
   bool int8 = false;  // use the run's model.int8.safetensors (made by qkv quantize)
   std::string device = "cpu";
@@ -47,6 +48,21 @@ struct AttentionOptions {
   std::string run, text, out = "attention";
 };
 int attention_command(const AttentionOptions& options);
+
+// `qkv sample`: text from a language-model run (language_model_commands.cpp).
+struct SampleOptions {
+  std::string run, prompt = "\n";
+  int64_t tokens = 500;
+  double temperature = 1.0;
+  int64_t top_k = 0;
+  double top_p = 1.0;
+  uint64_t seed = 1;
+  bool no_cache = false;  // recompute the whole prefix at every step (the same tokens, slower)
+};
+int sample_command(const SampleOptions& options);
+// `qkv eval` and `qkv attention` on a language-model run (model.json's architecture "GPT").
+int language_model_eval(const EvalOptions& options);
+int language_model_attention(const AttentionOptions& options);
 
 struct QuantizeOptions {
   std::string run;

@@ -1,5 +1,6 @@
-// `qkv train translate` and `qkv train classify`: one typed option per Config field that the
-// subcommand's models read (--batch-size or --batch_size), a --config file underneath them, and
+// `qkv train translate`, `qkv train classify` and `qkv train lm`: one typed option per Config field
+// that the subcommand's models read (--batch-size or --batch_size), a --config file underneath
+// them, and
 // --resume to continue a run folder. Each value is checked by the config's own rules while the
 // command line is parsed, so a bad one is a usage error naming the flag.
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "train/did_you_mean.h"
 #include "train/tasks/task_table.h"
 #include "train/trainer/classification_trainer.h"
+#include "train/trainer/language_model_trainer.h"
 #include "train/trainer/training_common.h"
 #include "train/trainer/translation_trainer.h"
 
@@ -25,11 +27,74 @@ namespace {
 using train::Config;
 using train::ConfigField;
 
+// The `qkv train` subcommands: each has a flag for the fields its models read.
+enum class Trainer { translate, classify, lm };
+
+bool listed(const std::vector<std::string>& keys, const std::string& key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+
 // The fields only a classifier reads: `qkv train translate` has no flag for them.
 bool classifier_only(const std::string& key) {
-  static const std::vector<std::string> keys = {"model", "attention", "channels", "patch_size",
-                                                "pooling"};
-  return std::find(keys.begin(), keys.end(), key) != keys.end();
+  return listed({"model", "attention", "channels", "patch_size", "pooling"}, key);
+}
+
+// The fields only the language model reads.
+bool language_model_only(const std::string& key) {
+  return listed({"context", "valid_fraction", "vocab_size"}, key);
+}
+
+// The fields `qkv train lm` reads: one text file and a GPT (no generated tasks, test split,
+// decoding or early stopping).
+bool language_model_reads(const std::string& key) {
+  return language_model_only(key) ||
+         listed({"data",       "tokenizer",    "valid_size", "d_model",
+                 "heads",      "layers",       "ff_dim",     "dropout",
+                 "positional", "optimizer",    "batch_size", "steps",
+                 "lr",         "weight_decay", "beta1",      "beta2",
+                 "warmup",     "schedule",     "clip",       "accumulate",
+                 "dp_overlap", "eval_every",   "log_every",  "checkpoint_every",
+                 "seed",       "device",       "precision",  "out",
+                 "pictures"},
+                key);
+}
+
+bool has_flag(Trainer trainer, const std::string& key) {
+  if (key == "threads") return false;  // the global --threads
+  switch (trainer) {
+    case Trainer::translate:
+      return !classifier_only(key) && !language_model_only(key);
+    case Trainer::classify:
+      return !language_model_only(key);
+    case Trainer::lm:
+      return language_model_reads(key);
+  }
+  return false;
+}
+
+// The choices of a field on one subcommand, where they are fewer than the config allows.
+std::vector<std::string> choices_of(Trainer trainer, const ConfigField& field) {
+  if (field.key == "task")
+    return trainer == Trainer::classify ? train::classification_task_names()
+                                        : train::translation_task_names();
+  if (field.key == "tokenizer")
+    return trainer == Trainer::lm ? std::vector<std::string>{"", "char", "bpe"}
+                                  : std::vector<std::string>{"", "char", "whitespace"};
+  if (field.key == "positional" && trainer == Trainer::lm) return {"learned", "rope"};
+  return field.choices;
+}
+
+// The help of a field whose meaning is the language model's own.
+std::string help_of(Trainer trainer, const ConfigField& field) {
+  if (trainer == Trainer::lm && field.key == "valid_size")
+    return "validation windows (of --context tokens) per evaluation";
+  if (trainer == Trainer::lm && field.key == "data") return "the UTF-8 text file to model";
+  if (trainer == Trainer::lm && field.key == "layers") return "transformer blocks";
+  if (trainer == Trainer::lm && field.key == "batch_size") return "windows per step";
+  if (trainer == Trainer::lm && field.key == "pictures") return "draw loss.png";
+  if (trainer == Trainer::lm && field.key == "tokenizer")
+    return "char (code points; \"\" is char) or bpe (byte-level BPE, --vocab-size)";
+  return field.help;
 }
 
 struct TrainFlags {
@@ -104,21 +169,15 @@ CLI::Validator config_check(const ConfigField& field, const std::string& flag,
       allowed_values(field, choices));
 }
 
-void add_train_flags(CLI::App& cmd, TrainFlags& flags, bool classification) {
-  Config defaults;
-  defaults.task = classification ? "order" : "dates";
+void add_train_flags(CLI::App& cmd, TrainFlags& flags, Trainer trainer, const Config& defaults) {
   for (const auto& field : train::config_fields()) {
-    if (field.key == "threads") continue;  // the global --threads
-    if (!classification && classifier_only(field.key)) continue;
+    if (!has_flag(trainer, field.key)) continue;
     std::string dashed = field.key;
     std::replace(dashed.begin(), dashed.end(), '_', '-');
     const std::string flag = "--" + dashed;
     std::string names = flag + (dashed != field.key ? ",--" + field.key : "");
-    std::vector<std::string> choices = field.choices;
-    if (field.key == "task")
-      choices =
-          classification ? train::classification_task_names() : train::translation_task_names();
-    CLI::Option* option = cmd.add_option(names, flags.values[field.key], field.help)
+    const std::vector<std::string> choices = choices_of(trainer, field);
+    CLI::Option* option = cmd.add_option(names, flags.values[field.key], help_of(trainer, field))
                               ->type_name(type_name(field))
                               ->default_str(default_text(defaults, field))
                               ->check(config_check(field, flag, choices));
@@ -133,11 +192,10 @@ void add_train_flags(CLI::App& cmd, TrainFlags& flags, bool classification) {
       ->excludes(resume);
 }
 
-// The run's config: the resumed run's config.json, else --config, else the defaults (with the
-// subcommand's own default task); then the flags given on the command line over it.
-Config config_from_flags(TrainFlags& flags, int threads, const std::string& default_task) {
-  Config config;
-  config.task = default_task;
+// The run's config: the resumed run's config.json, else --config over the subcommand's defaults,
+// else those defaults; then the flags given on the command line over it.
+Config config_from_flags(TrainFlags& flags, int threads, const Config& defaults) {
+  Config config = defaults;
   if (!flags.resume_dir.empty()) {
     // load_config's own message would blame --config, which the user did not give.
     const std::string path = flags.resume_dir + "/config.json";
@@ -145,7 +203,7 @@ Config config_from_flags(TrainFlags& flags, int threads, const std::string& defa
               " is not a run folder (it has no config.json)");
     config = train::load_config(path);
   }
-  if (!flags.config_path.empty()) config = train::load_config(flags.config_path);
+  if (!flags.config_path.empty()) config = train::load_config(flags.config_path, defaults);
   for (const auto& [key, option] : flags.options) {
     if (option->count() == 0) continue;
     std::string dashed = key;
@@ -165,11 +223,17 @@ int exit_code(const train::TrainResult& result, const Config& config) {
   return 128 + train::interrupt_signal();
 }
 
+Config with_task(const std::string& task) {
+  Config c;
+  c.task = task;
+  return c;
+}
+
 Runner train_translate(CLI::App& app) {
   auto flags = std::make_shared<TrainFlags>();
-  add_train_flags(app, *flags, /*classification=*/false);
+  add_train_flags(app, *flags, Trainer::translate, with_task("dates"));
   return [flags](const GlobalOptions& global) {
-    Config config = config_from_flags(*flags, global.threads, "dates");
+    Config config = config_from_flags(*flags, global.threads, with_task("dates"));
     train::install_interrupt_handler();
     return exit_code(train::train_translation(config, flags->mode()), config);
   };
@@ -177,11 +241,21 @@ Runner train_translate(CLI::App& app) {
 
 Runner train_classify(CLI::App& app) {
   auto flags = std::make_shared<TrainFlags>();
-  add_train_flags(app, *flags, /*classification=*/true);
+  add_train_flags(app, *flags, Trainer::classify, with_task("order"));
   return [flags](const GlobalOptions& global) {
-    Config config = config_from_flags(*flags, global.threads, "order");
+    Config config = config_from_flags(*flags, global.threads, with_task("order"));
     train::install_interrupt_handler();
     return exit_code(train::train_classification(config, flags->mode()), config);
+  };
+}
+
+Runner train_lm(CLI::App& app) {
+  auto flags = std::make_shared<TrainFlags>();
+  add_train_flags(app, *flags, Trainer::lm, train::language_model_defaults());
+  return [flags](const GlobalOptions& global) {
+    Config config = config_from_flags(*flags, global.threads, train::language_model_defaults());
+    train::install_interrupt_handler();
+    return exit_code(train::train_language_model(config, flags->mode()), config);
   };
 }
 
@@ -196,6 +270,7 @@ Command train_command_group() {
                "train a classifier: order/classify (transformer), fashion-mnist (CNN or "
                "ViT)",
                train_classify),
+          leaf("lm", "train a GPT language model on a UTF-8 text file (--data)", train_lm),
       });
 }
 

@@ -79,6 +79,9 @@ int eval_classifier(const EvalOptions& options, Device device) {
 
 int eval_command(const EvalOptions& options) {
   const Device device = checked_device(options.device, options.int8);
+  if (train::run_architecture(options.run) == "GPT") return language_model_eval(options);
+  QKV_CHECK(options.data.empty(), "--data", "only a language-model run is scored on a text; ",
+            options.run, " is scored on its own test split");
   const Autocast precision(train::compute_dtype(options.precision));
   if (train::run_architecture(options.run) != "Seq2SeqTransformer")
     return eval_classifier(options, device);

@@ -39,6 +39,8 @@ const std::vector<TaskInfo>& task_table() {
        "label<TAB>text lines (--data)"},
       {"fashion-mnist", K::image_classification, kChars, D::idx_folder, nullptr,
        "28x28 clothing images (IDX files)"},
+      {"lm", K::language_model, kChars, D::text_file, nullptr,
+       "the next token of a UTF-8 text file (--data; qkv train lm)"},
   };
   return table;
 }
@@ -59,7 +61,15 @@ std::vector<std::string> translation_task_names() {
 std::vector<std::string> classification_task_names() {
   std::vector<std::string> names;
   for (const auto& t : task_table())
-    if (t.kind != TaskKind::translation) names.push_back(t.name);
+    if (t.kind == TaskKind::text_classification || t.kind == TaskKind::image_classification)
+      names.push_back(t.name);
+  return names;
+}
+
+std::vector<std::string> language_model_task_names() {
+  std::vector<std::string> names;
+  for (const auto& t : task_table())
+    if (t.kind == TaskKind::language_model) names.push_back(t.name);
   return names;
 }
 

@@ -13,7 +13,7 @@
 namespace qkv::train {
 
 // What kind of model a task needs, and so which `qkv train` subcommand trains it.
-enum class TaskKind { translation, text_classification, image_classification };
+enum class TaskKind { translation, text_classification, image_classification, language_model };
 
 // The tokenizers a task reads and writes with unless the config names one: characters for
 // strings of symbols and dates, words for English ("numbers" reads digits, writes words).
@@ -23,9 +23,10 @@ struct TokenizerChoice {
 
 // Where a task's examples come from.
 enum class TaskData {
-  generated,  // made from the seed (a PairGenerator, or the task's own generator)
-  tsv_file,   // read from the TSV file named by --data
-  idx_folder  // read from IDX files (fashion-mnist)
+  generated,   // made from the seed (a PairGenerator, or the task's own generator)
+  tsv_file,    // read from the TSV file named by --data
+  idx_folder,  // read from IDX files (fashion-mnist)
+  text_file    // one UTF-8 text file named by --data (the language model)
 };
 
 // One pair of a translation toy task; null for tasks that do not generate translation pairs.
@@ -48,9 +49,10 @@ const std::vector<TaskInfo>& task_table();
 const TaskInfo& find_task(const std::string& name);
 
 // The names of every task, and of the tasks one `qkv train` subcommand trains: translation, or
-// classification (text and images).
+// classification (text and images), or language modelling.
 std::vector<std::string> all_task_names();
 std::vector<std::string> translation_task_names();
 std::vector<std::string> classification_task_names();
+std::vector<std::string> language_model_task_names();
 
 }  // namespace qkv::train

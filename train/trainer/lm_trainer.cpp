@@ -60,16 +60,14 @@ nlohmann::json config_json(const LmTrainConfig& c) {
   return j;
 }
 
-// The next-token loss of windows [B, context + 1]: inputs are all but the last token, targets
-// all but the first.
+}  // namespace
+
 Tensor window_loss(models::GPT& model, const Tensor& windows, Reduction reduction) {
   const int64_t T = windows.size(1) - 1;
   Tensor logits = model.forward(windows.narrow(1, 0, T).contiguous());
   return cross_entropy(logits.reshape({-1, logits.size(2)}),
                        windows.narrow(1, 1, T).contiguous().reshape({-1}), -100, 0.0, reduction);
 }
-
-}  // namespace
 
 LmLoss evaluate_lm(models::GPT& model, const Tensor& windows, const std::vector<int64_t>& units,
                    int64_t batch) {
@@ -79,9 +77,10 @@ LmLoss evaluate_lm(models::GPT& model, const Tensor& windows, const std::vector<
   double nats = 0, unit_count = 0;
   int64_t tokens = 0;
   const int64_t n = windows.size(0), T = windows.size(1) - 1;
+  const Device device = model.token_embedding->weight.device();
   for (int64_t start = 0; start < n; start += batch) {
     Tensor w = windows.narrow(0, start, std::min(batch, n - start));
-    nats += window_loss(model, w, Reduction::sum).item();
+    nats += window_loss(model, w.to(device), Reduction::sum).item();
     tokens += w.size(0) * T;
     for (int64_t id : w.narrow(1, 1, T).contiguous().to_vector<int64_t>())
       unit_count += double(units[size_t(id)]);

@@ -51,7 +51,12 @@ struct LmTrainResult {
 // Throws qkv::Error naming the field for a config out of range, or the file for bad data.
 LmTrainResult train_lm(const LmTrainConfig& config, const std::string& run_folder);
 
-// Validation cross-entropy of `model` on windows [n, context + 1]: nats per token and, dividing
+// The next-token loss of windows [B, context + 1] (on the model's device): inputs are all but the
+// last token, targets all but the first.
+Tensor window_loss(models::GPT& model, const Tensor& windows, Reduction reduction);
+
+// Validation cross-entropy of `model` on windows [n, context + 1] (on the CPU; each batch is moved
+// to the model's device): nats per token and, dividing
 // the same total by ln 2 and by `units` (the characters or bytes the targets stand for), bits per
 // unit. Runs in eval mode under NoGrad, `batch` windows at a time.
 struct LmLoss {
