@@ -36,7 +36,7 @@ int translate_command(const TranslateOptions& options);
 
 struct EvalOptions {
   std::string run;
-  std::string data;  // a language-model run: the text to score (default: its validation split)
+  std::string data{};  // a language-model run: the text to score (default: its validation split)
   int64_t beam = 1;
   bool int8 = false;  // use the run's model.int8.safetensors (made by qkv quantize)
   std::string device = "cpu";
