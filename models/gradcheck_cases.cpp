@@ -3,6 +3,7 @@
 // model; image models are checked with respect to the images.
 #include "models/gradcheck_cases.h"
 
+#include "models/classifier_names.h"
 #include "models/classifiers.h"
 #include "models/gpt_gradcheck_case.h"
 #include "models/seq2seq.h"
@@ -27,7 +28,7 @@ void register_gradcheck_cases(OpRegistry& r) {
   };
   const Domain index = Domain::index;
 
-  for (std::string pooling : {"cls", "mean"}) {
+  for (const std::string& pooling : pooling_names()) {
     auto classifier = in_f64(std::make_shared<TransformerClassifier>(
         TransformerClassifierConfig{.vocab = 5,
                                     .num_classes = 3,

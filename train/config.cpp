@@ -6,7 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "models/classifier_names.h"
 #include "nn/positional_names.h"
+#include "nn/residual_block_names.h"
 #include "nn/unique_keys_json.h"
 #include "train/atomic_file.h"
 #include "train/tasks/task_table.h"
@@ -80,11 +82,12 @@ const std::vector<ConfigField>& config_fields() {
       {"ff_dim", &C::ff_dim, {}, "feed-forward hidden width", closed(1, 1 << 20)},
       {"dropout", &C::dropout, {}, "dropout probability", below(0, 1)},
       {"positional", &C::positional, nn::positional_encoding_names(), "positional encoding"},
-      {"model", &C::model, {"cnn", "vit"}, "image classifier"},
-      {"attention", &C::attention, {"none", "se", "cbam"}, "attention in the CNN's blocks"},
+      {"model", &C::model, models::image_classifier_names(), "image classifier"},
+      {"attention", &C::attention, nn::block_attention_names(), "attention in the CNN's blocks"},
       {"channels", &C::channels, {}, "CNN widths, one residual block each, e.g. 16,32"},
       {"patch_size", &C::patch_size, {}, "ViT patch size (divides the image size)", closed(1, 28)},
-      {"pooling", &C::pooling, {"cls", "mean"}, "text classifier: [CLS] state or mean of states"},
+      {"pooling", &C::pooling, models::pooling_names(),
+       "text classifier: [CLS] state or mean of states"},
       {"optimizer", &C::optimizer, optimizer_names(), "optimizer"},
       {"batch_size", &C::batch_size, {}, "examples per step", closed(1, 1 << 20)},
       {"steps", &C::steps, {}, "optimizer steps", closed(1, kCount), kMayChange},
