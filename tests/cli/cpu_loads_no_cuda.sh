@@ -64,6 +64,19 @@ else
   tail -5 "$scratch/eval.out" | sed 's/^/     | /'
 fi
 
+# `qkv info` under the same limit: the CUDA backend links cuBLAS, which cannot be mapped there, so
+# info reports the backend unavailable, naming the limit, and still exits 0.
+real_backend=$(dirname "$qkv")/libqkv_cuda.so
+if [ -n "${QKV_SANITIZER_BUILD:-}" ] || [ ! -e "$real_backend" ]; then
+  echo "skip qkv info under ulimit -v 700000: no libqkv_cuda.so beside qkv (or a sanitizer build)"
+elif (ulimit -v 700000 && QKV_CUDA_LIBRARY=$real_backend "$qkv" info) >"$scratch/info.out" 2>&1 &&
+  grep -Eq "^cuda: +unavailable: .*ulimit -v" "$scratch/info.out"; then
+  pass "qkv info under ulimit -v 700000 names the limit that keeps cuBLAS out"
+else
+  fail "qkv info under ulimit -v 700000:"
+  tail -3 "$scratch/info.out" | sed 's/^/     | /'
+fi
+
 if [ -n "$library" ]; then
   if QKV_CUDA_LIBRARY=$library mapped "$qkv" info >"$scratch/info.mapped" &&
     grep -q "$(basename "$library")" "$scratch/info.mapped"; then
