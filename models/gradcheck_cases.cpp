@@ -7,25 +7,19 @@
 #include "models/classifiers.h"
 #include "models/gpt_gradcheck_case.h"
 #include "models/seq2seq.h"
+#include "nn/gradcheck_cases.h"
 
 namespace qkv::models {
 
 namespace {
 
 using X = const std::vector<Tensor>&;
-
-template <typename M>
-std::shared_ptr<M> in_f64(std::shared_ptr<M> m) {
-  m->to(DType::f64);
-  return m;
-}
+using nn::in_f64;
 
 }  // namespace
 
 void register_gradcheck_cases(OpRegistry& r) {
-  auto add_case = [&](std::string name, std::vector<InputSpec> inputs, GradcheckFn fn) {
-    r.add({"models." + std::move(name), "models", std::move(inputs), std::move(fn)});
-  };
+  const LayerCases add_case{r, "models", "models."};
   const Domain index = Domain::index;
 
   for (const std::string& pooling : pooling_names()) {
