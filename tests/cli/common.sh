@@ -1,3 +1,4 @@
+# shellcheck shell=sh disable=SC2034  # the variables are for the scripts that source this
 # What every CLI test script starts with, sourced after `set -u` with the script's arguments
 # QKV_BINARY SCRATCH_DIR: $qkv (an absolute path, so a case may run in another folder), a fresh
 # $scratch, the case counters and the checks. A script ends with `finish`.

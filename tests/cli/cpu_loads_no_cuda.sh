@@ -8,16 +8,9 @@
 # cli_cpu_loads_no_cuda.
 # shellcheck disable=SC2086  # $tiny is split into its options on purpose
 set -u
-qkv=$1
-scratch=$2
+# shellcheck source=tests/cli/common.sh
+. "$(dirname "$0")/common.sh"
 library=${3:-}
-rm -rf "$scratch" && mkdir -p "$scratch" || exit 1
-failures=0
-pass() { echo "ok   $1"; }
-fail() {
-  echo "FAIL $1"
-  failures=$((failures + 1))
-}
 cuda_names='libcuda\.so|libcudart|libcublas'
 
 needed=$(readelf -d "$qkv" | grep NEEDED)
@@ -86,6 +79,4 @@ if [ -n "$library" ]; then
     sed 's/^/     | /' "$scratch/out" | tail -3
   fi
 fi
-
-echo "$failures failure(s)"
-[ "$failures" -eq 0 ]
+finish

@@ -4,6 +4,7 @@
 # trace's events, summed per phase and op, give the table's calls and ms/step. Usage:
 # tests/cli/profile.sh QKV_BINARY SCRATCH_DIR. Run by ctest as cli_profile.
 set -u
+# shellcheck source=tests/cli/common.sh
 . "$(dirname "$0")/common.sh"
 
 run=$scratch/run
