@@ -304,12 +304,7 @@ Config load_config(const std::string& path) {
 }
 
 Config parse_config(std::string_view text, const std::string& source) {
-  json j;
-  try {
-    j = nn::parse_json_unique_keys(text, source);
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e999
-    throw Error(source + ": not valid JSON: " + e.what());
-  }
+  const json j = nn::parse_json_text(text, source);
   Config config;
   apply_config_json(config, j, source);
   return config;

@@ -19,12 +19,7 @@ using nlohmann::json;
 namespace {
 
 json parse_object(std::string_view text, const std::string& source) {
-  json j;
-  try {
-    j = nn::parse_json_unique_keys(text, source);
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e999
-    throw Error(source + ": not valid JSON: " + e.what());
-  }
+  json j = nn::parse_json_text(text, source);
   if (!j.is_object()) throw Error(source + ": must be a JSON object, got " + j.type_name());
   return j;
 }
