@@ -8,6 +8,7 @@
 #include "cuda/cuda_backend_impl.h"
 #include "cuda/launch.cuh"
 #include "cuda/strided.cuh"
+#include "engine/gelu.h"
 #include "engine/scalar_math.h"
 
 namespace qkv::cuda {
@@ -62,29 +63,6 @@ template <typename From, typename To>
 struct Convert {
   __device__ To operator()(From v) const { return convert<To>(v); }
 };
-
-template <typename T>
-__device__ T gelu_erf(T x) {
-  return T(0.5) * x * (T(1) + std::erf(x * T(M_SQRT1_2)));
-}
-template <typename T>
-__device__ T gelu_tanh(T x) {
-  const T k = T(0.7978845608028654);  // sqrt(2/pi)
-  return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
-}
-template <typename T>
-__device__ T gelu_erf_grad(T x) {
-  T cdf = T(0.5) * (T(1) + std::erf(x * T(M_SQRT1_2)));
-  T pdf = std::exp(T(-0.5) * x * x) * T(0.3989422804014327);  // 1/sqrt(2pi)
-  return cdf + x * pdf;
-}
-template <typename T>
-__device__ T gelu_tanh_grad(T x) {
-  const T k = T(0.7978845608028654);
-  T t = std::tanh(k * (x + T(0.044715) * x * x * x));
-  T dinner = k * (T(1) + T(3 * 0.044715) * x * x);
-  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner;
-}
 
 template <typename T>
 struct FloatUnary {
@@ -305,17 +283,11 @@ void CudaBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Te
     default:
       break;
   }
-  switch (a.dtype()) {
-    case DType::f32:
-      return map2<float, float, float>(a, b, out, Arithmetic<float>{op});
-    case DType::f64:
-      return map2<double, double, double>(a, b, out, Arithmetic<double>{op});
-    case DType::i64:
+  QKV_DISPATCH_ARITHMETIC(a.dtype(), "binary", [&] {
+    if constexpr (std::is_integral_v<T>)
       QKV_CHECK(op != BinaryOp::pow, "pow", "needs a floating tensor");
-      return map2<int64_t, int64_t, int64_t>(a, b, out, Arithmetic<int64_t>{op});
-    default:
-      throw Error(std::string("binary: unsupported dtype ") + dtype_name(a.dtype()));
-  }
+    map2<T, T, T>(a, b, out, Arithmetic<T>{op});
+  });
 }
 
 void CudaBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {

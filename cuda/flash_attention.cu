@@ -130,7 +130,7 @@ __global__ void delta_kernel(int64_t rows, int64_t d, const float* grad_out, con
     float s = 0;
     for (int64_t c = 0; c < d; ++c) {
       const float g = grad_out[r * d + c];
-      s += (round_grad_out ? bf16_to_float_device(float_to_bf16_device(g)) : g) * out[r * d + c];
+      s += (round_grad_out ? widen_bf16(round_to_bf16(g)) : g) * out[r * d + c];
     }
     delta[r] = s;
   }

@@ -8,6 +8,7 @@
 
 #include "cuda/check.h"
 #include "cuda/cuda_backend_impl.h"
+#include "engine/convert.h"   // convert<To>(v): copy/cast, any device
 #include "engine/dispatch.h"  // QKV_DISPATCH_FLOAT / QKV_DISPATCH_ALL: dtype -> T, any device
 #include "engine/dtype.h"
 #include "engine/scalar_math.h"
@@ -57,42 +58,5 @@ __device__ inline int64_t grid_start() { return int64_t(blockIdx.x) * blockDim.x
 __device__ inline int64_t grid_step() { return int64_t(gridDim.x) * blockDim.x; }
 
 inline cudaStream_t stream() { return cuda_backend().stream(); }
-
-// bfloat16 <-> float with the same rounding as engine/dtype.h (round to nearest even, NaN kept),
-// so a cast on the GPU gives the CPU's bits.
-__host__ __device__ inline float bf16_to_float_device(bf16_t v) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(uint32_t(v.bits) << 16);
-#else
-  return bf16_to_float(v);
-#endif
-}
-__host__ __device__ inline bf16_t float_to_bf16_device(float f) {
-#ifdef __CUDA_ARCH__
-  uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffff) > 0x7f800000) return {uint16_t((u >> 16) | 0x40)};
-  u += 0x7fff + ((u >> 16) & 1);
-  return {uint16_t(u >> 16)};
-#else
-  return float_to_bf16(f);
-#endif
-}
-
-// Elementwise conversion for copy/cast: bf16 goes through float, anything to bool is "!= 0".
-template <typename To, typename From>
-__device__ inline To convert(From v) {
-  if constexpr (std::is_same_v<From, bf16_t>) {
-    return convert<To>(bf16_to_float_device(v));
-  } else if constexpr (std::is_same_v<To, bf16_t>) {
-    return float_to_bf16_device(float(v));
-  } else if constexpr (std::is_same_v<To, uint8_t>) {
-    return v != From(0) ? 1 : 0;
-  } else if constexpr (std::is_signed_v<To> && std::is_integral_v<To> &&
-                       std::is_floating_point_v<From>) {
-    return saturating_cast<To>(v);  // as on the CPU (engine/scalar_math.h)
-  } else {
-    return To(v);
-  }
-}
 
 }  // namespace qkv::cuda

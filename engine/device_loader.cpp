@@ -2,12 +2,14 @@
 #include "engine/device_loader.h"
 
 #include <dlfcn.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <array>
 #include <climits>
 #include <cstdlib>
 #include <mutex>
+#include <string>
 
 #include "engine/backend.h"
 
@@ -31,6 +33,17 @@ std::string executable_dir() {
   return slash == std::string::npos ? "." : exe.substr(0, slash);
 }
 
+// Why a library could not be mapped, when an address-space limit is the likely cause: the CUDA
+// backend links cuBLAS, whose libraries alone reserve about 720 MB when they are mapped, so the
+// backend cannot even be asked whether a GPU is there under a lower `ulimit -v`. "" without a
+// limit.
+std::string address_space_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_AS, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return "";
+  return "the address space is limited to " + std::to_string(limit.rlim_cur / 1024) +
+         " KiB (ulimit -v), less than the CUDA libraries map; a CPU run needs none of them";
+}
+
 Loaded load_cuda() {
   const char* from_env = std::getenv("QKV_CUDA_LIBRARY");
   const bool named = from_env != nullptr && *from_env != '\0';
@@ -48,10 +61,13 @@ Loaded load_cuda() {
     const std::string why = error != nullptr ? error : "unknown dlopen error";
     // The library takes the engine from the executable; one that does not export it cannot load
     // the library.
-    const std::string hint = why.find("undefined symbol") == std::string::npos
-                                 ? ""
-                                 : " (this executable does not export the engine: "
-                                   "qkv_loads_backends in CMakeLists.txt)";
+    std::string hint;
+    if (why.find("undefined symbol") != std::string::npos)
+      hint = " (this executable does not export the engine: qkv_loads_backends in CMakeLists.txt)";
+    else if (const std::string limit = address_space_limit();
+             !limit.empty() && (why.find("failed to map") != std::string::npos ||
+                                why.find("annot allocate memory") != std::string::npos))
+      hint = " (" + limit + ")";
     return {nullptr, false, "unavailable: cannot load " + path + ": " + why + hint};
   }
   auto init = reinterpret_cast<QkvBackendInit>(dlsym(handle, QKV_BACKEND_INIT_SYMBOL));

@@ -58,6 +58,14 @@ decltype(auto) dispatch_any_dtype(DType dtype, const char* op, F&& f) {
                                          return __VA_ARGS__();                           \
                                        })
 
+// Runs __VA_ARGS__ with `T` bound to float, double or int64_t (the dtypes arithmetic takes).
+#define QKV_DISPATCH_ARITHMETIC(dtype, op, ...)                                                   \
+  ::qkv::dispatch_among<float, double, int64_t>(dtype, op, "unsupported dtype ",                  \
+                                                [&](auto qkv_dispatch_value_) -> decltype(auto) { \
+                                                  using T = decltype(qkv_dispatch_value_);        \
+                                                  return __VA_ARGS__();                           \
+                                                })
+
 // Runs __VA_ARGS__ with `T` bound to float, double, int64_t or uint8_t (bool).
 #define QKV_DISPATCH_ALL(dtype, op, ...)                                                 \
   ::qkv::dispatch_among<float, double, int64_t, uint8_t>(                                \

@@ -13,10 +13,7 @@ using X = const std::vector<Tensor>&;
 }
 
 void register_engine_gradcheck_cases(OpRegistry& r) {
-  auto add_case = [&](std::string op, std::vector<InputSpec> inputs, GradcheckFn fn,
-                      GradcheckOptions options = {}) {
-    r.add({std::move(op), "engine", std::move(inputs), std::move(fn), options});
-  };
+  const LayerCases add_case{r, "engine", ""};
   const Domain pos = Domain::positive, away = Domain::away;
 
   // views and shapes (sum over a non-contiguous result checks the strides too)

@@ -87,6 +87,17 @@ class OpRegistry {
   std::vector<GradcheckCase> cases_;
 };
 
+// Adds the cases of one layer: add(name, inputs, fn[, options]) registers "<prefix><name>" for
+// `layer` (prefix "nn." names "nn.Linear"), so every layer's register_gradcheck_cases says it once.
+struct LayerCases {
+  OpRegistry& registry;
+  std::string layer, prefix;
+  void operator()(std::string name, std::vector<InputSpec> inputs, GradcheckFn fn,
+                  GradcheckOptions options = {}) const {
+    registry.add({prefix + std::move(name), layer, std::move(inputs), std::move(fn), options});
+  }
+};
+
 void register_engine_gradcheck_cases(OpRegistry& registry);
 
 }  // namespace qkv

@@ -3,31 +3,26 @@
 // model; image models are checked with respect to the images.
 #include "models/gradcheck_cases.h"
 
+#include "models/classifier_names.h"
 #include "models/classifiers.h"
 #include "models/gpt_gradcheck_case.h"
 #include "models/seq2seq.h"
+#include "nn/gradcheck_cases.h"
 
 namespace qkv::models {
 
 namespace {
 
 using X = const std::vector<Tensor>&;
-
-template <typename M>
-std::shared_ptr<M> in_f64(std::shared_ptr<M> m) {
-  m->to(DType::f64);
-  return m;
-}
+using nn::in_f64;
 
 }  // namespace
 
 void register_gradcheck_cases(OpRegistry& r) {
-  auto add_case = [&](std::string name, std::vector<InputSpec> inputs, GradcheckFn fn) {
-    r.add({"models." + std::move(name), "models", std::move(inputs), std::move(fn)});
-  };
+  const LayerCases add_case{r, "models", "models."};
   const Domain index = Domain::index;
 
-  for (std::string pooling : {"cls", "mean"}) {
+  for (const std::string& pooling : pooling_names()) {
     auto classifier = in_f64(std::make_shared<TransformerClassifier>(
         TransformerClassifierConfig{.vocab = 5,
                                     .num_classes = 3,

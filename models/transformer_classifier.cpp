@@ -1,14 +1,15 @@
 #include <cmath>
 
+#include "engine/check_name.h"
 #include "engine/error.h"
+#include "models/classifier_names.h"
 #include "models/classifiers.h"
 #include "nn/init.h"
 
 namespace qkv::models {
 
 TransformerClassifier::TransformerClassifier(const TransformerClassifierConfig& c) : config(c) {
-  QKV_CHECK(c.pooling == "cls" || c.pooling == "mean", "TransformerClassifier", "unknown pooling '",
-            c.pooling, "' (cls, mean)");
+  check_name_among(c.pooling, pooling_names(), "TransformerClassifier", "pooling");
   embed = register_module("embed", std::make_shared<nn::Embedding>(c.vocab, c.d_model));
   // forward() scales embeddings by sqrt(d_model): start them at std d_model^-1/2 so the product
   // is unit-scale and does not drown the positional encoding (see Seq2SeqTransformer).

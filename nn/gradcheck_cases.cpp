@@ -31,19 +31,10 @@ namespace {
 
 using X = const std::vector<Tensor>&;
 
-template <typename M>
-std::shared_ptr<M> in_f64(std::shared_ptr<M> m) {
-  m->to(DType::f64);
-  return m;
-}
-
 }  // namespace
 
 void register_gradcheck_cases(OpRegistry& r) {
-  auto add_case = [&](std::string name, std::vector<InputSpec> inputs, GradcheckFn fn,
-                      GradcheckOptions options = {}) {
-    r.add({"nn." + std::move(name), "nn", std::move(inputs), std::move(fn), options});
-  };
+  const LayerCases add_case{r, "nn", "nn."};
   const Domain mask = Domain::mask, away = Domain::away;
 
   // ---- attention -----------------------------------------------------------------------------

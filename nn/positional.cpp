@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/check_name.h"
 #include "engine/error.h"
 #include "nn/init.h"
 #include "nn/positional_names.h"
@@ -18,9 +19,7 @@ const std::vector<std::string>& positional_encoding_names() {
 namespace {
 
 void check_kind(const std::string& kind) {
-  const auto& names = positional_encoding_names();
-  QKV_CHECK(std::find(names.begin(), names.end(), kind) != names.end(), "positional",
-            "unknown encoding '", kind, "' (sinusoidal, learned, relative, rope, alibi)");
+  check_name_among(kind, positional_encoding_names(), "positional", "encoding");
 }
 
 void check_input(const Tensor& x, int64_t d, const char* op) {

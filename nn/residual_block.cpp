@@ -1,14 +1,20 @@
 #include "nn/residual_block.h"
 
+#include "engine/check_name.h"
 #include "engine/error.h"
+#include "nn/residual_block_names.h"
 
 namespace qkv::nn {
+
+const std::vector<std::string>& block_attention_names() {
+  static const std::vector<std::string> names = {"none", "se", "cbam"};
+  return names;
+}
 
 ResidualBlock::ResidualBlock(int64_t in, int64_t out, int64_t stride, const std::string& attention,
                              int64_t reduction)
     : attention_kind(attention) {
-  QKV_CHECK(attention == "none" || attention == "se" || attention == "cbam", "ResidualBlock",
-            "unknown attention '", attention, "' (none, se, cbam)");
+  check_name_among(attention, block_attention_names(), "ResidualBlock", "attention");
   // Convolutions before a BatchNorm need no bias: the norm's shift replaces it.
   conv1 = register_module("conv1", std::make_shared<Conv2d>(in, out, 3, stride, 1, 1, false));
   bn1 = register_module("bn1", std::make_shared<BatchNorm2d>(out));

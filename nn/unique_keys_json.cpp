@@ -29,4 +29,12 @@ json parse_json_unique_keys(std::string_view text, const std::string& source) {
   return j;
 }
 
+json parse_json_text(std::string_view text, const std::string& source) {
+  try {
+    return parse_json_unique_keys(text, source);
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e999
+    throw Error(source + ": not valid JSON: " + e.what());
+  }
+}
+
 }  // namespace qkv::nn

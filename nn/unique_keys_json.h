@@ -15,4 +15,8 @@ namespace qkv::nn {
 // qkv::Error("<source>: key 'K' appears twice in one object") for the first repeated key.
 nlohmann::json parse_json_unique_keys(std::string_view text, const std::string& source);
 
+// The same for a file a person wrote: bad syntax (or a number out of range, 1e999) throws
+// qkv::Error("<source>: not valid JSON: <the parser's reason>") too.
+nlohmann::json parse_json_text(std::string_view text, const std::string& source);
+
 }  // namespace qkv::nn

@@ -6,7 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/error.h"
+#include "models/classifier_names.h"
 #include "nn/positional_names.h"
+#include "nn/residual_block_names.h"
 #include "nn/unique_keys_json.h"
 #include "train/atomic_file.h"
 #include "train/tasks/task_table.h"
@@ -96,11 +98,12 @@ const std::vector<ConfigField>& config_fields() {
       {"ff_dim", &C::ff_dim, {}, "feed-forward hidden width", closed(1, 1 << 20)},
       {"dropout", &C::dropout, {}, "dropout probability", below(0, 1)},
       {"positional", &C::positional, nn::positional_encoding_names(), "positional encoding"},
-      {"model", &C::model, {"cnn", "vit"}, "image classifier"},
-      {"attention", &C::attention, {"none", "se", "cbam"}, "attention in the CNN's blocks"},
+      {"model", &C::model, models::image_classifier_names(), "image classifier"},
+      {"attention", &C::attention, nn::block_attention_names(), "attention in the CNN's blocks"},
       {"channels", &C::channels, {}, "CNN widths, one residual block each, e.g. 16,32"},
       {"patch_size", &C::patch_size, {}, "ViT patch size (divides the image size)", closed(1, 28)},
-      {"pooling", &C::pooling, {"cls", "mean"}, "text classifier: [CLS] state or mean of states"},
+      {"pooling", &C::pooling, models::pooling_names(),
+       "text classifier: [CLS] state or mean of states"},
       {"optimizer", &C::optimizer, optimizer_names(), "optimizer"},
       {"batch_size", &C::batch_size, {}, "examples per step", closed(1, 1 << 20)},
       {"steps", &C::steps, {}, "optimizer steps", closed(1, kCount), kMayChange},
@@ -174,6 +177,12 @@ const std::vector<ConfigField>& config_fields() {
        "print each attention layer's Q/K/V shapes, score ranges, row sums and entropy for the "
        "first batch",
        {},
+       kMayChange},
+      {"profile",
+       &C::profile,
+       {},
+       "profile this many steps after a warm-up step: per-op table, trace.json, trace.png",
+       closed(0, 1000),
        kMayChange},
       {"checkpoint_activations",
        &C::checkpoint_activations,
@@ -311,12 +320,7 @@ Config load_config(const std::string& path, const Config& base) {
 }
 
 Config parse_config(std::string_view text, const std::string& source, const Config& base) {
-  json j;
-  try {
-    j = nn::parse_json_unique_keys(text, source);
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e999
-    throw Error(source + ": not valid JSON: " + e.what());
-  }
+  const json j = nn::parse_json_text(text, source);
   Config config = base;
   apply_config_json(config, j, source);
   return config;
@@ -397,7 +401,7 @@ void validate_config(const Config& c, const std::string& source) {
   require(!c.channels.empty() && c.channels.find_first_not_of("0123456789, ") == std::string::npos,
           "channels",
           "must be a comma-separated list of widths such as 16,32, got \"" + c.channels + "\"");
-  const bool language_model = find_task(c.task).kind == TaskKind::language_model;
+  const bool language_model = task_definition(c.task).kind == TaskKind::language_model;
   require(c.tokenizer != "bpe" || language_model, "tokenizer",
           "bpe is the language model's tokenizer (qkv train lm); task '" + c.task +
               "' takes char or whitespace");

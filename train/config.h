@@ -79,7 +79,8 @@ struct Config {
   std::string precision = "fp32";  // fp32, bf16 (CUDA)
   std::string out = "runs/run";
   bool pictures = true;
-  bool trace = false;  // print attention statistics of the first batch (docs/TRAINING.md)
+  bool trace = false;   // print attention statistics of the first batch (docs/TRAINING.md)
+  int64_t profile = 0;  // profile this many steps after a warm-up step (docs/CPU_KERNELS.md)
   bool checkpoint_activations = false;  // gradient checkpointing of the transformer layers
   // ---- written by --resume (config.json's "resume_history"; not an option)
   std::vector<ResumeChange> resume_history;

@@ -9,9 +9,11 @@
 
 namespace qkv::train {
 
-TaskKind task_kind(const std::string& task) { return find_task(task).kind; }
+TaskKind task_kind(const std::string& task) { return task_definition(task).kind; }
 
-TokenizerChoice natural_tokenizers(const std::string& task) { return find_task(task).tokenizers; }
+TokenizerChoice natural_tokenizers(const std::string& task) {
+  return task_definition(task).tokenizers;
+}
 
 TokenizerChoice run_tokenizers(const Config& c) {
   TokenizerChoice kinds = natural_tokenizers(c.task);
@@ -46,13 +48,13 @@ TranslationData prepare_translation_data(const Config& c) {
   if (task_kind(c.task) != TaskKind::translation)
     throw Error("--task: '" + c.task + "' is a classification task, not a translation task");
   TranslationData d;
-  if (find_task(c.task).data == TaskData::tsv_file) {
+  if (task_definition(c.task).data == TaskData::tsv_file) {
     require_data_path(c);
     auto s =
         holdout_split(read_pairs_tsv(c.data), size_t(c.valid_size), size_t(c.test_size), c.seed);
     d.pairs = {std::move(s.train), std::move(s.valid), std::move(s.test)};
   } else {
-    TaskOptions options{.min_length = int(c.min_length), .max_length = int(c.max_length)};
+    SymbolTaskOptions options{.min_length = int(c.min_length), .max_length = int(c.max_length)};
     d.pairs = make_splits(c.task, size_t(c.train_size), size_t(c.valid_size), size_t(c.test_size),
                           c.seed, options);
   }
@@ -75,7 +77,7 @@ ClassificationData prepare_classification_data(const Config& c) {
     throw Error("--task: '" + c.task + "' classifies images; load it with load_fashion_mnist");
   std::vector<TextExample> train, valid, test;
   ClassificationData d;
-  if (find_task(c.task).data == TaskData::generated) {
+  if (task_definition(c.task).data == TaskData::generated) {
     OrderTaskOptions options{.min_length = int(std::max<int64_t>(c.min_length, 6)),
                              .max_length = int(std::max(c.max_length, c.min_length))};
     auto s = make_order_task(size_t(c.train_size), size_t(c.valid_size), size_t(c.test_size),

@@ -133,6 +133,7 @@ std::string chrome_trace_json(const std::vector<ProfileEvent>& events) {
     if (!e.shapes.empty()) args["shapes"] = e.shapes;
     if (e.flops > 0) args["flops"] = e.flops;
     if (e.bytes > 0) args["bytes"] = e.bytes;
+    if (e.scope) args["scope"] = true;  // a span enclosing ops, not an op of the table
     trace.push_back({{"name", e.name},
                      {"cat", phase_name(e.phase)},
                      {"ph", "X"},

@@ -129,12 +129,7 @@ std::string Vocab::to_json() const {
 void Vocab::save(const std::string& path) const { write_file_atomic(path, to_json()); }
 
 Vocab Vocab::from_json(const std::string& text, const std::string& source) {
-  nlohmann::json j;
-  try {
-    j = nn::parse_json_unique_keys(text, source);
-  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e999
-    throw Error(source + ": not valid JSON: " + e.what());
-  }
+  nlohmann::json j = nn::parse_json_text(text, source);
   if (!j.is_object() || !j.contains("tokenizer") || !j.contains("tokens"))
     throw Error(source + ": a vocabulary needs the keys \"tokenizer\" and \"tokens\"");
   if (!j["tokenizer"].is_string()) throw Error(source + ": \"tokenizer\" must be a string");

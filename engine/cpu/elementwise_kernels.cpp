@@ -2,32 +2,17 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/convert.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/strided_loop.h"
 #include "engine/cpu/vec_math.h"
 #include "engine/dispatch.h"
+#include "engine/gelu.h"
 #include "engine/scalar_math.h"
 
 namespace qkv::cpu {
 
 namespace {
-
-// Element conversion used by copy; bf16 goes through float.
-template <typename To, typename From>
-inline To convert(From v) {
-  if constexpr (std::is_same_v<From, bf16_t>) {
-    return convert<To>(bf16_to_float(v));
-  } else if constexpr (std::is_same_v<To, bf16_t>) {
-    return float_to_bf16(float(v));
-  } else if constexpr (std::is_same_v<To, uint8_t>) {
-    return v != From(0) ? 1 : 0;
-  } else if constexpr (std::is_signed_v<To> && std::is_integral_v<To> &&
-                       std::is_floating_point_v<From>) {
-    return saturating_cast<To>(v);  // NaN -> 0, out of range -> the nearest end (scalar_math.h)
-  } else {
-    return To(v);
-  }
-}
 
 template <typename T>
 T* ptr(const Tensor& t) {
@@ -118,35 +103,13 @@ void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
       });
 }
 
-// float uses the vectorizable erf/exp of vec_math.h; double keeps libm's
-inline float erf_of(float v) { return fast_erf(v); }
-inline double erf_of(double v) { return std::erf(v); }
-inline float exp_of(float v) { return fast_exp(v); }
-inline double exp_of(double v) { return std::exp(v); }
-
-template <typename T>
-inline T gelu_erf(T x) {
-  return T(0.5) * x * (T(1) + erf_of(x * T(M_SQRT1_2)));
-}
-template <typename T>
-inline T gelu_tanh(T x) {
-  const T k = T(0.7978845608028654);  // sqrt(2/pi)
-  return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
-}
-template <typename T>
-inline T gelu_erf_grad(T x) {
-  T cdf = T(0.5) * (T(1) + erf_of(x * T(M_SQRT1_2)));
-  T pdf = exp_of(T(-0.5) * x * x) * T(0.3989422804014327);  // 1/sqrt(2pi)
-  return cdf + x * pdf;
-}
-template <typename T>
-inline T gelu_tanh_grad(T x) {
-  const T k = T(0.7978845608028654);
-  T inner = k * (x + T(0.044715) * x * x * x);
-  T t = std::tanh(inner);
-  T dinner = k * (T(1) + T(3 * 0.044715) * x * x);
-  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner;
-}
+// float uses the vectorizable erf/exp of vec_math.h; double keeps libm's.
+struct CpuMath {
+  static float erf(float v) { return fast_erf(v); }
+  static double erf(double v) { return std::erf(v); }
+  static float exp(float v) { return fast_exp(v); }
+  static double exp(double v) { return std::exp(v); }
+};
 
 }  // namespace
 
@@ -209,11 +172,11 @@ void CpuBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double sc
       case UnaryOp::step:
         return map1<T, T>(x, out, [](T v) { return v > 0 ? T(1) : T(0); });
       case UnaryOp::gelu_erf:
-        return map1<T, T>(x, out, [](T v) { return gelu_erf(v); });
+        return map1<T, T>(x, out, [](T v) { return gelu_erf<CpuMath>(v); });
       case UnaryOp::gelu_tanh:
         return map1<T, T>(x, out, [](T v) { return gelu_tanh(v); });
       case UnaryOp::gelu_erf_grad:
-        return map1<T, T>(x, out, [](T v) { return gelu_erf_grad(v); });
+        return map1<T, T>(x, out, [](T v) { return gelu_erf_grad<CpuMath>(v); });
       case UnaryOp::gelu_tanh_grad:
         return map1<T, T>(x, out, [](T v) { return gelu_tanh_grad(v); });
       case UnaryOp::square:
@@ -268,7 +231,7 @@ void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Ten
     default:
       break;
   }
-  auto arithmetic = [&]<typename T>() {
+  QKV_DISPATCH_ARITHMETIC(a.dtype(), "binary", [&] {
     switch (op) {
       case BinaryOp::add:
         return map2<T, T, T>(a, b, out, [](T x, T y) { return x + y; });
@@ -289,17 +252,7 @@ void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Ten
       default:
         throw Error("binary: unsupported op");
     }
-  };
-  switch (a.dtype()) {
-    case DType::f32:
-      return arithmetic.template operator()<float>();
-    case DType::f64:
-      return arithmetic.template operator()<double>();
-    case DType::i64:
-      return arithmetic.template operator()<int64_t>();
-    default:
-      throw Error(std::string("binary: unsupported dtype ") + dtype_name(a.dtype()));
-  }
+  });
 }
 
 void CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {

@@ -9,6 +9,7 @@
 //
 // Pooling reads the same windows: cols viewed as [N*C, kh*kw, L] and reduced over the middle dim.
 #include <limits>
+#include <tuple>
 
 #include "engine/op_declaration.h"
 #include "engine/ops.h"
@@ -39,6 +40,19 @@ std::pair<int64_t, int64_t> output_size(const Tensor& x, const Window2d& w, cons
   QKV_CHECK(Ho > 0 && Wo > 0, op, "kernel ", w.kernel_h, "x", w.kernel_w, " with padding ", w.pad_h,
             " does not fit input ", shape_str(x.shape()));
   return {Ho, Wo};
+}
+
+// A pooling op's square window (stride -1: the kernel size) and its output size [Ho, Wo].
+// A window must see at least one real input, or max's would be the padding's -inf and avg's
+// mostly zeros (PyTorch's limit too).
+std::tuple<Window2d, int64_t, int64_t> pool_window(const Tensor& x, int64_t kernel_size,
+                                                   int64_t stride, int64_t padding,
+                                                   const char* op) {
+  const Window2d w = square_window(kernel_size, stride < 0 ? kernel_size : stride, padding);
+  const auto [Ho, Wo] = output_size(x, w, op);
+  QKV_CHECK(padding * 2 <= kernel_size, op, "padding ", padding, " exceeds half the kernel ",
+            kernel_size);
+  return {w, Ho, Wo};
 }
 
 // im2col of a contiguous x into a new [N, C*kh*kw, Ho*Wo] tensor.
@@ -109,12 +123,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t
 QKV_RECORDED_OP("max_pool2d", "engine", kernel);
 Tensor max_pool2d(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t padding) {
   const char* op = "max_pool2d";
-  if (stride < 0) stride = kernel_size;
-  const Window2d w = square_window(kernel_size, stride, padding);
-  const auto [Ho, Wo] = output_size(x, w, op);
-  // A window must see at least one real input, or its max would be the padding's -inf.
-  QKV_CHECK(padding * 2 <= kernel_size, op, "padding ", padding, " exceeds half the kernel ",
-            kernel_size);
+  const auto [w, Ho, Wo] = pool_window(x, kernel_size, stride, padding, op);
   const int64_t N = x.size(0), C = x.size(1), L = Ho * Wo, kk = kernel_size * kernel_size;
   Tensor cols = im2col(detail::contiguous_data(x), w, L, -std::numeric_limits<double>::infinity());
   Tensor windows = cols.reshape({N * C, kk, L});
@@ -135,12 +144,7 @@ Tensor max_pool2d(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t 
 QKV_RECORDED_OP("avg_pool2d", "engine", kernel);
 Tensor avg_pool2d(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t padding) {
   const char* op = "avg_pool2d";
-  if (stride < 0) stride = kernel_size;
-  const Window2d w = square_window(kernel_size, stride, padding);
-  const auto [Ho, Wo] = output_size(x, w, op);
-  // PyTorch's limit too: a window wider in padding than in input would average mostly zeros.
-  QKV_CHECK(padding * 2 <= kernel_size, op, "padding ", padding, " exceeds half the kernel ",
-            kernel_size);
+  const auto [w, Ho, Wo] = pool_window(x, kernel_size, stride, padding, op);
   const int64_t N = x.size(0), C = x.size(1), L = Ho * Wo, kk = kernel_size * kernel_size;
   // Zero padding counted in the mean: PyTorch's count_include_pad=True.
   Tensor cols = im2col(detail::contiguous_data(x), w, L);

@@ -3,6 +3,7 @@
 // dimensions that were broadcast (sum_to).
 #include <cmath>
 
+#include "engine/gelu.h"
 #include "engine/op_declaration.h"
 #include "engine/ops.h"
 #include "engine/ops/op_helpers.h"
@@ -121,9 +122,9 @@ namespace {
 //   tanh: with u = k (x + c x^3), t = tanh(u):
 //         gelu''(x) = (1 - t^2) (u' - x t u'^2 + x u'' / 2),  u' = k (1 + 3c x^2), u'' = 6 k c x
 Tensor gelu_second_derivative(const Tensor& x, bool tanh_approximation) {
-  const double k = 0.7978845608028654, c = 0.044715;  // sqrt(2/pi), the tanh form's cubic term
+  const double k = gelu_constants::kSqrt2OverPi, c = gelu_constants::kCubic;
   if (!tanh_approximation) {
-    Tensor phi = mul(exp(mul(square(x), -0.5)), 0.3989422804014327);  // 1/sqrt(2 pi)
+    Tensor phi = mul(exp(mul(square(x), -0.5)), gelu_constants::kInvSqrt2Pi);
     return mul(phi, rsub(square(x), 2.0));
   }
   Tensor t = tanh(mul(add(x, mul(pow(x, 3.0), c)), k));

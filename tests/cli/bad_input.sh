@@ -4,30 +4,11 @@
 # Usage: tests/cli/bad_input.sh QKV_BINARY SCRATCH_DIR. Prints one line per case; exits 1 if any
 # case failed. Run by ctest as cli_bad_input.
 set -u
-qkv=$1
-scratch=$2
-rm -rf "$scratch" && mkdir -p "$scratch" || exit 1
-failures=0
+# shellcheck source=tests/cli/common.sh
+. "$(dirname "$0")/common.sh"
 
-# check NAME EXPECTED_CODE PATTERN COMMAND...: PATTERN is a grep -E expression for the stderr line.
-check() {
-  name=$1 expected=$2 pattern=$3
-  shift 3
-  "$@" >"$scratch/stdout" 2>"$scratch/stderr" </dev/null
-  code=$?
-  lines=$(wc -l <"$scratch/stderr")
-  if [ "$code" -eq "$expected" ] && [ "$lines" -eq 1 ] &&
-    grep -Eq "^qkv: (error: )?.*$pattern" "$scratch/stderr"; then
-    echo "ok   $name"
-  else
-    echo "FAIL $name: exit $code (want $expected), $lines stderr lines (want 1), want /$pattern/:"
-    sed 's/^/     | /' "$scratch/stderr" | head -5
-    failures=$((failures + 1))
-  fi
-}
-
-tiny="--task copy --train-size 100 --valid-size 8 --test-size 8 --min-length 3 --max-length 5
-      --d-model 16 --heads 2 --layers 1 --ff-dim 32 --batch-size 16 --max-len 16 --pictures false"
+# Every case here is a refusal (common.sh).
+check() { refused "$@"; }
 
 # ---- options and configs
 check "mistyped flag: the closest one" 2 "unknown option --stpes \(did you mean '--steps'\?\)" \
@@ -205,9 +186,4 @@ check "resume: not a run folder" 1 "--resume: .*nowhere is not a run folder" \
   "$qkv" train translate --resume "$scratch/nowhere"
 check "resume on other data" 1 "--resume: cannot change task \(\"copy\" -> \"dates\"\)" \
   "$qkv" train translate --resume "$run" --task dates --steps 4
-
-if [ "$failures" -ne 0 ]; then
-  echo "$failures case(s) failed"
-  exit 1
-fi
-echo "all cases passed"
+finish

@@ -8,15 +8,8 @@
 # Run by ctest as cli_cuda_emulated.
 # shellcheck disable=SC2086  # $tiny is split into its options on purpose
 set -u
-qkv=$1
-scratch=$2
-rm -rf "$scratch" && mkdir -p "$scratch" || exit 1
-failures=0
-pass() { echo "ok   $1"; }
-fail() {
-  echo "FAIL $1"
-  failures=$((failures + 1))
-}
+# shellcheck source=tests/cli/common.sh
+. "$(dirname "$0")/common.sh"
 
 tiny="--task copy --train-size 100 --valid-size 8 --test-size 8 --min-length 3 --max-length 5
       --d-model 16 --heads 2 --layers 1 --ff-dim 32 --batch-size 16 --max-len 16 --pictures false
@@ -88,6 +81,4 @@ if "$qkv" eval --run "$scratch/cpu" --int8 --device cuda 2>&1 |
 else
   fail "int8 on cuda is not refused"
 fi
-
-echo "$failures failure(s)"
-[ "$failures" -eq 0 ]
+finish

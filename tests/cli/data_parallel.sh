@@ -19,15 +19,9 @@
 #    and a non-finite loss (the job fails naming the step one process names).
 # Usage: tests/cli/data_parallel.sh QKV_BINARY SCRATCH_DIR [MPIRUN ARGS...]. ctest: cli_data_parallel.
 set -u
-qkv=$1
-scratch=$2
+# shellcheck source=tests/cli/common.sh
+. "$(dirname "$0")/common.sh"
 shift 2
-rm -rf "$scratch" && mkdir -p "$scratch" || exit 1
-failures=0
-fail() {
-  echo "FAIL $*"
-  failures=$((failures + 1))
-}
 
 translate="--threads 1 train translate --task reverse --train-size 96 --valid-size 8 --test-size 8
            --d-model 16 --heads 2 --layers 1 --ff-dim 32 --batch-size 16 --pictures false

@@ -4,19 +4,8 @@
 # and after the subcommand. Usage: tests/cli/help_and_threads.sh QKV_BINARY SCRATCH_DIR. Run by
 # ctest as cli_help_and_threads.
 set -u
-qkv=$1
-scratch=$2
-rm -rf "$scratch" && mkdir -p "$scratch" || exit 1
-failures=0
-fail() {
-  echo "FAIL $1"
-  failures=$((failures + 1))
-}
-ok() { echo "ok   $1"; }
-
-# has NAME FILE PATTERN / lacks NAME FILE PATTERN: a grep -E expression found / not found
-has() { if grep -Eq -- "$3" "$2"; then ok "$1"; else fail "$1: no /$3/ in $2"; fi; }
-lacks() { if grep -Eq -- "$3" "$2"; then fail "$1: /$3/ in $2"; else ok "$1"; fi; }
+# shellcheck source=tests/cli/common.sh
+. "$(dirname "$0")/common.sh"
 
 "$qkv" train translate --help >"$scratch/translate.txt" 2>&1 || fail "train translate --help exits 0"
 "$qkv" train classify --help >"$scratch/classify.txt" 2>&1 || fail "train classify --help exits 0"
@@ -51,9 +40,4 @@ if "$qkv" --threads 1 train translate $tiny --out "$scratch/before" >/dev/null 2
 else
   fail "--threads before the subcommand: $(cat "$scratch/err")"
 fi
-
-if [ "$failures" -ne 0 ]; then
-  echo "$failures case(s) failed"
-  exit 1
-fi
-echo "all cases passed"
+finish

@@ -10,14 +10,8 @@
 # resumes to the same bytes. Whatever moments the kills land on, the verdict is the same.
 # Usage: tests/cli/kill_resume.sh QKV_BINARY SCRATCH_DIR. Run by ctest as cli_kill_resume.
 set -u
-qkv=$1
-scratch=$2
-rm -rf "$scratch" && mkdir -p "$scratch" || exit 1
-failures=0
-fail() {
-  echo "FAIL $*"
-  failures=$((failures + 1))
-}
+# shellcheck source=tests/cli/common.sh
+. "$(dirname "$0")/common.sh"
 
 steps=40
 train="--threads 1 train translate --task dates --train-size 200 --valid-size 8 --test-size 8
@@ -112,9 +106,4 @@ for signal in TERM:143 HUP:129 INT:130; do
   fi
   check_folder "SIG$name mid-run: exit $expected, one line, resumed" "$run"
 done
-
-if [ "$failures" -ne 0 ]; then
-  echo "$failures case(s) failed"
-  exit 1
-fi
-echo "all cases passed"
+finish

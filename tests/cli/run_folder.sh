@@ -6,36 +6,9 @@
 # Usage: tests/cli/run_folder.sh QKV_BINARY SCRATCH_DIR. Prints one line per case; exits 1 if any
 # case failed. Run by ctest as cli_run_folder.
 set -u
-qkv=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")  # absolute: some cases run in another folder
-scratch=$2
-rm -rf "$scratch" && mkdir -p "$scratch" || exit 1
-failures=0
+# shellcheck source=tests/cli/common.sh
+. "$(dirname "$0")/common.sh"
 
-pass() { echo "ok   $1"; }
-fail() {
-  echo "FAIL $*"
-  failures=$((failures + 1))
-}
-
-# refused NAME EXPECTED_CODE PATTERN COMMAND...: the command exits with the code and prints
-# exactly one line on stderr matching PATTERN (grep -E), as in bad_input.sh.
-refused() {
-  name=$1 expected=$2 pattern=$3
-  shift 3
-  "$@" >"$scratch/stdout" 2>"$scratch/stderr" </dev/null
-  code=$?
-  lines=$(wc -l <"$scratch/stderr")
-  if [ "$code" -eq "$expected" ] && [ "$lines" -eq 1 ] &&
-    grep -Eq "^qkv: (error: )?.*$pattern" "$scratch/stderr"; then
-    pass "$name"
-  else
-    fail "$name: exit $code (want $expected), $lines stderr lines (want 1), want /$pattern/:"
-    sed 's/^/     | /' "$scratch/stderr" | head -5
-  fi
-}
-
-tiny="--task copy --train-size 100 --valid-size 8 --test-size 8 --min-length 3 --max-length 5
-      --d-model 16 --heads 2 --layers 1 --ff-dim 32 --batch-size 16 --max-len 16 --pictures false"
 train() { "$qkv" --threads 1 train translate $tiny "$@"; }
 records() { grep -c '"step":1,' "$1/metrics.jsonl"; }  # how many runs logged their step 1
 
@@ -129,8 +102,4 @@ else
   fail "the folder stayed locked after its run ended"
 fi
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures case(s) failed"
-  exit 1
-fi
-echo "all cases passed"
+finish

@@ -9,6 +9,7 @@
 #include "engine/op_registry.h"
 #include "engine/ops.h"
 #include "tests/engine/helpers.h"
+#include "tests/second_order_checks.h"
 
 using namespace qkv;
 using qkv::testing::check_error;
@@ -85,29 +86,11 @@ BOOST_AUTO_TEST_CASE(gelu_second_derivative_matches_its_formula) {
 }
 
 BOOST_AUTO_TEST_CASE(every_composed_engine_op_passes_gradgradcheck) {
-  int composed = 0, kernel = 0;
-  for (const GradcheckCase& c : OpRegistry::global().cases()) {
-    if (c.layer != "engine" || !OpRegistry::runnable(c)) continue;
-    try {
-      GradcheckResult r = OpRegistry::run_second_order(c);
-      BOOST_CHECK_MESSAGE(
-          r.ok, c.op << " (second order): max abs err " << r.max_abs_err << "; " << r.message);
-      ++composed;
-    } catch (const Error& e) {
-      // Only an op declared with a kernel backward may stop it, and the error names that op.
-      std::string m = e.what();
-      const std::string prefix = "backward: create_graph through op '";
-      BOOST_REQUIRE_MESSAGE(m.rfind(prefix, 0) == 0, c.op << ": " << m);
-      std::string op = m.substr(prefix.size(), m.find('\'', prefix.size()) - prefix.size());
-      const OpDeclaration* d = find_declared_op(op);
-      BOOST_CHECK_MESSAGE(d && d->backward == OpBackward::kernel,
-                          c.op << ": stopped by '" << op << "', not declared kernel");
-      ++kernel;
-    }
-  }
-  BOOST_TEST_MESSAGE(composed << " cases checked to second order, " << kernel
-                              << " stop at a kernel");
-  BOOST_CHECK_GE(composed, 50);
+  const test::SecondOrderCounts n =
+      test::check_second_order(OpRegistry::global().cases(), "engine");
+  BOOST_TEST_MESSAGE(n.composed << " cases checked to second order, " << n.stopped_at_kernel
+                                << " stop at a kernel");
+  BOOST_CHECK_GE(n.composed, 50);
 }
 
 BOOST_AUTO_TEST_CASE(gradcheck_catches_a_wrong_backward) {

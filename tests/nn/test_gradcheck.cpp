@@ -7,6 +7,7 @@
 #include "engine/op_registry.h"
 #include "engine/ops.h"
 #include "nn/gradcheck_cases.h"
+#include "tests/second_order_checks.h"
 
 using namespace qkv;
 
@@ -36,27 +37,9 @@ BOOST_AUTO_TEST_CASE(every_declared_nn_op_has_a_case) {
 BOOST_AUTO_TEST_CASE(composed_nn_cases_pass_gradgradcheck) {
   OpRegistry registry;
   nn::register_gradcheck_cases(registry);
-  int composed = 0;
-  for (const GradcheckCase& c : registry.cases()) {
-    if (!OpRegistry::runnable(c)) continue;
-    try {
-      GradcheckResult r = OpRegistry::run_second_order(c);
-      BOOST_CHECK_MESSAGE(
-          r.ok, c.op << " (second order): max abs err " << r.max_abs_err << "; " << r.message);
-      ++composed;
-    } catch (const Error& e) {
-      // stopped by an op whose backward is a kernel, and named: never a silent zero
-      std::string m = e.what();
-      const std::string prefix = "backward: create_graph through op '";
-      BOOST_REQUIRE_MESSAGE(m.rfind(prefix, 0) == 0, c.op << ": " << m);
-      std::string op = m.substr(prefix.size(), m.find('\'', prefix.size()) - prefix.size());
-      const OpDeclaration* d = find_declared_op(op);
-      BOOST_CHECK_MESSAGE(d && d->backward == OpBackward::kernel,
-                          c.op << ": stopped by '" << op << "', not declared kernel");
-    }
-  }
-  BOOST_TEST_MESSAGE(composed << " nn cases checked to second order");
-  BOOST_CHECK_GE(composed, 10);
+  const test::SecondOrderCounts n = test::check_second_order(registry.cases(), "nn");
+  BOOST_TEST_MESSAGE(n.composed << " nn cases checked to second order");
+  BOOST_CHECK_GE(n.composed, 10);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -5,12 +5,16 @@
 #include <tuple>
 
 #include "helpers.h"
+#include "models/classifier_names.h"
 #include "nn/linear.h"
 #include "nn/optim.h"
 #include "nn/positional.h"
 #include "nn/positional_names.h"
+#include "nn/residual_block.h"
+#include "nn/residual_block_names.h"
 #include "train/atomic_file.h"
 #include "train/config.h"
+#include "train/trainer/classifier.h"
 #include "train/trainer/run_choices.h"
 #include "train/trainer/training_common.h"
 
@@ -59,6 +63,42 @@ BOOST_AUTO_TEST_CASE(choices_come_from_the_layer_that_implements_them) {
   BOOST_TEST((compute_dtype("fp32") == qkv::DType::f32));
   BOOST_TEST((compute_dtype("bf16") == qkv::DType::bf16));
   BOOST_TEST(precision_names().size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(model_choices_come_from_the_models) {
+  BOOST_TEST(field_named("model").choices == qkv::models::image_classifier_names(),
+             boost::test_tools::per_element());
+  BOOST_TEST(field_named("attention").choices == qkv::nn::block_attention_names(),
+             boost::test_tools::per_element());
+  BOOST_TEST(field_named("pooling").choices == qkv::models::pooling_names(),
+             boost::test_tools::per_element());
+  // each listed name builds what it names
+  for (const std::string& kind : qkv::nn::block_attention_names()) {
+    qkv::nn::ResidualBlock block(4, 4, 1, kind, 2);
+    BOOST_TEST((block.se != nullptr) == (kind == "se"), kind);
+    BOOST_TEST((block.cbam != nullptr) == (kind == "cbam"), kind);
+  }
+  for (const std::string& pooling : qkv::models::pooling_names()) {
+    qkv::models::TransformerClassifier model({.vocab = 6,
+                                              .d_model = 4,
+                                              .num_heads = 2,
+                                              .num_layers = 1,
+                                              .dim_feedforward = 8,
+                                              .pooling = pooling});
+    BOOST_TEST(model.cls_token.defined() == (pooling == "cls"), pooling);
+  }
+  ClassificationSet images;
+  images.images = true;
+  images.labels = {"a", "b"};
+  images.pixels.height = images.pixels.width = 28;
+  std::vector<std::string> built;
+  for (const std::string& name : qkv::models::image_classifier_names()) {
+    Config c;
+    c.model = name;
+    built.push_back(make_classifier(c, images).architecture());
+  }
+  const std::vector<std::string> expected = {"CnnClassifier", "VisionTransformer"};
+  BOOST_TEST(built == expected, boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(did_you_mean_only_for_near_names) {
@@ -233,7 +273,7 @@ BOOST_AUTO_TEST_CASE(every_numeric_field_has_a_range_around_its_default) {
       if (!f.range.low_open) BOOST_CHECK_NO_THROW(set_config_value(c, f.key, text(f.range.low)));
     }
   }
-  BOOST_TEST(numeric == 33);  // every int64 and double field of Config
+  BOOST_TEST(numeric == 34);  // every int64 and double field of Config
 }
 
 BOOST_AUTO_TEST_CASE(the_language_model_options_are_checked_against_the_task) {

@@ -97,7 +97,7 @@ BOOST_AUTO_TEST_CASE(symbol_tasks) {
     BOOST_TEST(std::multiset<char>(p.source.begin(), p.source.end()) ==
                std::multiset<char>(p.target.begin(), p.target.end()));
   }
-  TaskOptions o{.min_length = 5, .max_length = 6, .symbols = 3};
+  SymbolTaskOptions o{.min_length = 5, .max_length = 6, .symbols = 3};
   for (const Pair& p : generate_task("copy", 50, 3, o)) {
     BOOST_TEST(p.source == p.target);
     BOOST_TEST((p.source.size() == 5 || p.source.size() == 6));
@@ -127,7 +127,7 @@ BOOST_AUTO_TEST_CASE(the_task_table_is_the_only_list) {
   std::sort(sorted.begin(), sorted.end());
   BOOST_TEST(listed == sorted, boost::test_tools::per_element());
   // A name without a row is unknown everywhere, with the closest row suggested.
-  BOOST_CHECK_EXCEPTION(find_task("revrse"), qkv::Error, [](const qkv::Error& e) {
+  BOOST_CHECK_EXCEPTION(task_definition("revrse"), qkv::Error, [](const qkv::Error& e) {
     return std::string(e.what()) ==
            "--task: unknown task 'revrse' (did you mean 'reverse'?; valid: copy, reverse, sort, "
            "dates, numbers, pairs, order, classify, fashion-mnist, lm)";
@@ -139,13 +139,14 @@ BOOST_AUTO_TEST_CASE(the_task_table_is_the_only_list) {
 }
 
 BOOST_AUTO_TEST_CASE(rows_agree_with_the_generators_and_tokenizers) {
-  for (const TaskInfo& t : task_table()) {
+  for (const TaskDefinition& t : task_table()) {
     // a row with a generator is a translation task made from the seed, and generate_task uses it
     if (t.generate) {
       BOOST_TEST((t.kind == TaskKind::translation), t.name);
       BOOST_TEST((t.data == TaskData::generated), t.name);
       Rng rng(3);
-      BOOST_TEST((generate_task(t.name, 1, 3).front() == t.generate(rng, TaskOptions{})), t.name);
+      BOOST_TEST((generate_task(t.name, 1, 3).front() == t.generate(rng, SymbolTaskOptions{})),
+                 t.name);
     }
     BOOST_TEST((task_kind(t.name) == t.kind), t.name);
   }
@@ -172,7 +173,7 @@ BOOST_AUTO_TEST_CASE(splits_are_disjoint_and_full) {
 
 BOOST_AUTO_TEST_CASE(too_many_distinct_sources_is_an_error) {
   // Length 1 over 2 symbols has only two distinct sources.
-  TaskOptions tiny{.min_length = 1, .max_length = 1, .symbols = 2};
+  SymbolTaskOptions tiny{.min_length = 1, .max_length = 1, .symbols = 2};
   BOOST_CHECK_EXCEPTION(make_splits("copy", 3, 0, 0, 1, tiny), qkv::Error, [](const qkv::Error& e) {
     return std::string(e.what()).find("only 2 distinct") != std::string::npos;
   });
@@ -188,7 +189,7 @@ BOOST_AUTO_TEST_CASE(unknown_task_lists_valid_ones) {
 }
 
 BOOST_AUTO_TEST_CASE(the_language_model_is_a_task_of_its_own_kind) {
-  const TaskInfo& lm = find_task("lm");
+  const TaskDefinition& lm = task_definition("lm");
   BOOST_TEST((lm.kind == TaskKind::language_model));
   BOOST_TEST((lm.data == TaskData::text_file));
   BOOST_TEST(language_model_task_names() == std::vector<std::string>{"lm"},

@@ -16,63 +16,48 @@ namespace {
 constexpr int kChains = 12;
 constexpr long kInnerIterations = 1 << 14;
 
-template <typename Vec, typename Fma>
-inline long run_chains(Vec a, Vec b, Vec* acc, Fma fma, double seconds, float* sink, int lanes) {
+// FLOP/s of kChains FMA chains on registers of type Vec (`lanes` floats) for about `seconds`.
+// `set1` broadcasts a float and `fma` is x * a + b: lambdas written inside a function compiled for
+// the width's instructions (below), into which this body is inlined, so the intrinsics compile.
+template <typename Vec, typename Set1, typename Fma>
+__attribute__((always_inline)) inline double chains_flops(int lanes, Set1 set1, Fma fma,
+                                                          double seconds) {
   using clock = std::chrono::steady_clock;
-  const auto end = clock::now() + std::chrono::duration<double>(seconds);
+  Vec acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = set1(1.0f + c);
+  const Vec a = set1(0.999999f), b = set1(1e-7f);
+  const auto t0 = clock::now();
+  const auto end = t0 + std::chrono::duration<double>(seconds);
   long iterations = 0;
   do {
     for (long i = 0; i < kInnerIterations; ++i)
       for (int c = 0; c < kChains; ++c) acc[c] = fma(acc[c], a, b);
     iterations += kInnerIterations;
   } while (clock::now() < end);
+  const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
   // Keep the chains alive: the compiler must not drop work whose result nobody reads.
-  float total = 0;
-  for (int c = 0; c < kChains; ++c) total += reinterpret_cast<const float*>(&acc[c])[0];
-  *sink = total;
-  return iterations * kChains * lanes * 2;
+  float sink = 0;
+  for (int c = 0; c < kChains; ++c) sink += reinterpret_cast<const float*>(&acc[c])[0];
+  asm volatile("" : : "m"(sink));
+  return double(iterations) * kChains * lanes * 2 / elapsed;
 }
 
 __attribute__((target("avx512f"))) double fma_flops_512(double seconds) {
-  using clock = std::chrono::steady_clock;
-  __m512 acc[kChains];
-  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(1.0f + c);
-  float sink;
-  auto t0 = clock::now();
-  long flops = run_chains(
-      _mm512_set1_ps(0.999999f), _mm512_set1_ps(1e-7f), acc,
-      [](__m512 x, __m512 a, __m512 b) { return _mm512_fmadd_ps(x, a, b); }, seconds, &sink, 16);
-  double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
-  asm volatile("" : : "m"(sink));
-  return flops / elapsed;
+  return chains_flops<__m512>(
+      16, [](float v) { return _mm512_set1_ps(v); },
+      [](__m512 x, __m512 a, __m512 b) { return _mm512_fmadd_ps(x, a, b); }, seconds);
 }
 
 __attribute__((target("avx2,fma"))) double fma_flops_256(double seconds) {
-  using clock = std::chrono::steady_clock;
-  __m256 acc[kChains];
-  for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(1.0f + c);
-  float sink;
-  auto t0 = clock::now();
-  long flops = run_chains(
-      _mm256_set1_ps(0.999999f), _mm256_set1_ps(1e-7f), acc,
-      [](__m256 x, __m256 a, __m256 b) { return _mm256_fmadd_ps(x, a, b); }, seconds, &sink, 8);
-  double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
-  asm volatile("" : : "m"(sink));
-  return flops / elapsed;
+  return chains_flops<__m256>(
+      8, [](float v) { return _mm256_set1_ps(v); },
+      [](__m256 x, __m256 a, __m256 b) { return _mm256_fmadd_ps(x, a, b); }, seconds);
 }
 
 __attribute__((target("fma"))) double fma_flops_128(double seconds) {
-  using clock = std::chrono::steady_clock;
-  __m128 acc[kChains];
-  for (int c = 0; c < kChains; ++c) acc[c] = _mm_set1_ps(1.0f + c);
-  float sink;
-  auto t0 = clock::now();
-  long flops = run_chains(
-      _mm_set1_ps(0.999999f), _mm_set1_ps(1e-7f), acc,
-      [](__m128 x, __m128 a, __m128 b) { return _mm_fmadd_ps(x, a, b); }, seconds, &sink, 4);
-  double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
-  asm volatile("" : : "m"(sink));
-  return flops / elapsed;
+  return chains_flops<__m128>(
+      4, [](float v) { return _mm_set1_ps(v); },
+      [](__m128 x, __m128 a, __m128 b) { return _mm_fmadd_ps(x, a, b); }, seconds);
 }
 
 double fma_flops(int width_bits, double seconds) {

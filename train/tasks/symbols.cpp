@@ -8,7 +8,7 @@ namespace qkv::train {
 
 namespace {
 
-std::string random_symbols(Rng& rng, const TaskOptions& o) {
+std::string random_symbols(Rng& rng, const SymbolTaskOptions& o) {
   QKV_CHECK(o.symbols >= 1 && o.symbols <= 26, "--task", "symbols must be in 1..26, got ",
             o.symbols);
   QKV_CHECK(o.min_length >= 1 && o.min_length <= o.max_length, "--task",
@@ -21,17 +21,17 @@ std::string random_symbols(Rng& rng, const TaskOptions& o) {
 
 }  // namespace
 
-Pair make_copy_pair(Rng& rng, const TaskOptions& options) {
+Pair make_copy_pair(Rng& rng, const SymbolTaskOptions& options) {
   std::string s = random_symbols(rng, options);
   return {s, s};
 }
 
-Pair make_reverse_pair(Rng& rng, const TaskOptions& options) {
+Pair make_reverse_pair(Rng& rng, const SymbolTaskOptions& options) {
   std::string s = random_symbols(rng, options);
   return {s, std::string(s.rbegin(), s.rend())};
 }
 
-Pair make_sort_pair(Rng& rng, const TaskOptions& options) {
+Pair make_sort_pair(Rng& rng, const SymbolTaskOptions& options) {
   std::string s = random_symbols(rng, options);
   std::string sorted = s;
   std::sort(sorted.begin(), sorted.end());

@@ -24,21 +24,21 @@ int64_t uniform_int(Rng& rng, int64_t low, int64_t high) {
 
 namespace {
 
-Pair make_pair(const std::string& name, Rng& rng, const TaskOptions& options) {
-  const TaskInfo& task = find_task(name);
-  if (!task.generate) {
+Pair make_pair(const std::string& name, Rng& rng, const SymbolTaskOptions& options) {
+  const TaskDefinition& definition = task_definition(name);
+  if (!definition.generate) {
     std::string valid;
     for (const auto& n : task_names()) valid += (valid.empty() ? "" : ", ") + n;
     throw Error("--task: task '" + name + "' is not generated from a seed (generated: " + valid +
                 ")");
   }
-  return task.generate(rng, options);
+  return definition.generate(rng, options);
 }
 
 }  // namespace
 
 std::vector<Pair> generate_task(const std::string& name, size_t count, uint64_t seed,
-                                const TaskOptions& options) {
+                                const SymbolTaskOptions& options) {
   Rng rng(seed);
   std::vector<Pair> pairs;
   pairs.reserve(count);
@@ -48,7 +48,7 @@ std::vector<Pair> generate_task(const std::string& name, size_t count, uint64_t 
 }
 
 TaskSplits make_splits(const std::string& name, size_t n_train, size_t n_valid, size_t n_test,
-                       uint64_t seed, const TaskOptions& options) {
+                       uint64_t seed, const SymbolTaskOptions& options) {
   Rng rng(seed);
   TaskSplits splits;
   std::unordered_set<std::string> seen;

@@ -24,7 +24,7 @@ struct TaskSplits {
 };
 
 // Options of the symbol tasks (copy, reverse, sort); the other tasks ignore them.
-struct TaskOptions {
+struct SymbolTaskOptions {
   int min_length = 3;
   int max_length = 12;
   int symbols = 12;  // the first `symbols` lowercase letters make the alphabet (at most 26)
@@ -36,19 +36,19 @@ std::vector<std::string> task_names();
 // `count` pairs from task `name`, the same for the same seed. Duplicates are possible (use
 // make_splits for disjoint sets). Throws qkv::Error("--task: unknown task 'x' (valid: ...)").
 std::vector<Pair> generate_task(const std::string& name, size_t count, uint64_t seed,
-                                const TaskOptions& options = {});
+                                const SymbolTaskOptions& options = {});
 
 // Train, valid and test sets with no source string in two of them (and none repeated), so that
 // validation measures generalization, not memory. Throws qkv::Error when the task cannot produce
 // that many distinct sources (e.g. copy with tiny lengths).
 TaskSplits make_splits(const std::string& name, size_t n_train, size_t n_valid, size_t n_test,
-                       uint64_t seed, const TaskOptions& options = {});
+                       uint64_t seed, const SymbolTaskOptions& options = {});
 
 // ---- one generator per task (tasks/*.cpp) ----------------------------------------------------
 using Rng = std::mt19937_64;
-Pair make_copy_pair(Rng& rng, const TaskOptions& options);
-Pair make_reverse_pair(Rng& rng, const TaskOptions& options);
-Pair make_sort_pair(Rng& rng, const TaskOptions& options);
+Pair make_copy_pair(Rng& rng, const SymbolTaskOptions& options);
+Pair make_reverse_pair(Rng& rng, const SymbolTaskOptions& options);
+Pair make_sort_pair(Rng& rng, const SymbolTaskOptions& options);
 Pair make_date_pair(Rng& rng);
 Pair make_number_pair(Rng& rng);
 

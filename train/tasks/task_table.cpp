@@ -11,8 +11,8 @@ constexpr TokenizerChoice kChars{TokenizerKind::character, TokenizerKind::charac
 constexpr TokenizerChoice kWords{TokenizerKind::whitespace, TokenizerKind::whitespace};
 constexpr TokenizerChoice kDigitsToWords{TokenizerKind::character, TokenizerKind::whitespace};
 
-Pair date_pair(Rng& rng, const TaskOptions&) { return make_date_pair(rng); }
-Pair number_pair(Rng& rng, const TaskOptions&) { return make_number_pair(rng); }
+Pair date_pair(Rng& rng, const SymbolTaskOptions&) { return make_date_pair(rng); }
+Pair number_pair(Rng& rng, const SymbolTaskOptions&) { return make_number_pair(rng); }
 
 std::string joined(const std::vector<std::string>& names) {
   std::string text;
@@ -22,10 +22,10 @@ std::string joined(const std::vector<std::string>& names) {
 
 }  // namespace
 
-const std::vector<TaskInfo>& task_table() {
+const std::vector<TaskDefinition>& task_table() {
   using K = TaskKind;
   using D = TaskData;
-  static const std::vector<TaskInfo> table = {
+  static const std::vector<TaskDefinition> table = {
       {"copy", K::translation, kChars, D::generated, make_copy_pair, "copy a string of symbols"},
       {"reverse", K::translation, kChars, D::generated, make_reverse_pair, "reverse it"},
       {"sort", K::translation, kChars, D::generated, make_sort_pair, "sort its symbols"},
@@ -73,7 +73,7 @@ std::vector<std::string> language_model_task_names() {
   return names;
 }
 
-const TaskInfo& find_task(const std::string& name) {
+const TaskDefinition& task_definition(const std::string& name) {
   for (const auto& t : task_table())
     if (t.name == name) return t;
   const auto names = all_task_names();

@@ -30,9 +30,11 @@ enum class TaskData {
 };
 
 // One pair of a translation toy task; null for tasks that do not generate translation pairs.
-using PairGenerator = Pair (*)(Rng&, const TaskOptions&);
+using PairGenerator = Pair (*)(Rng&, const SymbolTaskOptions&);
 
-struct TaskInfo {
+// A task's row: a *task* is the name --task gives (Config::task), its kind the model it needs, its
+// definition everything the table knows of it.
+struct TaskDefinition {
   std::string name;
   TaskKind kind;
   TokenizerChoice tokenizers;
@@ -42,11 +44,11 @@ struct TaskInfo {
 };
 
 // The table, in the order --help lists it.
-const std::vector<TaskInfo>& task_table();
+const std::vector<TaskDefinition>& task_table();
 
-// The row of `name`. Throws qkv::Error for an unknown name: "--task: unknown task 'revrse' (did you
-// mean 'reverse'?; valid: copy, reverse, ...)".
-const TaskInfo& find_task(const std::string& name);
+// The definition of task `name`. Throws qkv::Error for an unknown name: "--task: unknown task
+// 'revrse' (did you mean 'reverse'?; valid: copy, reverse, ...)".
+const TaskDefinition& task_definition(const std::string& name);
 
 // The names of every task, and of the tasks one `qkv train` subcommand trains: translation, or
 // classification (text and images), or language modelling.

@@ -74,7 +74,7 @@ TrainResult train_language_model_on_this_rank(const Config& requested, RunMode m
   const bool resume = mode == RunMode::resume;
   // Everything that can be checked without the run folder is, before it is created.
   validate_config(requested);
-  QKV_CHECK(find_task(requested.task).kind == TaskKind::language_model, "--task", "'",
+  QKV_CHECK(task_definition(requested.task).kind == TaskKind::language_model, "--task", "'",
             requested.task,
             "' is not a language-model task: use `qkv train translate` or `qkv train classify`");
   QKV_CHECK(!requested.data.empty(), "--data",

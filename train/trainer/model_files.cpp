@@ -4,8 +4,11 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "engine/check_name.h"
 #include "engine/error.h"
+#include "models/classifier_names.h"
 #include "nn/positional_names.h"
+#include "nn/residual_block_names.h"
 #include "nn/unique_keys_json.h"
 #include "train/atomic_file.h"
 
@@ -16,12 +19,7 @@ using nlohmann::json;
 namespace {
 
 json parse_object(std::string_view text, const std::string& source) {
-  json j;
-  try {
-    j = nn::parse_json_unique_keys(text, source);
-  } catch (const json::exception& e) {  // parse_error, or out_of_range for 1e999
-    throw Error(source + ": not valid JSON: " + e.what());
-  }
+  json j = nn::parse_json_text(text, source);
   if (!j.is_object()) throw Error(source + ": must be a JSON object, got " + j.type_name());
   return j;
 }
@@ -75,14 +73,11 @@ void in_range(int64_t value, int64_t low, int64_t high, const char* key,
                 std::to_string(high) + ", got " + std::to_string(value));
 }
 
-void check_one_of(const std::string& value, std::initializer_list<const char*> valid,
-                  const char* key, const std::string& source) {
-  std::string list;
-  for (const char* v : valid) {
-    if (value == v) return;
-    list += (list.empty() ? "" : ", ") + std::string(v);
-  }
-  throw Error(source + ": \"" + key + "\" must be one of " + list + ", got \"" + value + "\"");
+void check_one_of(const std::string& value, const std::vector<std::string>& valid, const char* key,
+                  const std::string& source) {
+  if (std::find(valid.begin(), valid.end(), value) != valid.end()) return;
+  throw Error(source + ": \"" + key + "\" must be one of " + comma_list(valid) + ", got \"" +
+              value + "\"");
 }
 
 // Width, heads, feed-forward, layers and dropout of a transformer stack.
@@ -111,12 +106,7 @@ void check_parameters(int64_t estimate, const std::string& source) {
 // `heads` already divides `d_model`.
 void check_positional(const std::string& p, int64_t d_model, int64_t heads,
                       const std::string& source) {
-  const auto& names = nn::positional_encoding_names();
-  if (std::find(names.begin(), names.end(), p) == names.end()) {
-    std::string list;
-    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-    throw Error(source + ": \"positional\" must be one of " + list + ", got \"" + p + "\"");
-  }
+  check_one_of(p, nn::positional_encoding_names(), "positional", source);
   // RoPE rotates pairs of features in each head, so the constructor needs an even head size.
   if (p == "rope" && (d_model / heads) % 2 != 0)
     throw Error(source + ": \"positional\" rope needs an even head size, but d_model " +
@@ -145,7 +135,7 @@ void validate_model_config(const models::TransformerClassifierConfig& c,
   check_transformer(c.d_model, c.num_heads, c.dim_feedforward, c.num_layers, c.dropout, source);
   in_range(c.max_len, 1, 1 << 20, "max_len", source);
   check_positional(c.positional, c.d_model, c.num_heads, source);
-  check_one_of(c.pooling, {"cls", "mean"}, "pooling", source);
+  check_one_of(c.pooling, models::pooling_names(), "pooling", source);
   check_parameters(estimated_parameters(c), source);
 }
 
@@ -155,7 +145,7 @@ void validate_model_config(const models::CnnClassifierConfig& c, const std::stri
   in_range(c.num_classes, 1, 1 << 24, "num_classes", source);
   in_range(int64_t(c.channels.size()), 1, 64, "channels (number of blocks)", source);
   in_range(c.reduction, 1, 1 << 14, "reduction", source);
-  check_one_of(c.attention, {"none", "se", "cbam"}, "attention", source);
+  check_one_of(c.attention, nn::block_attention_names(), "attention", source);
   for (int64_t width : c.channels) in_range(width, 1, 1 << 14, "channels", source);
   check_parameters(estimated_parameters(c), source);
 }
@@ -232,8 +222,7 @@ std::string model_config_differences(const json& in_file, const json& built) {
     // Fields no option sets: config.json cannot say them, so model.json does (a model written
     // from PyTorch by python/qkv_torch.py's save_run may be pre-norm or tied). Changing one also
     // changes the parameters, which the weights' own check refuses.
-    if (key == "checkpoint_activations" || key == "norm_first" || key == "tie_embeddings")
-      continue;
+    if (key == "checkpoint_activations" || key == "norm_first" || key == "tie_embeddings") continue;
     if (in_file.contains(key) && built.contains(key) && in_file[key] == built[key]) continue;
     differences += (differences.empty() ? "" : ", ") + key + " " + value(in_file, key) +
                    " (config.json gives " + value(built, key) + ")";

@@ -8,9 +8,11 @@
 
 #include "engine/error.h"
 #include "engine/ops.h"
+#include "engine/profiler.h"
 #include "engine/random.h"
 #include "train/progress.h"
 #include "train/trainer/micro_batches.h"
+#include "train/trainer/step_profile.h"
 
 namespace qkv::train {
 
@@ -47,6 +49,8 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
   MicroBatchSteps micro(opt.params(), ProcessGroup::from_environment(), config.accumulate,
                         config.dp_overlap == "on");
   const MicroBatchTask micro_task{task.load_batch, task.loss_terms, task.summed_loss};
+  StepProfile profile(config.profile, first_step, config.steps,
+                      /*cpu=*/config.device == "cpu");
 
   model.train();
   for (uint64_t epoch = 0; !stop && state.step < config.steps; ++epoch) {
@@ -57,6 +61,9 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
       }
       if (state.step >= config.steps || stop) break;
       ++state.step;
+      profile.before_step(state.step);
+      // Under --profile: what no phase below claims (the batch, logging) is the step's "other".
+      ProfileScope step_scope("step", ProfilePhase::other);
       if (!micro.active()) task.load_batch(indices);
       opt.scale_lr(schedule.factor(state.step));  // every parameter group follows the schedule
 
@@ -66,7 +73,11 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
       }
       const uint64_t step_generator_offset = default_generator().offset();
       auto forward_backward = [&] {
-        Tensor loss = task.loss();
+        Tensor loss;
+        {
+          ProfileScope phase("forward", ProfilePhase::forward);  // backward has its own scope
+          loss = task.loss();
+        }
         opt.zero_grad();
         loss.backward();
         return loss;
@@ -82,8 +93,11 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
             micro.whole_batch(state.step, indices, [&] { return forward_backward().item(); });
         items = task.batch_items();
       }
-      const double grad_norm =
-          nn::clip_grad_norm_(opt.params(), config.clip > 0 ? config.clip : INFINITY);
+      double grad_norm = 0;
+      {
+        ProfileScope phase("clip_grad_norm", ProfilePhase::optimizer);
+        grad_norm = nn::clip_grad_norm_(opt.params(), config.clip > 0 ? config.clip : INFINITY);
+      }
       // Every rank holds the same loss and gradients: they stop here together.
       if (!std::isfinite(loss_value) || !std::isfinite(grad_norm))
         throw Error(non_finite_step_message(
@@ -94,7 +108,14 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
               else
                 micro.whole_batch(state.step, indices, [&] { return forward_backward().item(); });
             })));
-      opt.step();
+      {
+        ProfileScope phase("optimizer", ProfilePhase::optimizer);
+        opt.step();
+      }
+      if (const std::string report = profile.after_step(state.step, run); !report.empty()) {
+        bar.message(report);
+        run.log(report);
+      }
       items_since_log += items;
 
       if (state.step % config.log_every == 0 || state.step == 1) {

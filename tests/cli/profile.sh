@@ -1,0 +1,57 @@
+#!/bin/sh
+# `qkv train ... --profile N`: N steps after a warm-up step are profiled; the per-op table is
+# printed and logged, and the run folder gets trace.json (a Chrome trace) and trace.png. The
+# trace's events, summed per phase and op, give the table's calls and ms/step. Usage:
+# tests/cli/profile.sh QKV_BINARY SCRATCH_DIR. Run by ctest as cli_profile.
+set -u
+# shellcheck source=tests/cli/common.sh
+. "$(dirname "$0")/common.sh"
+
+run=$scratch/run
+# shellcheck disable=SC2086
+if "$qkv" --threads 2 train translate $tiny --steps 4 --profile 2 --out "$run" \
+  >"$scratch/out" 2>&1; then
+  pass "a profiled run trains"
+else
+  fail "a profiled run trains: $(tail -3 "$scratch/out")"
+fi
+has "the table is printed, naming the profiled steps" "$scratch/out" "profile of steps 2\.\.3"
+has "the table has forward and backward rows" "$scratch/out" "^backward +[a-z_]+ +[0-9]"
+has "the MFU line is printed against the measured peak" "$scratch/out" \
+  "^step .* GFLOP/s +MFU +[0-9.]+%"
+has "the table is logged" "$run/log.txt" "^forward +[a-z_]+ +[0-9]"
+if [ -s "$run/trace.png" ]; then pass "trace.png written"; else fail "trace.png written"; fi
+
+# The trace parsed: per (phase, op) of the issuing thread's ops, calls and ms per step equal the
+# table's (to its printed precision).
+if python3 - "$run/trace.json" "$scratch/out" 2 <<'PY'; then
+import json, re, sys
+trace, table, steps = json.load(open(sys.argv[1])), open(sys.argv[2]).read(), int(sys.argv[3])
+ops = {}
+for e in trace["traceEvents"]:
+    if e["ph"] != "X" or e["tid"] != 0 or e["args"].get("scope"):
+        continue
+    calls, us = ops.get((e["cat"], e["name"]), (0, 0.0))
+    ops[(e["cat"], e["name"])] = (calls + 1, us + e["dur"])
+rows = re.findall(r"^(forward|backward|optimizer|other) +(\S+) +(\d+) +([0-9.]+) ", table, re.M)
+assert len(rows) == len(ops) and len(rows) > 10, (len(rows), len(ops))
+phases = {phase for phase, _ in ops}
+assert {"forward", "backward", "optimizer"} <= phases, phases  # clip_grad_norm's ops: optimizer
+scopes = {e["name"] for e in trace["traceEvents"] if e["ph"] == "X" and e["args"].get("scope")}
+assert {"step", "forward", "backward", "optimizer", "clip_grad_norm"} <= scopes, scopes
+for phase, op, calls, ms in rows:
+    want_calls, us = ops[(phase, op)]
+    assert round(want_calls / steps) == int(calls), (phase, op, calls, want_calls)
+    assert abs(us / 1000 / steps - float(ms)) <= 0.0011, (phase, op, ms, us / 1000 / steps)
+threads = {e["tid"] for e in trace["traceEvents"] if e["ph"] == "X"}
+assert threads == {0, 1}, threads  # the issuing thread and the pool's worker
+PY
+  pass "trace.json parses and its op totals match the table"
+else
+  fail "trace.json parses and its op totals match the table"
+fi
+
+# shellcheck disable=SC2086
+refused "--profile longer than the run is refused" 1 "--profile: 4 steps .* --steps" \
+  "$qkv" train translate $tiny --steps 4 --profile 4 --out "$scratch/long"
+finish
