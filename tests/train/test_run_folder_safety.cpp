@@ -22,8 +22,9 @@
 #include "train/checkpoint_dir.h"
 #include "train/run_dir.h"
 #include "train/run_lock.h"
+#include "train/trainer/checkpoint.h"
 #include "train/trainer/classification_trainer.h"
-#include "train/trainer/training_common.h"
+#include "train/trainer/interrupt.h"
 #include "train/trainer/translation_trainer.h"
 
 using namespace qkv;

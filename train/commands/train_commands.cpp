@@ -15,7 +15,7 @@
 #include "train/did_you_mean.h"
 #include "train/tasks/task_table.h"
 #include "train/trainer/classification_trainer.h"
-#include "train/trainer/training_common.h"
+#include "train/trainer/interrupt.h"
 #include "train/trainer/translation_trainer.h"
 
 namespace qkv::cli {

@@ -9,7 +9,7 @@
 #include "train/commands/run_scoring.h"
 #include "train/dataset.h"
 #include "train/trainer/classifier.h"
-#include "train/trainer/training_common.h"
+#include "train/trainer/precision.h"
 #include "train/trainer/translator.h"
 
 namespace qkv::cli {

@@ -11,13 +11,15 @@
 #include "train/dataset.h"
 #include "train/run_dir.h"
 #include "train/trainer/attention_stats.h"
+#include "train/trainer/checkpoint.h"
 #include "train/trainer/classification_pictures.h"
 #include "train/trainer/classifier.h"
 #include "train/trainer/early_stopping.h"
+#include "train/trainer/optimizer_setup.h"
+#include "train/trainer/precision.h"
 #include "train/trainer/rank_run_dir.h"
 #include "train/trainer/resume.h"
 #include "train/trainer/sharded_evaluation.h"
-#include "train/trainer/training_common.h"
 #include "train/trainer/training_loop.h"
 
 namespace qkv::train {

@@ -10,11 +10,18 @@
 #include "engine/ops.h"
 #include "engine/random.h"
 #include "train/progress.h"
+#include "train/trainer/evaluation_end.h"
+#include "train/trainer/interrupt.h"
 #include "train/trainer/micro_batches.h"
+#include "train/trainer/non_finite_diagnosis.h"
 
 namespace qkv::train {
 
 namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // Whether any rank has received a stop signal: every rank then takes the same branch at the
 // same step (a signal that mpirun forwards reaches the ranks at different moments).
@@ -48,6 +55,13 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
                         config.dp_overlap == "on");
   const MicroBatchTask micro_task{task.load_batch, task.loss_terms, task.summed_loss};
 
+  const RunOutputs outputs{.run = run,
+                           .bar = bar,
+                           .model = model,
+                           .opt = opt,
+                           .pictures = config.pictures,
+                           .valid_key = task.valid_key,
+                           .curve_title = task.curve_title};
   model.train();
   for (uint64_t epoch = 0; !stop && state.step < config.steps; ++epoch) {
     for (const auto& indices : task.plan_epoch(epoch)) {
@@ -134,8 +148,11 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
         nlohmann::json record = {{"step", state.step}};
         record.update(e.record);
         run.append_metrics(record);
-        stop = finish_evaluation(config, run, bar, model, opt, state, e.line, task.valid_key,
-                                 task.curve_title, stop_reason, stop_signal, result.interrupted);
+        const AfterEvaluation after = finish_evaluation(
+            outputs, state,
+            {.line = e.line, .stop_reason = stop_reason, .stop_signal = stop_signal});
+        stop = after != AfterEvaluation::go_on;
+        result.interrupted = after == AfterEvaluation::interrupted;
       }
     }
   }
