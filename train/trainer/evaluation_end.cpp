@@ -10,6 +10,7 @@ AfterEvaluation finish_evaluation(const RunOutputs& out, TrainerState& state,
                                   const EvaluationOutcome& outcome) {
   out.bar.message(outcome.line);
   out.run.log(outcome.line);
+  if (outcome.new_best) save_best_model(out.run, out.model, *outcome.new_best);
   state.generator_offset = default_generator().offset();
   save_checkpoint(out.run, out.model, out.opt, state);
   if (out.pictures) {

@@ -148,9 +148,14 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
         nlohmann::json record = {{"step", state.step}};
         record.update(e.record);
         run.append_metrics(record);
-        const AfterEvaluation after = finish_evaluation(
-            outputs, state,
-            {.line = e.line, .stop_reason = stop_reason, .stop_signal = stop_signal});
+        std::optional<BestModel> new_best;  // early stopping's metric improved on its best
+        if (state.evals_since_best == 0)
+          new_best = BestModel{early_stopping.metric(), state.best_metric, state.step};
+        const AfterEvaluation after = finish_evaluation(outputs, state,
+                                                        {.line = e.line,
+                                                         .stop_reason = stop_reason,
+                                                         .stop_signal = stop_signal,
+                                                         .new_best = new_best});
         stop = after != AfterEvaluation::go_on;
         result.interrupted = after == AfterEvaluation::interrupted;
       }
