@@ -139,15 +139,12 @@ TrainResult train_classification_on_this_rank(const Config& requested, RunMode m
                 "test: accuracy %.4f (%zu examples) after %lld steps, %.0f s; weights %s",
                 result.test_accuracy, data.test.size(), (long long)state.step, result.seconds,
                 tested.describe().c_str());
-  std::printf("\n%s\n", line);
-  run.log(line);
-  if (config.pictures) {
-    auto pictures = write_classifier_pictures(k, data, run.path());
-    for (const auto& p : pictures) std::printf("picture:    %s\n", p.c_str());
-    std::printf("loss curve: %s\n", run.file("loss.png").c_str());
-  }
-  std::printf("run folder: %s\n", run.path().c_str());
-  return result;
+  training.report_test(line);
+  std::vector<std::string> pictures;
+  if (config.pictures)
+    for (const auto& p : write_classifier_pictures(k, data, run.path()))
+      pictures.push_back("picture:        " + p);
+  return training.finish(result, pictures);
 }
 
 }  // namespace

@@ -232,8 +232,7 @@ std::string model_config_differences(const json& in_file, const json& built) {
     // Fields no option sets: config.json cannot say them, so model.json does (a model written
     // from PyTorch by python/qkv_torch.py's save_run may be pre-norm or tied). Changing one also
     // changes the parameters, which the weights' own check refuses.
-    if (key == "checkpoint_activations" || key == "norm_first" || key == "tie_embeddings")
-      continue;
+    if (key == "checkpoint_activations" || key == "norm_first" || key == "tie_embeddings") continue;
     if (in_file.contains(key) && built.contains(key) && in_file[key] == built[key]) continue;
     differences += (differences.empty() ? "" : ", ") + key + " " + value(in_file, key) +
                    " (config.json gives " + value(built, key) + ")";

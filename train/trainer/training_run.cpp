@@ -73,4 +73,17 @@ ModelWeights TrainingRun::use_model_for_test(nn::Module& model) {
   return weights;
 }
 
+void TrainingRun::report_test(const std::string& line) {
+  std::printf("\n%s\n", line.c_str());
+  run().log(line);
+}
+
+TrainResult TrainingRun::finish(const TrainResult& result,
+                                const std::vector<std::string>& pictures) {
+  for (const std::string& line : pictures) std::printf("%s\n", line.c_str());
+  if (config_.pictures) std::printf("loss curve:     %s\n", run().file("loss.png").c_str());
+  std::printf("run folder:     %s\n", run().path().c_str());
+  return result;
+}
+
 }  // namespace qkv::train

@@ -15,6 +15,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "engine/autocast.h"
 #include "nn/module.h"
@@ -65,6 +66,12 @@ class TrainingRun {
   // Loads the weights the end-of-training test uses into `model`: best.safetensors unless --last
   // (or the run wrote none); returns which, for the test's line.
   ModelWeights use_model_for_test(nn::Module& model);
+
+  // The test's result line, printed after the progress bar and logged.
+  void report_test(const std::string& line);
+  // Prints the last lines of a run, `pictures` (the trainer's own), loss.png (when pictures are
+  // on) and the run folder, and returns `result`.
+  TrainResult finish(const TrainResult& result, const std::vector<std::string>& pictures);
 
  private:
   RunMode mode_;

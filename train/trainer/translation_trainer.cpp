@@ -190,8 +190,7 @@ TrainResult train_translation_on_this_rank(const Config& requested, RunMode mode
                 "%.0f s; weights %s",
                 test.exact_match, test.token_accuracy, data.pairs.test.size(),
                 (long long)state.step, result.seconds, tested.describe().c_str());
-  std::printf("\n%s\n", line);
-  run.log(line);
+  training.report_test(line);
   std::vector<std::string> examples;
   for (size_t i = 0; i < std::min<size_t>(5, data.pairs.test.size()); ++i)
     examples.push_back(data.pairs.test[i].source);
@@ -202,13 +201,13 @@ TrainResult train_translation_on_this_rank(const Config& requested, RunMode mode
   for (size_t i = 0; i < examples.size(); ++i)
     std::printf("  %s -> %s\n", pad_right("\"" + examples[i] + "\"", 32).c_str(),
                 outputs[i].c_str());
+  std::vector<std::string> pictures;
   if (config.pictures && !examples.empty()) {
     auto maps = write_attention_maps(t, examples[0], run.file("attention"));
-    std::printf("attention maps: %s/ (%zu files)\n", run.file("attention").c_str(), maps.size());
-    std::printf("loss curve:     %s\n", run.file("loss.png").c_str());
+    pictures.push_back("attention maps: " + run.file("attention") + "/ (" +
+                       std::to_string(maps.size()) + " files)");
   }
-  std::printf("run folder:     %s\n", run.path().c_str());
-  return result;
+  return training.finish(result, pictures);
 }
 
 }  // namespace
