@@ -4,7 +4,10 @@
 // `--last` the last checkpoint; a write of best.safetensors that fails leaves the previous one and
 // the checkpoint before it, and a resumed run keeps tracking the best to the same file an
 // uninterrupted run ends with.
+#include <unistd.h>
+
 #include <boost/test/unit_test.hpp>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -15,10 +18,12 @@
 #include "train/atomic_file.h"
 #include "train/checkpoint_dir.h"
 #include "train/commands/commands.h"
+#include "train/dataset.h"
 #include "train/trainer/best_model.h"
 #include "train/trainer/checkpoint.h"
 #include "train/trainer/classification_trainer.h"
 #include "train/trainer/translation_trainer.h"
+#include "train/trainer/translator.h"
 
 using namespace qkv;
 using namespace qkv::train;
@@ -54,6 +59,30 @@ std::pair<int64_t, double> first_maximum(const std::vector<std::pair<int64_t, do
 // A weights file's tensors (names, dtypes, shapes and bytes), without its metadata.
 std::string tensor_bytes(const std::string& path) {
   return nn::safetensors_bytes(nn::load_safetensors(path).tensors);
+}
+
+// What `command` prints on stdout (through `file`).
+std::string printed(const std::function<int()>& command, const std::string& file) {
+  std::fflush(stdout);
+  const int saved = ::dup(1);
+  std::FILE* out = std::fopen(file.c_str(), "w");
+  ::dup2(::fileno(out), 1);
+  const int code = command();
+  std::fflush(stdout);
+  ::dup2(saved, 1);
+  ::close(saved);
+  std::fclose(out);
+  BOOST_REQUIRE_EQUAL(code, 0);
+  return read_file(file);
+}
+
+// The first file of a folder, in name order.
+std::string first_file(const std::string& folder) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(folder)) names.push_back(e.path().string());
+  std::sort(names.begin(), names.end());
+  BOOST_REQUIRE(!names.empty());
+  return read_file(names.front());
 }
 
 // What a run whose metric peaks before its end must show: best.safetensors is the checkpoint of
@@ -101,6 +130,32 @@ BOOST_AUTO_TEST_CASE(a_translation_run_keeps_the_checkpoint_of_its_best_evaluati
   train_translation(upto);
   check_best_model(full.out, upto.out, "valid_exact_match", "exact_match", full.steps,
                    trained.test_exact_match);
+
+  // qkv translate and qkv attention: the best model's output is the peak checkpoint's, --last's
+  // the last one's, and the two differ.
+  const TranslationData data = prepare_translation_data(full);
+  std::vector<std::string> sources;
+  for (const auto& p : data.pairs.test) sources.push_back(p.source);
+  auto translate = [&](const std::string& run, bool last) {
+    return printed(
+        [&] { return cli::translate_command({.run = run, .texts = sources, .last = last}); },
+        dir.file("translated.txt"));
+  };
+  const std::string best_translations = translate(full.out, false);
+  BOOST_TEST(best_translations == translate(upto.out, true));
+  BOOST_TEST(best_translations != translate(full.out, true));
+  auto attention = [&](const std::string& run, bool last, const std::string& out) {
+    printed(
+        [&] {
+          return cli::attention_command(
+              {.run = run, .text = sources.front(), .out = dir.file(out), .last = last});
+        },
+        dir.file("attention.txt"));
+    return first_file(dir.file(out));
+  };
+  const std::string best_map = attention(full.out, false, "maps_best");
+  BOOST_TEST((best_map == attention(upto.out, true, "maps_peak")));  // bytes: not printed
+  BOOST_TEST((best_map != attention(full.out, true, "maps_last")));
 
   // --last for the trainer's test: the score `qkv eval --last` gives.
   Config tested_last = full;
