@@ -177,6 +177,11 @@ cp -r "$run" "$scratch/truncated_best"
 head -c 3000 "$run/best.safetensors" >"$scratch/truncated_best/best.safetensors"
 check "eval: truncated best model" 1 "best.safetensors.*truncated" \
   "$qkv" eval --run "$scratch/truncated_best"
+cp -r "$run" "$scratch/int8_best" &&
+  "$qkv" quantize --run "$scratch/int8_best" --latency-examples 1 >/dev/null
+check "eval --int8 --last of a model quantized from the best" 1 \
+  "quantized from best.safetensors, not model.safetensors; evaluate it without --last" \
+  "$qkv" eval --int8 --last --run "$scratch/int8_best"
 cp -r "$run" "$scratch/nomodel" && rm "$scratch/nomodel/model.safetensors"
 check "eval --last: checkpoint missing" 1 "has no model.safetensors" \
   "$qkv" eval --last --run "$scratch/nomodel"
