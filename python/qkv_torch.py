@@ -109,6 +109,7 @@ from qkv_torch_models import names as _names  # noqa: E402
 from qkv_torch_models.vocab import BOS, EOS, PAD, Vocab  # noqa: E402,F401
 
 MODEL_FILE, MODEL_JSON, CONFIG_JSON = "model.safetensors", "model.json", "config.json"
+BEST_MODEL_FILE = "best.safetensors"  # the best validation model (train/trainer/best_model.h)
 _VOCAB_FILES = {
     "Seq2SeqTransformer": ("source_vocab.json", "target_vocab.json"),
     "TransformerClassifier": ("vocab.json",),
@@ -163,16 +164,21 @@ def qkv_tensors_from_torch(state, architecture_config=None):
     return _names.torch_to_qkv(state)
 
 
-def load_run(run_dir):
+def load_run(run_dir, last=False):
     """The torch module equivalent to a qkv run folder's model, its weights loaded, in eval mode.
+    The weights are the best validation model (best.safetensors) when the run has one, as qkv eval
+    and qkv translate read them, or model.safetensors (the last checkpoint) with last=True.
     module.run is the RunInfo (model.json, config.json, vocabularies)."""
     model_json = _read_json(os.path.join(run_dir, MODEL_JSON))
     architecture = model_json.get("architecture")
     module = _models.build(architecture, model_json.get("config", {}))
-    tensors, _ = load_file(os.path.join(run_dir, MODEL_FILE))
+    weights = MODEL_FILE
+    if not last and os.path.exists(os.path.join(run_dir, BEST_MODEL_FILE)):
+        weights = BEST_MODEL_FILE
+    tensors, _ = load_file(os.path.join(run_dir, weights))
     result = module.load_state_dict(torch_state_from_qkv(tensors, module), strict=False)
     if result.missing_keys or result.unexpected_keys:
-        raise ValueError(f"{run_dir}/{MODEL_FILE} does not fit {architecture} of {MODEL_JSON}: "
+        raise ValueError(f"{run_dir}/{weights} does not fit {architecture} of {MODEL_JSON}: "
                          f"missing {result.missing_keys}, unexpected {result.unexpected_keys}")
     vocabs = {}
     for name in _VOCAB_FILES[architecture]:
@@ -209,7 +215,7 @@ def _config_for(architecture, config, model_json):
 
 def save_run(module_or_state_dict, run_dir, model_json=None, config=None, vocabs=None):
     """Writes a qkv run folder: model.safetensors (qkv's names), model.json, config.json and the
-    vocabularies. A module from load_run brings its own RunInfo; a bare state_dict (torch names, as
+    vocabularies (and removes a best.safetensors there, which qkv would read instead). A module from load_run brings its own RunInfo; a bare state_dict (torch names, as
     the modules of qkv_torch_models have them) needs model_json, config and vocabs (file name ->
     Vocab) given. The weights are first loaded, strictly, into the module model_json describes, so
     a state_dict that does not fit is refused here rather than by qkv."""
@@ -233,6 +239,9 @@ def save_run(module_or_state_dict, run_dir, model_json=None, config=None, vocabs
     os.makedirs(run_dir, exist_ok=True)
     tensors = qkv_tensors_from_torch(state, model_json["config"])
     save_file(os.path.join(run_dir, MODEL_FILE), tensors)
+    # qkv reads best.safetensors before model.safetensors: one left from a run would hide these.
+    if os.path.exists(os.path.join(run_dir, BEST_MODEL_FILE)):
+        os.remove(os.path.join(run_dir, BEST_MODEL_FILE))
     _write_json(os.path.join(run_dir, MODEL_JSON), model_json)
     _write_json(os.path.join(run_dir, CONFIG_JSON), _config_for(architecture, config, model_json))
     for name in _VOCAB_FILES[architecture]:

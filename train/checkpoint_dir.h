@@ -21,6 +21,8 @@
 namespace qkv::train {
 
 inline const char* kCheckpointLink = "checkpoint";
+// The current checkpoint's weights, at the top of the run folder (a link, as above).
+inline const char* kModelFile = "model.safetensors";
 
 // The files of one checkpoint: (name, bytes), in the order they are written.
 using CheckpointFiles = std::vector<std::pair<std::string, std::string>>;

@@ -72,6 +72,7 @@ struct Config {
   std::string target_metric;  // "" = the task's main one: exact_match (translation), accuracy
   double target_value = 0.0;  // stop once the metric reaches it; 0 = never
   int64_t patience = 0;       // stop after this many evals without improvement; 0 = never
+  bool last = false;  // test the last weights, not the best validation model (best.safetensors)
   // ---- machine
   uint64_t seed = 1;
   int64_t threads = 0;             // 0 = all cores

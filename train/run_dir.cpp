@@ -97,6 +97,7 @@ bool is_run_file_name(const std::string& name) {
                                       "optimizer.safetensors",
                                       "trainer_state.json",
                                       "model.int8.safetensors",
+                                      "best.safetensors",
                                       "loss.png",
                                       "attention",
                                       "checkpoint"};

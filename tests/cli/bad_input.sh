@@ -152,10 +152,20 @@ check "eval: no run folder" 1 "no run folder" "$qkv" eval --run "$scratch/nowher
 
 cp -r "$run" "$scratch/truncated"
 head -c 3000 "$run/model.safetensors" >"$scratch/truncated/model.safetensors"
-check "eval: truncated checkpoint" 1 "model.safetensors.*truncated" \
-  "$qkv" eval --run "$scratch/truncated"
+check "eval --last: truncated checkpoint" 1 "model.safetensors.*truncated" \
+  "$qkv" eval --last --run "$scratch/truncated"
+cp -r "$run" "$scratch/truncated_best"
+head -c 3000 "$run/best.safetensors" >"$scratch/truncated_best/best.safetensors"
+check "eval: truncated best model" 1 "best.safetensors.*truncated" \
+  "$qkv" eval --run "$scratch/truncated_best"
+cp -r "$run" "$scratch/int8_best" &&
+  "$qkv" quantize --run "$scratch/int8_best" --latency-examples 1 >/dev/null
+check "eval --int8 --last of a model quantized from the best" 1 \
+  "quantized from best.safetensors, not model.safetensors; evaluate it without --last" \
+  "$qkv" eval --int8 --last --run "$scratch/int8_best"
 cp -r "$run" "$scratch/nomodel" && rm "$scratch/nomodel/model.safetensors"
-check "eval: checkpoint missing" 1 "has no model.safetensors" "$qkv" eval --run "$scratch/nomodel"
+check "eval --last: checkpoint missing" 1 "has no model.safetensors" \
+  "$qkv" eval --last --run "$scratch/nomodel"
 cp -r "$run" "$scratch/vocab"
 printf '{"tokenizer": "char", "tokens": ["<pad>", "<s>", "</s>", "<unk>", "x"]}' \
   >"$scratch/vocab/source_vocab.json"
@@ -171,8 +181,8 @@ check "eval: model.json edited to other heads" 1 "num_heads 1 \(config.json give
   "$qkv" eval --run "$scratch/heads"
 cp -r "$run" "$scratch/folder" && rm "$scratch/folder/model.safetensors" &&
   mkdir "$scratch/folder/model.safetensors"
-check "eval: model.safetensors is a folder" 1 "folder/model.safetensors\): is a folder" \
-  "$qkv" eval --run "$scratch/folder"
+check "eval --last: model.safetensors is a folder" 1 "folder/model.safetensors\): is a folder" \
+  "$qkv" eval --last --run "$scratch/folder"
 check "resume: other heads" 1 "--resume: cannot change heads \(2 -> 4\) of the run in" \
   "$qkv" train translate --resume "$run" --heads 4
 check "resume: other width, in one short line" 1 \

@@ -21,7 +21,7 @@ cp "$run/model.safetensors" "$scratch/model.before"
 
 # ---- a folder that holds a run
 refused "a finished run in --out is refused, naming its files" 1 \
-  "--out: .*/run already holds files of a run \(checkpoint, config.json, log.txt, metrics.jsonl, model.json, model.safetensors, .*\): continue that run with --resume .*/run, replace it with --overwrite" \
+  "--out: .*/run already holds files of a run \(best.safetensors, checkpoint, config.json, log.txt, metrics.jsonl, model.json, model.safetensors, .*\): continue that run with --resume .*/run, replace it with --overwrite" \
   train --steps 3 --out "$run"
 if cmp -s "$run/model.safetensors" "$scratch/model.before" && [ "$(records "$run")" -eq 1 ]; then
   pass "the refused folder is untouched"

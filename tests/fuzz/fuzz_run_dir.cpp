@@ -7,8 +7,8 @@
 // keep the fuzzer fast; the size bounds themselves are checked by the validation on every input.
 #include "tests/fuzz/fuzz_support.h"
 #include "train/run_dir.h"
+#include "train/trainer/checkpoint.h"
 #include "train/trainer/model_files.h"
-#include "train/trainer/training_common.h"
 
 using namespace qkv;
 

@@ -1,8 +1,9 @@
 // run_logits RUN_DIR INPUTS.safetensors OUTPUT.safetensors
 //
 // qkv's logits for given inputs, from a run folder loaded as `qkv translate` and `qkv eval` load it
-// (load_translator, load_classifier: model.json, the vocabularies, model.safetensors; eval mode, no
-// gradients), so tests/torch/test_run_roundtrip.py can hold PyTorch's to them.
+// (load_translator, load_classifier: model.json, the vocabularies, best.safetensors or, in a run
+// without one, model.safetensors, as qkv_torch.load_run reads them; eval mode, no gradients), so
+// tests/torch/test_run_roundtrip.py can hold PyTorch's to them.
 //
 //   translation run: "src" int64 [B, S], "src_pad_mask" bool [B, S] (true = pad), "tgt_in" int64
 //                    [B, T] -> "logits" [B, T, target vocabulary] (teacher forcing, causal)
@@ -14,6 +15,7 @@
 
 #include "engine/error.h"
 #include "nn/safetensors.h"
+#include "train/trainer/best_model.h"
 #include "train/trainer/classifier.h"
 #include "train/trainer/translator.h"
 
@@ -30,14 +32,16 @@ const Tensor& input(const qkv::nn::TensorMap& inputs, const std::string& name,
 
 Tensor translation_logits(const std::string& run, const qkv::nn::TensorMap& inputs,
                           const std::string& file) {
-  qkv::train::Translator t = qkv::train::load_translator(run);
+  qkv::train::Translator t =
+      qkv::train::load_translator(run, qkv::train::choose_model_weights(run, /*last=*/false).file);
   return t.model->forward(input(inputs, "src", file), input(inputs, "tgt_in", file),
                           input(inputs, "src_pad_mask", file), Tensor());
 }
 
 Tensor classifier_logits(const std::string& run, const qkv::nn::TensorMap& inputs,
                          const std::string& file) {
-  qkv::train::Classifier k = qkv::train::load_classifier(run);
+  qkv::train::Classifier k =
+      qkv::train::load_classifier(run, qkv::train::choose_model_weights(run, /*last=*/false).file);
   qkv::train::ClassifierBatch batch;
   batch.inputs = input(inputs, "inputs", file);
   if (k.text) batch.pad_mask = input(inputs, "pad_mask", file);

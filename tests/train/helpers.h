@@ -1,6 +1,7 @@
 // Test helpers: a scratch folder per test and error-message matching.
 #pragma once
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -26,6 +27,15 @@ struct ScratchDir {
     std::filesystem::remove_all(path, ec);
   }
   std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+// While it lives, every file written through train/atomic_file.h fails with ENOSPC once `bytes` of
+// it are written, as on a full disk.
+struct SimulatedFullDisk {
+  explicit SimulatedFullDisk(size_t bytes) {
+    ::setenv("QKV_FAIL_WRITE_AFTER_BYTES", std::to_string(bytes).c_str(), 1);
+  }
+  ~SimulatedFullDisk() { ::unsetenv("QKV_FAIL_WRITE_AFTER_BYTES"); }
 };
 
 // A predicate for BOOST_CHECK_EXCEPTION: the message contains every one of `parts`.

@@ -15,8 +15,9 @@
 #include "train/atomic_file.h"
 #include "train/config.h"
 #include "train/trainer/classifier.h"
+#include "train/trainer/optimizer_setup.h"
+#include "train/trainer/precision.h"
 #include "train/trainer/run_choices.h"
-#include "train/trainer/training_common.h"
 
 using namespace qkv::train;
 using qkv::train::test::message_has;

@@ -5,8 +5,8 @@
 
 #include "helpers.h"
 #include "train/run_dir.h"
+#include "train/trainer/checkpoint.h"
 #include "train/trainer/model_files.h"
-#include "train/trainer/training_common.h"
 
 using namespace qkv::train;
 using nlohmann::json;

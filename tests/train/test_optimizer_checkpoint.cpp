@@ -8,7 +8,8 @@
 
 #include "nn/safetensors.h"
 #include "tests/train/tiny_runs.h"
-#include "train/trainer/training_common.h"
+#include "train/trainer/checkpoint.h"
+#include "train/trainer/optimizer_setup.h"
 #include "train/trainer/translation_trainer.h"
 #include "train/trainer/translator.h"
 

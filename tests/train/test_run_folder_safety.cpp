@@ -22,14 +22,16 @@
 #include "train/checkpoint_dir.h"
 #include "train/run_dir.h"
 #include "train/run_lock.h"
+#include "train/trainer/checkpoint.h"
 #include "train/trainer/classification_trainer.h"
-#include "train/trainer/training_common.h"
+#include "train/trainer/interrupt.h"
 #include "train/trainer/translation_trainer.h"
 
 using namespace qkv;
 using namespace qkv::train;
 using qkv::train::test::message_has;
 using qkv::train::test::ScratchDir;
+using qkv::train::test::SimulatedFullDisk;
 namespace fs = std::filesystem;
 
 namespace {
@@ -52,13 +54,6 @@ size_t lines_of(const std::string& path) {
   const std::string text = read_file(path);
   return size_t(std::count(text.begin(), text.end(), '\n'));
 }
-
-struct SimulatedFullDisk {
-  explicit SimulatedFullDisk(size_t bytes) {
-    ::setenv("QKV_FAIL_WRITE_AFTER_BYTES", std::to_string(bytes).c_str(), 1);
-  }
-  ~SimulatedFullDisk() { ::unsetenv("QKV_FAIL_WRITE_AFTER_BYTES"); }
-};
 
 }  // namespace
 
@@ -90,7 +85,8 @@ BOOST_AUTO_TEST_CASE(a_finished_run_is_not_trained_over) {
   again.steps = 4;
   BOOST_CHECK_EXCEPTION(
       train_translation(again), Error,
-      message_has("--out: " + c.out + " already holds files of a run (checkpoint, config.json, ",
+      message_has("--out: " + c.out +
+                      " already holds files of a run (best.safetensors, checkpoint, config.json, ",
                   "model.safetensors", "--resume " + c.out, "--overwrite"));
   BOOST_CHECK(read_file(c.out + "/model.safetensors") == model);
   BOOST_CHECK_EQUAL(lines_of(c.out + "/metrics.jsonl"), logged);

@@ -14,6 +14,7 @@
 #include "engine/ops.h"
 #include "train/commands/commands.h"
 #include "train/trainer/attention_pictures.h"
+#include "train/trainer/best_model.h"
 #include "train/trainer/classification_pictures.h"
 #include "train/trainer/classifier.h"
 #include "train/trainer/translator.h"
@@ -37,7 +38,8 @@ std::string predicted_label(const train::Classifier& k, const train::Classificat
 }
 
 int classifier_attention(const AttentionOptions& options) {
-  train::Classifier k = train::load_classifier(options.run);
+  train::Classifier k = train::load_classifier(
+      options.run, train::choose_model_weights(options.run, options.last).file);
   train::ClassificationSet set = train::prepare_classification_set(k.config);
   std::vector<train::Example> examples;
   size_t index = 0;
@@ -76,7 +78,8 @@ int attention_command(const AttentionOptions& options) {
   if (train::run_architecture(options.run) == "GPT") return language_model_attention(options);
   if (train::run_architecture(options.run) != "Seq2SeqTransformer")
     return classifier_attention(options);
-  train::Translator t = train::load_translator(options.run);
+  train::Translator t = train::load_translator(
+      options.run, train::choose_model_weights(options.run, options.last).file);
   t.check_inputs({options.text}, "attention");
   auto paths = train::write_attention_maps(t, options.text, options.out);
   for (const auto& p : paths) std::printf("%s\n", p.c_str());

@@ -28,6 +28,12 @@ CLI::Option* add_beam_option(CLI::App& app, int64_t& beam) {
       ->check(CLI::Range(1, 64));
 }
 
+CLI::Option* add_last_flag(CLI::App& app, bool& last) {
+  return app.add_flag("--last", last,
+                      "use the last checkpoint (model.safetensors), not the best validation model "
+                      "(best.safetensors)");
+}
+
 namespace {
 
 // A command's options live as long as its Runner, which shares them.
@@ -98,6 +104,7 @@ Runner translate(CLI::App& app) {
   add_beam_option(app, o->beam);
   app.add_option("text", o->texts, "text(s) to translate")->required();
   add_device_option(app, o->device, "cpu, cuda or cuda:N");
+  add_last_flag(app, o->last);
   return [o](const GlobalOptions&) { return translate_command(*o); };
 }
 
@@ -113,6 +120,7 @@ Runner eval(CLI::App& app) {
   app.add_option("--precision", o->precision, "products in fp32 or bf16 (mixed precision)")
       ->capture_default_str()
       ->check(CLI::IsMember(train::precision_names()));
+  add_last_flag(app, o->last);
   return [o](const GlobalOptions&) { return eval_command(*o); };
 }
 
@@ -122,6 +130,7 @@ Runner quantize(CLI::App& app) {
   app.add_option("--latency-examples", o->latency_examples, "examples timed one at a time")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
+  add_last_flag(app, o->last);
   return [o](const GlobalOptions&) { return quantize_command(*o); };
 }
 
@@ -130,6 +139,7 @@ Runner attention(CLI::App& app) {
   add_run_option(app, o->run);
   app.add_option("text", o->text, "input text")->required();
   app.add_option("--out", o->out, "folder for the PNG files")->capture_default_str();
+  add_last_flag(app, o->last);
   return [o](const GlobalOptions&) { return attention_command(*o); };
 }
 

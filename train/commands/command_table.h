@@ -43,6 +43,9 @@ CLI::Option* add_run_option(CLI::App& app, std::string& run);
 CLI::Option* add_device_option(CLI::App& app, std::string& device, const std::string& help);
 CLI::Option* add_json_flag(CLI::App& app, bool& json, const std::string& help);
 CLI::Option* add_beam_option(CLI::App& app, int64_t& beam);
+// --last: a run's last checkpoint (model.safetensors) instead of its best validation model
+// (best.safetensors, train/trainer/best_model.h).
+CLI::Option* add_last_flag(CLI::App& app, bool& last);
 
 // For a failed parse of `args` by `app`: "unknown option --stpes (did you mean '--steps'?)" or
 // "unknown command 'trian' (did you mean 'train'?)" for the first name that no command in the

@@ -31,6 +31,7 @@ struct TranslateOptions {
   std::vector<std::string> texts;
   int64_t beam = 1;
   std::string device = "cpu";
+  bool last = false;  // the last checkpoint's weights, not best.safetensors
 };
 int translate_command(const TranslateOptions& options);
 
@@ -41,11 +42,21 @@ struct EvalOptions {
   bool int8 = false;  // use the run's model.int8.safetensors (made by qkv quantize)
   std::string device = "cpu";
   std::string precision = "fp32";  // bf16: products in bfloat16 (engine/autocast.h)
+  bool last = false;               // the last checkpoint's weights, not best.safetensors
 };
+// What `qkv eval` measured: the test split's exact match (translation) or accuracy
+// (classification), the weights file it scored, and the line it prints.
+struct EvalReport {
+  double score = 0;
+  std::string weights_file, line;
+};
+EvalReport evaluate_run(const EvalOptions& options);
+// Prints evaluate_run's line, or language_model_eval's for a language-model run.
 int eval_command(const EvalOptions& options);
 
 struct AttentionOptions {
   std::string run, text, out = "attention";
+  bool last = false;  // the last checkpoint's weights, not best.safetensors
 };
 int attention_command(const AttentionOptions& options);
 
@@ -67,6 +78,7 @@ int language_model_attention(const AttentionOptions& options);
 struct QuantizeOptions {
   std::string run;
   size_t latency_examples = 200;  // single examples timed for the latency column
+  bool last = false;              // quantize the last checkpoint's weights, not best.safetensors
 };
 int quantize_command(const QuantizeOptions& options);
 

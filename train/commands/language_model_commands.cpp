@@ -20,7 +20,7 @@
 #include "train/sampling.h"
 #include "train/trainer/language_model_run.h"
 #include "train/trainer/lm_trainer.h"
-#include "train/trainer/training_common.h"
+#include "train/trainer/precision.h"
 #include "train/trainer/translator.h"
 #include "train/utf8.h"
 #include "train/utf8_offset.h"

@@ -13,6 +13,7 @@
 #include "train/commands/commands.h"
 #include "train/commands/run_scoring.h"
 #include "train/run_lock.h"
+#include "train/trainer/best_model.h"
 #include "train/trainer/classifier.h"
 #include "train/trainer/translator.h"
 
@@ -80,8 +81,9 @@ int quantize_command(const QuantizeOptions& options) {
   std::unique_ptr<train::Classifier> classifier;
   std::unique_ptr<train::TranslationData> text_data;
   std::unique_ptr<train::ClassificationSet> class_data;
+  const train::ModelWeights weights = train::choose_model_weights(run, options.last);
   if (train::run_architecture(run) == "Seq2SeqTransformer") {
-    translator = std::make_unique<train::Translator>(train::load_translator(run));
+    translator = std::make_unique<train::Translator>(train::load_translator(run, weights.file));
     text_data = std::make_unique<train::TranslationData>(
         train::prepare_translation_data(translator->config));
     module = translator->model.get();
@@ -90,7 +92,7 @@ int quantize_command(const QuantizeOptions& options) {
     score = [&] { return translation_exact_match(*translator, *text_data, 1).fraction(); };
     one = [&](size_t i) { translator->translate({text_data->pairs.test[i % test_size].source}); };
   } else {
-    classifier = std::make_unique<train::Classifier>(train::load_classifier(run));
+    classifier = std::make_unique<train::Classifier>(train::load_classifier(run, weights.file));
     class_data = std::make_unique<train::ClassificationSet>(
         train::prepare_classification_set(classifier->config));
     module = &classifier->module();
@@ -115,11 +117,13 @@ int quantize_command(const QuantizeOptions& options) {
 
   nn::save_safetensors(
       out, nn::quantized_state_dict(*module),
-      {{"format", "qkv-int8"}, {"quantized_linear_layers", std::to_string(layers)}});
+      {{"format", "qkv-int8"},
+       {"quantized_linear_layers", std::to_string(layers)},
+       {"weights", weights.file}});  // the float weights it replaces (qkv eval --int8 checks)
   std::printf("quantized %lld Linear layers (per-channel int8 weights, per-row int8 activations)\n",
               (long long)layers);
   std::printf("%s: %.2f MB (float32 %s: %.2f MB)\n", out.c_str(), file_megabytes(out),
-              train::kModelFile, file_megabytes(run + "/" + train::kModelFile));
+              weights.describe().c_str(), file_megabytes(run + "/" + weights.file));
   std::printf("%zu test examples; one-example latency over the first %zu, %s\n", test_size,
               latency_examples, train::run_architecture(run).c_str());
   report(metric, fp32, int8);

@@ -35,4 +35,17 @@ void load_int8_model(nn::Module& module, const std::string& run_dir) {
   nn::load_quantized_state_dict(module, nn::load_safetensors(path).tensors);
 }
 
+void check_int8_source(const std::string& run_dir, const std::string& weights_file) {
+  const std::string path = run_dir + "/" + kInt8ModelFile;
+  QKV_CHECK(std::filesystem::exists(path), "--int8", path,
+            " does not exist; make it with: qkv quantize --run ", run_dir);
+  const auto metadata = nn::load_safetensors(path).metadata;
+  const auto it = metadata.find("weights");
+  const std::string source = it == metadata.end() ? train::kModelFile : it->second;
+  QKV_CHECK(source == weights_file, "--int8", path, " was quantized from ", source, ", not ",
+            weights_file, "; evaluate it ",
+            source == train::kModelFile ? "with --last" : "without --last",
+            " or quantize again with the same choice");
+}
+
 }  // namespace qkv::cli

@@ -27,4 +27,10 @@ ExactMatch translation_exact_match(const train::Translator& t, const train::Tran
 // Linear layers run in int8. A missing file says how to make one.
 void load_int8_model(nn::Module& module, const std::string& run_dir);
 
+// The float weights file (kModelFile or best.safetensors) model.int8.safetensors was quantized
+// from, as its "weights" metadata says (model.safetensors when it says none). Throws qkv::Error
+// naming --int8 when that is not `weights_file`: the int8 Linear layers would sit in other
+// weights.
+void check_int8_source(const std::string& run_dir, const std::string& weights_file);
+
 }  // namespace qkv::cli

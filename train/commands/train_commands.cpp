@@ -17,7 +17,7 @@
 #include "train/tasks/task_table.h"
 #include "train/trainer/classification_trainer.h"
 #include "train/trainer/language_model_trainer.h"
-#include "train/trainer/training_common.h"
+#include "train/trainer/interrupt.h"
 #include "train/trainer/translation_trainer.h"
 
 namespace qkv::cli {

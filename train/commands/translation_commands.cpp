@@ -8,8 +8,9 @@
 #include "train/commands/commands.h"
 #include "train/commands/run_scoring.h"
 #include "train/dataset.h"
+#include "train/trainer/best_model.h"
 #include "train/trainer/classifier.h"
-#include "train/trainer/training_common.h"
+#include "train/trainer/precision.h"
 #include "train/trainer/translator.h"
 
 namespace qkv::cli {
@@ -49,7 +50,8 @@ void warn_unknown_tokens(const std::vector<std::string>& texts, const train::Voc
 
 int translate_command(const TranslateOptions& options) {
   const Device device = checked_device(options.device, false);
-  train::Translator t = train::load_translator(options.run);
+  train::Translator t = train::load_translator(
+      options.run, train::choose_model_weights(options.run, options.last).file);
   t.move_to(device);
   t.check_inputs(options.texts, "translate");
   warn_unknown_tokens(options.texts, t.source_vocab);
@@ -62,39 +64,62 @@ int translate_command(const TranslateOptions& options) {
 
 namespace {
 
-int eval_classifier(const EvalOptions& options, Device device) {
-  train::Classifier k = train::load_classifier(options.run);
+// The weights `qkv eval` scores: the best or the last (--last); an int8 model is scored over the
+// float weights it was quantized from.
+train::ModelWeights evaluated_weights(const EvalOptions& options) {
+  train::ModelWeights weights = train::choose_model_weights(options.run, options.last);
+  if (options.int8) check_int8_source(options.run, weights.file);
+  return weights;
+}
+
+EvalReport evaluate_classifier(const EvalOptions& options, Device device) {
+  const train::ModelWeights weights = evaluated_weights(options);
+  train::Classifier k = train::load_classifier(options.run, weights.file);
   if (options.int8) load_int8_model(k.module(), options.run);
   k.move_to(device);
   // the test split is regenerated (or re-read) from the run's config
   train::ClassificationSet data = train::prepare_classification_set(k.config);
-  double accuracy = k.accuracy(data, data.test);
-  std::printf("test accuracy %.4f (%zu examples), %s%s%s\n", accuracy, data.test.size(),
-              k.architecture().c_str(), options.int8 ? ", int8" : "",
-              options.precision == "bf16" ? ", bf16 products" : "");
-  return 0;
+  const double accuracy = k.accuracy(data, data.test);
+  char line[400];
+  std::snprintf(line, sizeof line, "test accuracy %.4f (%zu examples), %s%s%s; weights %s",
+                accuracy, data.test.size(), k.architecture().c_str(), options.int8 ? ", int8" : "",
+                options.precision == "bf16" ? ", bf16 products" : "", weights.describe().c_str());
+  return {accuracy, weights.file, line};
 }
 
 }  // namespace
 
-int eval_command(const EvalOptions& options) {
+EvalReport evaluate_run(const EvalOptions& options) {
   const Device device = checked_device(options.device, options.int8);
-  if (train::run_architecture(options.run) == "GPT") return language_model_eval(options);
+  QKV_CHECK(train::run_architecture(options.run) != "GPT", "--run", options.run,
+            " is a language model: eval_command scores it in bits per character");
   QKV_CHECK(options.data.empty(), "--data", "only a language-model run is scored on a text; ",
             options.run, " is scored on its own test split");
   const Autocast precision(train::compute_dtype(options.precision));
   if (train::run_architecture(options.run) != "Seq2SeqTransformer")
-    return eval_classifier(options, device);
-  train::Translator t = train::load_translator(options.run);
+    return evaluate_classifier(options, device);
+  const train::ModelWeights weights = evaluated_weights(options);
+  train::Translator t = train::load_translator(options.run, weights.file);
   if (options.int8) load_int8_model(*t.model, options.run);
   t.move_to(device);
   // the splits are regenerated from the run's config (same seed, same data)
   train::TranslationData data = train::prepare_translation_data(t.config);
-  ExactMatch m = translation_exact_match(t, data, options.beam);
-  std::printf("test exact match %.4f (%zu of %zu), %s decoding%s%s\n", m.fraction(), m.correct,
-              m.total,
-              options.beam > 1 ? ("beam " + std::to_string(options.beam)).c_str() : "greedy",
-              options.int8 ? ", int8" : "", options.precision == "bf16" ? ", bf16 products" : "");
+  const ExactMatch m = translation_exact_match(t, data, options.beam);
+  char line[400];
+  std::snprintf(line, sizeof line,
+                "test exact match %.4f (%zu of %zu), %s decoding%s%s; weights %s", m.fraction(),
+                m.correct, m.total,
+                options.beam > 1 ? ("beam " + std::to_string(options.beam)).c_str() : "greedy",
+                options.int8 ? ", int8" : "", options.precision == "bf16" ? ", bf16 products" : "",
+                weights.describe().c_str());
+  return {m.fraction(), weights.file, line};
+}
+
+int eval_command(const EvalOptions& options) {
+  checked_device(options.device, options.int8);  // a bad --device is named before a bad --run
+  // a language model is scored in bits per character, not by a test split's score
+  if (train::run_architecture(options.run) == "GPT") return language_model_eval(options);
+  std::printf("%s\n", evaluate_run(options).line.c_str());
   return 0;
 }
 

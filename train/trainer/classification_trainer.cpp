@@ -2,10 +2,8 @@
 
 #include <cstdio>
 
-#include "engine/autocast.h"
 #include "engine/error.h"
 #include "engine/ops.h"
-#include "engine/parallel.h"
 #include "engine/process_group.h"
 #include "train/batching.h"
 #include "train/dataset.h"
@@ -14,11 +12,10 @@
 #include "train/trainer/classification_pictures.h"
 #include "train/trainer/classifier.h"
 #include "train/trainer/early_stopping.h"
-#include "train/trainer/rank_run_dir.h"
 #include "train/trainer/resume.h"
 #include "train/trainer/sharded_evaluation.h"
-#include "train/trainer/training_common.h"
 #include "train/trainer/training_loop.h"
+#include "train/trainer/training_run.h"
 
 namespace qkv::train {
 
@@ -66,51 +63,25 @@ std::vector<AttentionLayerStats> batch_attention_stats(const Classifier& k,
 
 namespace {
 TrainResult train_classification_on_this_rank(const Config& requested, RunMode mode) {
-  const bool resume = mode == RunMode::resume;
-  // Everything that can be checked without the run folder is, before it is created: a failed
-  // start leaves nothing behind.
-  validate_config(requested);
+  TrainingRun training(requested, mode);
   QKV_CHECK(task_kind(requested.task) != TaskKind::translation, "--task", "'", requested.task,
             "' is a translation task: use `qkv train translate`");
-  Config config = requested;
-  const Config saved = resume ? resumed_run_config(requested.out) : requested;
-  if (resume) check_resume_changes(saved, requested, requested.out);
+  const Config& config = training.config();
   const EarlyStopping early_stopping(config, {"accuracy"});
-  const Autocast precision(
-      compute_dtype(config.precision));  // matmuls in bf16 with --precision bf16
-  if (config.threads > 0) set_num_threads(int(config.threads));
-  manual_seed(config.seed);
 
   ClassificationSet data = prepare_classification_set(config);
   Classifier k = make_classifier(config, data);
   nn::Module& model = k.module();
 
-  auto opt = make_optimizer(config, model);
-  nn::LrSchedule schedule = make_schedule(config);
-  TrainerState state;
-  ProcessGroup& group = *ProcessGroup::from_environment();
-  state.world_size = group.size();
-  RankRunDir folder(config.out, mode, group);  // rank 0 writes --out; the others a scratch folder
-  RunDir& run = folder.run();
-  // A resume that cannot go on (other data, a damaged checkpoint) fails before the run's files
-  // are touched: the folder stays resumable with the right options.
-  if (resume) {
-    check_model_json_matches(folder.source(), model_config_json(k));
-    if (k.text) check_resumed_vocab(run, "vocab.json", k.vocab);
-    state = load_checkpoint(folder.source(), model, *opt);
-    check_resumed_world_size(state, group.size(), folder.source());
-    default_generator().set_offset(state.generator_offset);
-    config = with_resume_history(config, saved, state.step);
-  }
-  save_config(config, run.file("config.json"));
+  training.open(model, model_config_json(k), [&](RunDir& folder, const std::string&) {
+    if (k.text) check_resumed_vocab(folder, "vocab.json", k.vocab);
+  });
+  const TrainerState& state = training.state();
+  RunDir& run = training.run();
   save_classifier_files(k, run.path());
-  std::string summary = "model: " + k.architecture() + ", " +
-                        std::to_string(model.num_parameters()) + " parameters; " +
-                        std::to_string(data.train.size()) + " training examples, " +
-                        std::to_string(data.labels.size()) + " classes";
-  if (config.precision == "bf16") summary += "; bf16 products, float32 weights";
-  std::printf("%s\n", summary.c_str());
-  run.log(summary);
+  training.announce("model: " + k.architecture() + ", " + std::to_string(model.num_parameters()) +
+                    " parameters; " + std::to_string(data.train.size()) + " training examples, " +
+                    std::to_string(data.labels.size()) + " classes");
 
   // Images all have the same size: bucketing by length would only cost a sort.
   const BatchingOptions batching{.batch_size = config.batch_size,
@@ -154,30 +125,26 @@ TrainResult train_classification_on_this_rank(const Config& requested, RunMode m
   task.valid_key = "valid_accuracy";
   task.curve_title = "training loss and validation accuracy";
 
-  const LoopResult loop =
-      run_training_loop(config, run, model, *opt, schedule, early_stopping, state, task);
-  TrainResult result;
-  result.steps = loop.steps;
-  result.seconds = loop.seconds;
-  result.interrupted = loop.interrupted;
+  TrainResult result = training.train(model, early_stopping, task);
   if (result.interrupted) return result;
 
+  const ModelWeights tested = training.use_model_for_test(model);
   result.test_accuracy = sharded_accuracy(k, data, data.test);
   run.append_metrics({{"step", state.step},
+                      {"test_weights", tested.file},
                       {"test_accuracy", result.test_accuracy},
                       {"train_seconds", result.seconds}});
-  char line[160];
-  std::snprintf(line, sizeof line, "test: accuracy %.4f (%zu examples) after %lld steps, %.0f s",
-                result.test_accuracy, data.test.size(), (long long)state.step, result.seconds);
-  std::printf("\n%s\n", line);
-  run.log(line);
-  if (config.pictures) {
-    auto pictures = write_classifier_pictures(k, data, run.path());
-    for (const auto& p : pictures) std::printf("picture:    %s\n", p.c_str());
-    std::printf("loss curve: %s\n", run.file("loss.png").c_str());
-  }
-  std::printf("run folder: %s\n", run.path().c_str());
-  return result;
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "test: accuracy %.4f (%zu examples) after %lld steps, %.0f s; weights %s",
+                result.test_accuracy, data.test.size(), (long long)state.step, result.seconds,
+                tested.describe().c_str());
+  training.report_test(line);
+  std::vector<std::string> pictures;
+  if (config.pictures)
+    for (const auto& p : write_classifier_pictures(k, data, run.path()))
+      pictures.push_back("picture:        " + p);
+  return training.finish(result, pictures);
 }
 
 }  // namespace

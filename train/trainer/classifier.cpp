@@ -193,9 +193,9 @@ std::string run_architecture(const std::string& run_dir) {
   return parse_model_architecture(read_file(path, "--run"), path);
 }
 
-Classifier load_classifier(const std::string& run_dir) {
+Classifier load_classifier(const std::string& run_dir, const std::string& weights_file) {
   namespace fs = std::filesystem;
-  auto path = [&](const char* name) {
+  auto path = [&](const std::string& name) {
     std::string p = (fs::path(run_dir) / name).string();
     QKV_CHECK(fs::exists(p), "--run", run_dir, " has no ", name,
               " (was it made by `qkv train classify`, and did it save a checkpoint?)");
@@ -208,11 +208,11 @@ Classifier load_classifier(const std::string& run_dir) {
   ClassifierModelJson m =
       parse_classifier_model_json(read_file(path(kModelJson), "--run"), path(kModelJson));
   k.labels = m.labels;
-  const nn::TensorMap weights = nn::load_safetensors(path(kModelFile)).tensors;
+  const nn::TensorMap weights = nn::load_safetensors(path(weights_file)).tensors;
   check_model_fits_weights(m.text  ? estimated_parameters(*m.text)
                            : m.cnn ? estimated_parameters(*m.cnn)
                                    : estimated_parameters(*m.vit),
-                           weights, path(kModelJson), path(kModelFile));
+                           weights, path(kModelJson), path(weights_file));
   if (m.text) {
     k.vocab = Vocab::load(path(kVocabFile));
     check_vocab_tokenizer(k.vocab, run_tokenizers(k.config).source, path(kVocabFile));

@@ -12,6 +12,7 @@
 
 #include "models/classifiers.h"
 #include "train/batching.h"
+#include "train/checkpoint_dir.h"
 #include "train/config.h"
 #include "train/data/idx.h"
 #include "train/tokenizer.h"
@@ -77,8 +78,11 @@ nlohmann::json model_config_json(const Classifier& k);
 
 // model.json: {"architecture", "config", "labels"}; vocab.json for text models.
 void save_classifier_files(const Classifier& c, const std::string& run_dir);
-// Rebuilds the model from a run folder and loads its weights. Errors name the folder and file.
-Classifier load_classifier(const std::string& run_dir);
+// Rebuilds the model from a run folder and loads its weights from `weights_file` there
+// (model.safetensors, the last checkpoint, or best.safetensors: train/trainer/best_model.h).
+// Errors name the folder and file.
+Classifier load_classifier(const std::string& run_dir,
+                           const std::string& weights_file = kModelFile);
 
 // The "architecture" of a run folder's model.json ("Seq2SeqTransformer", "CnnClassifier", ...),
 // which tells `qkv eval` what kind of run it is.

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "train/config.h"
-#include "train/trainer/training_common.h"
+#include "train/trainer/checkpoint.h"
 
 namespace qkv::train {
 

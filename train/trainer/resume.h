@@ -12,6 +12,8 @@
 #include <string>
 
 #include "train/config.h"
+#include "train/run_dir.h"
+#include "train/tokenizer.h"
 
 namespace qkv::train {
 
@@ -27,5 +29,10 @@ Config with_resume_history(Config requested, const Config& saved, int64_t traine
 // Compares run_dir/model.json (when present) with the model config the run's options build; throws
 // qkv::Error naming each key that differs (model.json edited by hand, or copied from another run).
 void check_model_json_matches(const std::string& run_dir, const nlohmann::json& built);
+
+// On --resume the vocabulary built from the data must be the run's `file` (token ids are rows of
+// the checkpoint's embeddings); throws qkv::Error naming both sizes otherwise. A run folder without
+// the file (an older layout) is not checked.
+void check_resumed_vocab(const RunDir& run, const std::string& file, const Vocab& from_data);
 
 }  // namespace qkv::train

@@ -1,6 +1,6 @@
-// The names the trainer turns into objects (training_common.cpp makes each of them): schedules,
-// optimizers, compute precisions. The config's choices, --help and `qkv eval --precision` read
-// these lists, so a name is added where it is implemented and nowhere else.
+// The names the trainer turns into objects (optimizer_setup.cpp and precision.cpp make them):
+// schedules, optimizers, compute precisions. The config's choices, --help and `qkv eval
+// --precision` read these lists, so a name is added where it is implemented and nowhere else.
 #pragma once
 
 #include <string>

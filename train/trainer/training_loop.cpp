@@ -11,12 +11,19 @@
 #include "engine/profiler.h"
 #include "engine/random.h"
 #include "train/progress.h"
+#include "train/trainer/evaluation_end.h"
+#include "train/trainer/interrupt.h"
 #include "train/trainer/micro_batches.h"
 #include "train/trainer/step_profile.h"
+#include "train/trainer/non_finite_diagnosis.h"
 
 namespace qkv::train {
 
 namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // Whether any rank has received a stop signal: every rank then takes the same branch at the
 // same step (a signal that mpirun forwards reaches the ranks at different moments).
@@ -52,6 +59,13 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
   StepProfile profile(config.profile, first_step, config.steps,
                       /*cpu=*/config.device == "cpu");
 
+  const RunOutputs outputs{.run = run,
+                           .bar = bar,
+                           .model = model,
+                           .opt = opt,
+                           .pictures = config.pictures,
+                           .valid_key = task.valid_key,
+                           .curve_title = task.curve_title};
   model.train();
   for (uint64_t epoch = 0; !stop && state.step < config.steps; ++epoch) {
     for (const auto& indices : task.plan_epoch(epoch)) {
@@ -156,8 +170,16 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
         nlohmann::json record = {{"step", state.step}};
         record.update(e.record);
         run.append_metrics(record);
-        stop = finish_evaluation(config, run, bar, model, opt, state, e.line, task.valid_key,
-                                 task.curve_title, stop_reason, stop_signal, result.interrupted);
+        std::optional<BestModel> new_best;  // early stopping's metric improved on its best
+        if (state.evals_since_best == 0)
+          new_best = BestModel{early_stopping.metric(), state.best_metric, state.step};
+        const AfterEvaluation after = finish_evaluation(outputs, state,
+                                                        {.line = e.line,
+                                                         .stop_reason = stop_reason,
+                                                         .stop_signal = stop_signal,
+                                                         .new_best = new_best});
+        stop = after != AfterEvaluation::go_on;
+        result.interrupted = after == AfterEvaluation::interrupted;
       }
     }
   }

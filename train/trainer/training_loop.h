@@ -16,8 +16,8 @@
 #include "train/config.h"
 #include "train/run_dir.h"
 #include "train/trainer/attention_stats.h"
+#include "train/trainer/checkpoint.h"
 #include "train/trainer/early_stopping.h"
-#include "train/trainer/training_common.h"
 
 namespace qkv::train {
 

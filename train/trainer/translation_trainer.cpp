@@ -2,13 +2,9 @@
 
 #include <cstdio>
 
-#include "engine/autocast.h"
 #include "engine/error.h"
 #include "engine/ops.h"
-#include "engine/parallel.h"
 #include "engine/process_group.h"
-#include "nn/optim.h"
-#include "nn/schedule.h"
 #include "train/batching.h"
 #include "train/dataset.h"
 #include "train/metrics.h"
@@ -16,11 +12,10 @@
 #include "train/trainer/attention_pictures.h"
 #include "train/trainer/attention_stats.h"
 #include "train/trainer/early_stopping.h"
-#include "train/trainer/rank_run_dir.h"
 #include "train/trainer/resume.h"
 #include "train/trainer/sharded_evaluation.h"
-#include "train/trainer/training_common.h"
 #include "train/trainer/training_loop.h"
+#include "train/trainer/training_run.h"
 #include "train/trainer/translator.h"
 #include "train/utf8.h"
 
@@ -98,18 +93,9 @@ std::vector<AttentionLayerStats> batch_attention_stats(const Translator& t, cons
 
 namespace {
 TrainResult train_translation_on_this_rank(const Config& requested, RunMode mode) {
-  const bool resume = mode == RunMode::resume;
-  // Everything that can be checked without the run folder is, before it is created: a failed
-  // start leaves nothing behind.
-  validate_config(requested);
-  Config config = requested;
-  const Config saved = resume ? resumed_run_config(requested.out) : requested;
-  if (resume) check_resume_changes(saved, requested, requested.out);
+  TrainingRun training(requested, mode);
+  const Config& config = training.config();
   const EarlyStopping early_stopping(config, {"exact_match", "token_accuracy"});
-  const Autocast precision(
-      compute_dtype(config.precision));  // matmuls in bf16 with --precision bf16
-  if (config.threads > 0) set_num_threads(int(config.threads));
-  manual_seed(config.seed);
 
   TranslationData data = prepare_translation_data(config);
   size_t longest_target = 0;
@@ -125,35 +111,19 @@ TrainResult train_translation_on_this_rank(const Config& requested, RunMode mode
   t.model = std::make_shared<models::Seq2SeqTransformer>(t.model_config);
   if (!t.device.is_cpu()) t.model->to(t.device);
 
-  auto opt = make_optimizer(config, *t.model);
-  nn::LrSchedule schedule = make_schedule(config);
-  TrainerState state;
-  ProcessGroup& group = *ProcessGroup::from_environment();
-  state.world_size = group.size();
-  RankRunDir folder(config.out, mode, group);  // rank 0 writes --out; the others a scratch folder
-  RunDir& run = folder.run();
-  // A resume that cannot go on (other data, a damaged checkpoint) fails before the run's files
-  // are touched: the folder stays resumable with the right options.
-  if (resume) {
-    check_model_json_matches(folder.source(), nlohmann::json(t.model_config));
-    check_resumed_vocab(run, kSourceVocab, data.source_vocab);
-    check_resumed_vocab(run, kTargetVocab, data.target_vocab);
-    state = load_checkpoint(folder.source(), *t.model, *opt);
-    check_resumed_world_size(state, group.size(), folder.source());
-    default_generator().set_offset(state.generator_offset);
-    config = with_resume_history(config, saved, state.step);
-  }
-  save_config(config, run.file("config.json"));
+  training.open(*t.model, nlohmann::json(t.model_config), [&](RunDir& folder, const std::string&) {
+    check_resumed_vocab(folder, kSourceVocab, data.source_vocab);
+    check_resumed_vocab(folder, kTargetVocab, data.target_vocab);
+  });
+  const TrainerState& state = training.state();
+  RunDir& run = training.run();
   data.source_vocab.save(run.file(kSourceVocab));
   data.target_vocab.save(run.file(kTargetVocab));
   save_model_json(run.file(kModelJson), t.model_config, t.decode_max_len);
-  std::string summary = "model: " + std::to_string(t.model->num_parameters()) + " parameters; " +
-                        std::to_string(data.train.size()) + " training pairs; vocab " +
-                        std::to_string(data.source_vocab.size()) + " -> " +
-                        std::to_string(data.target_vocab.size());
-  if (config.precision == "bf16") summary += "; bf16 products, float32 weights";
-  std::printf("%s\n", summary.c_str());
-  run.log(summary);
+  training.announce("model: " + std::to_string(t.model->num_parameters()) + " parameters; " +
+                    std::to_string(data.train.size()) + " training pairs; vocab " +
+                    std::to_string(data.source_vocab.size()) + " -> " +
+                    std::to_string(data.target_vocab.size()));
 
   const BatchingOptions batching{.batch_size = config.batch_size,
                                  .shuffle = true,
@@ -202,25 +172,25 @@ TrainResult train_translation_on_this_rank(const Config& requested, RunMode mode
   task.valid_key = "valid_exact_match";
   task.curve_title = "training loss and validation exact match";
 
-  const LoopResult loop =
-      run_training_loop(config, run, *t.model, *opt, schedule, early_stopping, state, task);
-  TrainResult result;
-  result.steps = loop.steps;
-  result.seconds = loop.seconds;
-  result.interrupted = loop.interrupted;
+  TrainResult result = training.train(*t.model, early_stopping, task);
   if (result.interrupted) return result;
 
+  const ModelWeights tested = training.use_model_for_test(*t.model);
   Scores test = evaluate(t, data.pairs.test, data.pairs.test.size());
   result.test_exact_match = test.exact_match;
   result.test_token_accuracy = test.token_accuracy;
   run.append_metrics({{"step", state.step},
+                      {"test_weights", tested.file},
                       {"test_exact_match", test.exact_match},
                       {"test_token_accuracy", test.token_accuracy},
                       {"train_seconds", result.seconds}});
-  std::printf(
-      "\ntest: exact match %.4f, token accuracy %.4f (%zu examples) after %lld steps, %.0f s\n",
-      test.exact_match, test.token_accuracy, data.pairs.test.size(), (long long)state.step,
-      result.seconds);
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "test: exact match %.4f, token accuracy %.4f (%zu examples) after %lld steps, "
+                "%.0f s; weights %s",
+                test.exact_match, test.token_accuracy, data.pairs.test.size(),
+                (long long)state.step, result.seconds, tested.describe().c_str());
+  training.report_test(line);
   std::vector<std::string> examples;
   for (size_t i = 0; i < std::min<size_t>(5, data.pairs.test.size()); ++i)
     examples.push_back(data.pairs.test[i].source);
@@ -231,13 +201,13 @@ TrainResult train_translation_on_this_rank(const Config& requested, RunMode mode
   for (size_t i = 0; i < examples.size(); ++i)
     std::printf("  %s -> %s\n", pad_right("\"" + examples[i] + "\"", 32).c_str(),
                 outputs[i].c_str());
+  std::vector<std::string> pictures;
   if (config.pictures && !examples.empty()) {
     auto maps = write_attention_maps(t, examples[0], run.file("attention"));
-    std::printf("attention maps: %s/ (%zu files)\n", run.file("attention").c_str(), maps.size());
-    std::printf("loss curve:     %s\n", run.file("loss.png").c_str());
+    pictures.push_back("attention maps: " + run.file("attention") + "/ (" +
+                       std::to_string(maps.size()) + " files)");
   }
-  std::printf("run folder:     %s\n", run.path().c_str());
-  return result;
+  return training.finish(result, pictures);
 }
 
 }  // namespace

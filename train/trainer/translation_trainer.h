@@ -34,8 +34,4 @@ inline TrainResult train_translation(const Config& config, bool resume = false) 
   return train_translation(config, resume ? RunMode::resume : RunMode::fresh);
 }
 
-// SIGINT, SIGTERM and SIGHUP ask the loop to write a checkpoint and return (the handler only
-// records the signal); defined in training_common.cpp, shared with the classification trainer.
-void install_interrupt_handler();
-
 }  // namespace qkv::train

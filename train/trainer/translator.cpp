@@ -45,11 +45,11 @@ void save_model_json(const std::string& path, const models::Seq2SeqConfig& confi
   write_file_atomic(path, j.dump(2) + "\n");
 }
 
-Translator load_translator(const std::string& run_dir) {
+Translator load_translator(const std::string& run_dir, const std::string& weights_file) {
   namespace fs = std::filesystem;
   QKV_CHECK(fs::is_directory(run_dir), "--run", "no run folder at '", run_dir, "'");
   const CheckpointLock no_switch_while_loading(run_dir, CheckpointLock::read);
-  auto path = [&](const char* name) {
+  auto path = [&](const std::string& name) {
     std::string p = (fs::path(run_dir) / name).string();
     QKV_CHECK(fs::exists(p), "--run", run_dir, " has no ", name,
               " (was it made by `qkv train translate`, and did it save a checkpoint?)");
@@ -73,9 +73,9 @@ Translator load_translator(const std::string& run_dir) {
             "--run", run_dir, ": the vocabularies (", t.source_vocab.size(), ", ",
             t.target_vocab.size(), " tokens) do not match the model (", t.model_config.src_vocab,
             ", ", t.model_config.tgt_vocab, ")");
-  const nn::TensorMap weights = nn::load_safetensors(path(kModelFile)).tensors;
+  const nn::TensorMap weights = nn::load_safetensors(path(weights_file)).tensors;
   check_model_fits_weights(estimated_parameters(t.model_config), weights, path(kModelJson),
-                           path(kModelFile));
+                           path(weights_file));
   // The weights fit a model.json edited to other heads just as well: config.json says which.
   const std::string differences = model_config_differences(
       nlohmann::json(m.config),

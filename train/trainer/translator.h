@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "models/seq2seq.h"
+#include "train/checkpoint_dir.h"
 #include "train/config.h"
 #include "train/tokenizer.h"
 
@@ -38,14 +39,16 @@ Device parse_device(const std::string& name);  // "cpu", "cuda", "cuda:1"
 models::Seq2SeqConfig seq2seq_config(const Config& config, int64_t src_vocab, int64_t tgt_vocab);
 
 // Files of a run folder, by name.
-inline const char* kModelFile = "model.safetensors";
 inline const char* kModelJson = "model.json";
 inline const char* kSourceVocab = "source_vocab.json";
 inline const char* kTargetVocab = "target_vocab.json";
 
 void save_model_json(const std::string& path, const models::Seq2SeqConfig& config,
                      int64_t decode_max_len);
-// Rebuilds the model from a run folder and loads its weights. Errors name the folder and the file.
-Translator load_translator(const std::string& run_dir);
+// Rebuilds the model from a run folder and loads its weights from `weights_file` there
+// (model.safetensors, the last checkpoint, or best.safetensors: train/trainer/best_model.h).
+// Errors name the folder and the file.
+Translator load_translator(const std::string& run_dir,
+                           const std::string& weights_file = kModelFile);
 
 }  // namespace qkv::train

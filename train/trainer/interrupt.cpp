@@ -1,0 +1,41 @@
+#include "train/trainer/interrupt.h"
+
+#include <csignal>
+
+namespace qkv::train {
+
+namespace {
+volatile std::sig_atomic_t g_stop_signal = 0;
+int g_joined_signal = 0;  // another rank's stop signal, which this rank follows
+void on_stop_signal(int signal) {
+  // A second signal means "now": the default action ends the process, and the last checkpoint
+  // (switched whole, train/checkpoint_dir.h) is what a resume continues from.
+  if (g_stop_signal != 0) {
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+    return;
+  }
+  g_stop_signal = signal;
+}
+}  // namespace
+
+void install_interrupt_handler() {
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) std::signal(s, on_stop_signal);
+}
+bool interrupt_requested() { return g_stop_signal != 0; }
+int interrupt_signal() { return g_stop_signal != 0 ? g_stop_signal : g_joined_signal; }
+void join_interrupt(int signal) {
+  if (g_stop_signal == 0) g_joined_signal = signal;
+}
+
+std::string interruption_message(int64_t step, const std::string& run) {
+  const int s = interrupt_signal();
+  const std::string name = s == SIGINT    ? "SIGINT (Ctrl-C)"
+                           : s == SIGTERM ? "SIGTERM"
+                           : s == SIGHUP  ? "SIGHUP"
+                                          : "signal " + std::to_string(s);
+  return "interrupted by " + name + ": the checkpoint of step " + std::to_string(step) + " is in " +
+         run + "; continue with --resume " + run;
+}
+
+}  // namespace qkv::train
