@@ -10,6 +10,7 @@
 #include "train/batching.h"
 #include "train/dataset.h"
 #include "train/run_dir.h"
+#include "train/scaled_defaults.h"
 #include "train/trainer/attention_stats.h"
 #include "train/trainer/classification_pictures.h"
 #include "train/trainer/classifier.h"
@@ -82,6 +83,9 @@ TrainResult train_classification_on_this_rank(const Config& requested, RunMode m
   manual_seed(config.seed);
 
   ClassificationSet data = prepare_classification_set(config);
+  const RunLength length =
+      choose_run_length(config, data.train.size(), data.images ? "images" : "examples");
+  config = with_run_length(config, length);
   Classifier k = make_classifier(config, data);
   nn::Module& model = k.module();
 
@@ -109,8 +113,9 @@ TrainResult train_classification_on_this_rank(const Config& requested, RunMode m
                         std::to_string(data.train.size()) + " training examples, " +
                         std::to_string(data.labels.size()) + " classes";
   if (config.precision == "bf16") summary += "; bf16 products, float32 weights";
-  std::printf("%s\n", summary.c_str());
+  std::printf("%s\n%s\n", summary.c_str(), length.line.c_str());
   run.log(summary);
+  run.log(length.line);
 
   // Images all have the same size: bucketing by length would only cost a sort.
   const BatchingOptions batching{.batch_size = config.batch_size,

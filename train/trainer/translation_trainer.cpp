@@ -13,6 +13,7 @@
 #include "train/dataset.h"
 #include "train/metrics.h"
 #include "train/run_dir.h"
+#include "train/scaled_defaults.h"
 #include "train/trainer/attention_pictures.h"
 #include "train/trainer/attention_stats.h"
 #include "train/trainer/early_stopping.h"
@@ -112,6 +113,8 @@ TrainResult train_translation_on_this_rank(const Config& requested, RunMode mode
   manual_seed(config.seed);
 
   TranslationData data = prepare_translation_data(config);
+  const RunLength length = choose_run_length(config, data.train.size(), "pairs");
+  config = with_run_length(config, length);
   size_t longest_target = 0;
   for (const auto& e : data.train) longest_target = std::max(longest_target, e.tgt.size());
 
@@ -154,6 +157,8 @@ TrainResult train_translation_on_this_rank(const Config& requested, RunMode mode
   if (config.precision == "bf16") summary += "; bf16 products, float32 weights";
   std::printf("%s\n", summary.c_str());
   run.log(summary);
+  for (const std::string& line : {data.tokenizer_line, length.line})
+    if (!line.empty()) std::printf("%s\n", line.c_str()), run.log(line);
 
   const BatchingOptions batching{.batch_size = config.batch_size,
                                  .shuffle = true,
