@@ -34,8 +34,8 @@ RunLength choose_run_length(const Config& c, size_t train_examples, const std::s
   if (steps == wanted)
     line += of_data(kDefaultEpochs);
   else
-    line += std::string(steps > wanted ? "at least " : "at most ") + std::to_string(steps) +
-            " steps, not " + of_data(kDefaultEpochs);
+    line += std::string(steps > wanted ? "the least" : "the most") + " a default run takes; " +
+            of_data(kDefaultEpochs) + " would be " + std::to_string(wanted);
   return {steps, line + "; --steps or --epochs to change)"};
 }
 
