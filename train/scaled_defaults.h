@@ -22,7 +22,7 @@ int64_t steps_per_epoch(size_t train_examples, int64_t batch_size);
 // [kMinDefaultSteps, kMaxDefaultSteps] steps: a small corpus still gets enough updates to fit it,
 // a large one does not run for hours on a CPU. docs/TRAINING.md has the measurements behind them.
 constexpr int64_t kDefaultEpochs = 20;
-constexpr int64_t kMinDefaultSteps = 3000;
+constexpr int64_t kMinDefaultSteps = 5000;
 constexpr int64_t kMaxDefaultSteps = 10000;
 
 struct RunLength {

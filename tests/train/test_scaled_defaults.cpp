@@ -38,7 +38,7 @@ BOOST_AUTO_TEST_CASE(default_length_is_twenty_epochs_within_the_step_range) {
   const RunLength small = choose_run_length(c, 2400, "pairs");  // 20 x 38 = 760: too few
   BOOST_TEST(small.steps == kMinDefaultSteps);
   BOOST_TEST(small.line ==
-             "steps: 3000 (the least a default run takes; 20 epochs of 2400 pairs at batch 64 "
+             "steps: 5000 (the least a default run takes; 20 epochs of 2400 pairs at batch 64 "
              "would be 760; --steps or --epochs to change)");
   const RunLength big = choose_run_length(c, 1000000, "examples");
   BOOST_TEST(big.steps == kMaxDefaultSteps);
