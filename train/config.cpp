@@ -393,7 +393,9 @@ void validate_config(const Config& c, const std::string& source) {
         f.member);
   if (c.steps > 0 && c.epochs > 0)
     throw Error(source + ": keys 'steps' (" + std::to_string(c.steps) + ") and 'epochs' (" +
-                std::to_string(c.epochs) + ") are both set: give one of them");
+                std::to_string(c.epochs) +
+                ") are both set: give one of them (a resumed run's config.json holds its steps: "
+                "extend it with --steps)");
   require(c.d_model % c.heads == 0, "heads",
           "must divide d_model (" + std::to_string(c.d_model) + " is not divisible by " +
               std::to_string(c.heads) + ")");
