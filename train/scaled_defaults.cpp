@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "engine/error.h"
 #include "train/tokenizer.h"
 
 namespace qkv::train {
@@ -25,6 +26,9 @@ RunLength choose_run_length(const Config& c, size_t train_examples, const std::s
         << " epochs of " << train_examples << " " << items << " at batch " << c.batch_size << ")";
     return {c.steps, why.str()};
   }
+  // config.json records the steps, whose range ends at 10^9.
+  QKV_CHECK(c.epochs * per_epoch <= 1'000'000'000, "--epochs", c.epochs, " epochs of ", per_epoch,
+            " steps are more than 1000000000 steps");
   if (c.epochs > 0)
     return {c.epochs * per_epoch, "steps: " + std::to_string(c.epochs * per_epoch) +
                                       " (--epochs: " + of_data(c.epochs) + ")"};

@@ -58,6 +58,9 @@ BOOST_AUTO_TEST_CASE(steps_or_epochs_when_given) {
   BOOST_TEST(steps.line == "steps: 35 (--steps; 5 epochs of 100 pairs at batch 16)");
   Config three_epochs;
   three_epochs.epochs = 3;
+  c.steps = 0, c.epochs = 200'000'000;  // 1.4e9 steps: more than config.json's steps may hold
+  BOOST_CHECK_EXCEPTION(choose_run_length(c, 100, "pairs"), qkv::Error,
+                        message_has("--epochs", "more than 1000000000 steps"));
   const Config recorded = with_run_length(three_epochs, epochs);
   BOOST_TEST(recorded.steps == 21);
   BOOST_TEST(recorded.epochs == 0);
