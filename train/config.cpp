@@ -68,8 +68,16 @@ const std::vector<ConfigField>& config_fields() {
       {"tokenizer", &C::tokenizer, tokenizer_choices(), "how text becomes tokens"},
       {"min_frequency", &C::min_frequency, {}, "rarer tokens become <unk>", closed(1, kCount)},
       {"train_size", &C::train_size, {}, "training examples", closed(1, kExamples)},
-      {"valid_size", &C::valid_size, {}, "validation examples", closed(1, kExamples)},
-      {"test_size", &C::test_size, {}, "test examples", closed(1, kExamples)},
+      {"valid_size",
+       &C::valid_size,
+       {},
+       "validation examples (0 = 10% of a corpus, at most 1000; 1000 of a generated task)",
+       closed(0, kExamples)},
+      {"test_size",
+       &C::test_size,
+       {},
+       "test examples (0 = 10% of a corpus, at most 1000; 1000 of a generated task)",
+       closed(0, kExamples)},
       {"min_length", &C::min_length, {}, "shortest generated sequence", closed(1, 1000)},
       {"max_length", &C::max_length, {}, "longest generated sequence", closed(1, 1000)},
       {"max_len",
@@ -106,7 +114,18 @@ const std::vector<ConfigField>& config_fields() {
        "text classifier: [CLS] state or mean of states"},
       {"optimizer", &C::optimizer, optimizer_names(), "optimizer"},
       {"batch_size", &C::batch_size, {}, "examples per step", closed(1, 1 << 20)},
-      {"steps", &C::steps, {}, "optimizer steps", closed(1, kCount), kMayChange},
+      {"steps",
+       &C::steps,
+       {},
+       "optimizer steps (0 = from the data size, or --epochs)",
+       closed(0, kCount),
+       kMayChange},
+      {"epochs",
+       &C::epochs,
+       {},
+       "passes over the training split, instead of --steps (0 = from the data size)",
+       closed(0, kCount),
+       kMayChange},
       {"lr", &C::lr, {}, "peak learning rate", positive(), kMayChange},
       {"weight_decay", &C::weight_decay, {}, "decoupled weight decay", closed(0, 100), kMayChange},
       {"beta1", &C::beta1, {}, "Adam beta1", below(0, 1), kMayChange},
@@ -398,6 +417,11 @@ void validate_config(const Config& c, const std::string& source) {
                         json(c.*member).dump());
         },
         f.member);
+  if (c.steps > 0 && c.epochs > 0)
+    throw Error(source + ": keys 'steps' (" + std::to_string(c.steps) + ") and 'epochs' (" +
+                std::to_string(c.epochs) +
+                ") are both set: give one of them (a resumed run's config.json holds its steps: "
+                "extend it with --steps)");
   require(c.d_model % c.heads == 0, "heads",
           "must divide d_model (" + std::to_string(c.d_model) + " is not divisible by " +
               std::to_string(c.heads) + ")");

@@ -32,7 +32,9 @@ struct Config {
   std::string data;  // pairs.tsv / labels.tsv, or the IDX folder of fashion-mnist (empty: default)
   std::string tokenizer;      // "char", "whitespace" or (lm) "bpe"; empty = the task's natural one
   int64_t min_frequency = 1;  // rarer tokens become <unk>
-  int64_t train_size = 20000, valid_size = 1000, test_size = 1000;
+  // valid_size / test_size 0: a share of a user's corpus, or 1000 of a generated task
+  // (train/scaled_defaults.h).
+  int64_t train_size = 20000, valid_size = 0, test_size = 0;
   // Lengths of the examples a task generates (symbol tasks and the order task), in symbols.
   int64_t min_length = 3, max_length = 12;
   // Not a task length: the most tokens of a sequence a batch keeps (the rest is cut off), and so
@@ -55,7 +57,9 @@ struct Config {
   std::string pooling = "cls";     // text classifier: cls, mean
   // ---- optimization
   std::string optimizer = "adamw";  // adamw, sgd
-  int64_t batch_size = 64, steps = 3000;
+  // steps and epochs both 0: a number of epochs scaled to the data (train/scaled_defaults.h);
+  // a run sets at most one of them.
+  int64_t batch_size = 64, steps = 0, epochs = 0;
   double lr = 1e-3, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.98;
   int64_t warmup = 200;
   std::string schedule = "cosine";  // constant, linear, cosine, noam

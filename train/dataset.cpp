@@ -6,6 +6,7 @@
 #include "train/data/order_task.h"
 #include "train/data/split.h"
 #include "train/data/tsv.h"
+#include "train/scaled_defaults.h"
 
 namespace qkv::train {
 
@@ -50,15 +51,22 @@ TranslationData prepare_translation_data(const Config& c) {
   TranslationData d;
   if (task_definition(c.task).data == TaskData::tsv_file) {
     require_data_path(c);
-    auto s =
-        holdout_split(read_pairs_tsv(c.data), size_t(c.valid_size), size_t(c.test_size), c.seed);
+    const std::vector<Pair> all = read_pairs_tsv(c.data);
+    auto s = holdout_split(all, size_t(holdout_size(c.valid_size, all.size())),
+                           size_t(holdout_size(c.test_size, all.size())), c.seed);
     d.pairs = {std::move(s.train), std::move(s.valid), std::move(s.test)};
   } else {
     SymbolTaskOptions options{.min_length = int(c.min_length), .max_length = int(c.max_length)};
-    d.pairs = make_splits(c.task, size_t(c.train_size), size_t(c.valid_size), size_t(c.test_size),
-                          c.seed, options);
+    d.pairs =
+        make_splits(c.task, size_t(c.train_size), size_t(generated_holdout_size(c.valid_size)),
+                    size_t(generated_holdout_size(c.test_size)), c.seed, options);
   }
-  const TokenizerChoice kinds = run_tokenizers(c);
+  TokenizerChoice kinds = run_tokenizers(c);
+  if (c.task == "pairs" && c.tokenizer.empty()) {
+    const PairsTokenizer chosen = choose_pairs_tokenizer(d.pairs.train);
+    kinds = chosen.kinds;
+    d.tokenizer_line = chosen.line;
+  }
   d.source_vocab = Vocab::build(sources_of(d.pairs.train), kinds.source, int(c.min_frequency));
   d.target_vocab = Vocab::build(targets_of(d.pairs.train), kinds.target, int(c.min_frequency));
   d.train = encode_pairs(d.pairs.train, d.source_vocab, d.target_vocab);
@@ -80,15 +88,17 @@ ClassificationData prepare_classification_data(const Config& c) {
   if (task_definition(c.task).data == TaskData::generated) {
     OrderTaskOptions options{.min_length = int(std::max<int64_t>(c.min_length, 6)),
                              .max_length = int(std::max(c.max_length, c.min_length))};
-    auto s = make_order_task(size_t(c.train_size), size_t(c.valid_size), size_t(c.test_size),
-                             c.seed, options);
+    auto s = make_order_task(size_t(c.train_size), size_t(generated_holdout_size(c.valid_size)),
+                             size_t(generated_holdout_size(c.test_size)), c.seed, options);
     d.labels = s.labels;
     train = std::move(s.train), valid = std::move(s.valid), test = std::move(s.test);
   } else {
     require_data_path(c);
     TextClassificationData all = read_classification_tsv(c.data);
     d.labels = all.labels;
-    auto s = holdout_split(all.examples, size_t(c.valid_size), size_t(c.test_size), c.seed);
+    const size_t n = all.examples.size();
+    auto s = holdout_split(all.examples, size_t(holdout_size(c.valid_size, n)),
+                           size_t(holdout_size(c.test_size, n)), c.seed);
     train = std::move(s.train), valid = std::move(s.valid), test = std::move(s.test);
   }
   const TokenizerKind tokenizer = run_tokenizers(c).source;

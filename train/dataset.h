@@ -27,6 +27,7 @@ struct TranslationData {
   TaskSplits pairs;
   Vocab source_vocab, target_vocab;
   std::vector<Example> train, valid, test;
+  std::string tokenizer_line;  // why the pairs task chose its tokenizer ("" when none was chosen)
 };
 TranslationData prepare_translation_data(const Config& config);
 

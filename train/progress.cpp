@@ -47,7 +47,10 @@ std::string format_progress(const ProgressState& s, double elapsed_seconds, int 
   std::snprintf(head, sizeof head, "step %lld/%lld [", (long long)s.step, (long long)s.total);
   std::string line = head + bar + "] ";
   char tail[160];
-  std::snprintf(tail, sizeof tail, "%3d%%  loss %.4f", int(fraction * 100), s.loss);
+  std::snprintf(tail, sizeof tail, "%3d%%  ", int(fraction * 100));
+  line += tail;
+  if (s.epoch > 0) line += "epoch " + std::to_string(s.epoch) + "  ";
+  std::snprintf(tail, sizeof tail, "loss %.4f", s.loss);
   line += tail;
   if (s.metric) {
     std::snprintf(tail, sizeof tail, "  %s %.3f", s.metric_name.c_str(), *s.metric);

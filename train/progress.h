@@ -16,6 +16,7 @@ namespace qkv::train {
 struct ProgressState {
   int64_t step = 0;
   int64_t total = 0;
+  int64_t epoch = 0;  // the pass over the training data the step belongs to, from 1; 0 = not shown
   double loss = 0;
   std::optional<double> metric;  // shown when set, e.g. validation exact match
   std::string metric_name = "metric";
@@ -23,7 +24,7 @@ struct ProgressState {
   std::string items_name = "tok";
 };
 
-// "step 120/2000 [====>      ] 6%  loss 2.3410  exact 0.412  5.1k tok/s  ETA 3m12s"
+// "step 120/2000 [====>      ] 6%  epoch 3  loss 2.3410  exact 0.412  5.1k tok/s  ETA 3m12s"
 // `width` is the bar's width in characters; ETA from `elapsed` and the fraction done.
 std::string format_progress(const ProgressState& s, double elapsed_seconds, int width = 24);
 

@@ -49,10 +49,16 @@ check "flag: log-every 0 (not a SIGFPE)" 2 "--log-every: must be in 1\.\.1000000
 printf '{"log_every": 0}' >"$scratch/log0.json"
 check "config: log_every 0" 1 "log0.json: key 'log_every' must be in 1\.\.1000000000" \
   "$qkv" train translate --config "$scratch/log0.json" --out "$scratch/log0"
-check "flag: empty validation split" 2 "--valid-size: must be in 1\.\.100000000, got 0" \
-  "$qkv" train translate --valid-size 0 --out "$scratch/valid0"
-check "flag: empty test split" 2 "--test-size: must be in 1\.\.100000000, got 0" \
-  "$qkv" train translate --test-size 0 --out "$scratch/test0"
+check "flag: negative validation split" 2 "--valid-size: must be in 0\.\.100000000, got -1" \
+  "$qkv" train translate --valid-size=-1 --out "$scratch/valid0"
+check "flag: negative test split" 2 "--test-size: must be in 0\.\.100000000, got -1" \
+  "$qkv" train translate --test-size=-1 --out "$scratch/test0"
+check "flags: --steps and --epochs together" 2 "--steps excludes --epochs" \
+  "$qkv" train translate --steps 100 --epochs 2 --out "$scratch/both"
+printf '{"steps": 100, "epochs": 2}' >"$scratch/both.json"
+check "config: steps and epochs together" 1 \
+  "keys 'steps' \(100\) and 'epochs' \(2\) are both set: give one of them" \
+  "$qkv" train translate --config "$scratch/both.json" --out "$scratch/both"
 check "flag: beta1 1.0" 2 "--beta1: must be in \[0, 1\), got 1.0" \
   "$qkv" train translate --beta1 1.0 --out "$scratch/beta"
 check "flag: weight decay -1" 2 "--weight-decay: must be in \[0, 100\], got -1" \

@@ -10,7 +10,9 @@ set -u
 "$qkv" train translate --help >"$scratch/translate.txt" 2>&1 || fail "train translate --help exits 0"
 "$qkv" train classify --help >"$scratch/classify.txt" 2>&1 || fail "train classify --help exits 0"
 has "translate --help: --steps typed, ranged, with its default" "$scratch/translate.txt" \
-  "--steps INT:1\.\.1000000000=3000"
+  "--steps INT:0\.\.1000000000=0"
+has "translate --help: --epochs, the other way to give a run's length" "$scratch/translate.txt" \
+  "--epochs INT:0\.\.1000000000=0"
 has "translate --help: --lr a float with its default" "$scratch/translate.txt" \
   "--lr FLOAT:\(0, inf\)=0\.001"
 has "translate --help: --task lists the translation tasks, default dates" "$scratch/translate.txt" \

@@ -155,6 +155,7 @@ BOOST_AUTO_TEST_CASE(a_resume_on_other_data_fails_and_leaves_the_run_untouched) 
   ScratchDir dir("resume_other_data");
   Config c = tiny_copy(dir.file("run"), 2);
   c.task = "pairs", c.data = dir.file("pairs.tsv");
+  c.tokenizer = "whitespace";  // one-word targets would otherwise be read by characters
   std::string pairs;
   for (const char* word : {"abc", "bca", "cab", "acb", "bac", "cba"})
     for (int copy = 0; copy < 8; ++copy) pairs += std::string(word) + "\t" + word + "\n";

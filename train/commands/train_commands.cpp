@@ -183,6 +183,8 @@ void add_train_flags(CLI::App& cmd, TrainFlags& flags, Trainer trainer, const Co
                               ->check(config_check(field, flag, choices));
     flags.options.emplace_back(field.key, option);
   }
+  for (auto& [key, option] : flags.options)  // a run's length is given one way at most
+    if (key == "epochs") option->excludes("--steps");
   cmd.add_option("--config", flags.config_path, "JSON file of options (flags override it)")
       ->type_name("FILE");
   auto* resume = cmd.add_option("--resume", flags.resume_dir, "continue the run in this folder")

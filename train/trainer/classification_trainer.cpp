@@ -8,6 +8,7 @@
 #include "train/batching.h"
 #include "train/dataset.h"
 #include "train/run_dir.h"
+#include "train/scaled_defaults.h"
 #include "train/trainer/attention_stats.h"
 #include "train/trainer/classification_pictures.h"
 #include "train/trainer/classifier.h"
@@ -70,6 +71,8 @@ TrainResult train_classification_on_this_rank(const Config& requested, RunMode m
   const EarlyStopping early_stopping(config, {"accuracy"});
 
   ClassificationSet data = prepare_classification_set(config);
+  training.set_run_length(
+      choose_run_length(config, data.train.size(), data.images ? "images" : "examples"));
   Classifier k = make_classifier(config, data);
   nn::Module& model = k.module();
 

@@ -9,6 +9,7 @@
 #include "train/atomic_file.h"
 #include "train/dataset.h"
 #include "train/run_lock.h"
+#include "train/scaled_defaults.h"
 #include "train/trainer/model_files.h"
 #include "train/trainer/translator.h"
 
@@ -21,7 +22,9 @@ const char* kVocabFile = "vocab.json";
 ClassificationSet prepare_images(const Config& c) {
   const std::string dir = c.data.empty() ? kFashionMnistDir : c.data;
   ImageDataset train = load_fashion_mnist("train", dir), test = load_fashion_mnist("test", dir);
-  QKV_CHECK(c.valid_size < train.count, "--valid-size", c.valid_size,
+  const int64_t valid_size = generated_holdout_size(c.valid_size);
+  const int64_t test_size = generated_holdout_size(c.test_size);
+  QKV_CHECK(valid_size < train.count, "--valid-size", valid_size,
             " leaves no training images (the training file has ", train.count, ")");
   ClassificationSet s;
   s.images = true;
@@ -31,10 +34,10 @@ ClassificationSet prepare_images(const Config& c) {
   s.pixels.labels.insert(s.pixels.labels.end(), test.labels.begin(), test.labels.end());
   s.pixels.count += test.count;
   auto row = [&](int64_t r) { return Example{{r}, {}, s.pixels.labels[size_t(r)]}; };
-  const int64_t first_valid = train.count - c.valid_size;
+  const int64_t first_valid = train.count - valid_size;
   for (int64_t r = 0; r < std::min(c.train_size, first_valid); ++r) s.train.push_back(row(r));
   for (int64_t r = first_valid; r < train.count; ++r) s.valid.push_back(row(r));
-  for (int64_t r = 0; r < std::min(c.test_size, test.count); ++r)
+  for (int64_t r = 0; r < std::min(test_size, test.count); ++r)
     s.test.push_back(row(train.count + r));
   return s;
 }

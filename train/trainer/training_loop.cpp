@@ -137,17 +137,16 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
         last_log = std::chrono::steady_clock::now();
         const double throughput = dt > 0 ? items_since_log / dt : 0;
         items_since_log = 0;
-        nlohmann::json record = {{"step", state.step},
-                                 {"loss", loss_value},
-                                 {"lr", opt.lr()},
-                                 {"grad_norm", grad_norm},
-                                 {task.throughput_key, throughput}};
+        nlohmann::json record = {{"step", state.step},     {"epoch", epoch + 1},
+                                 {"loss", loss_value},     {"lr", opt.lr()},
+                                 {"grad_norm", grad_norm}, {task.throughput_key, throughput}};
         if (micro.active()) task.load_batch(indices);  // the statistics of the whole batch
         auto attention = task.attention_stats();
         if (!attention.empty()) record["attention_entropy"] = entropy_record(attention);
         run.append_metrics(record);
         bar.update({.step = state.step,
                     .total = config.steps,
+                    .epoch = int64_t(epoch) + 1,
                     .loss = loss_value,
                     .metric = last_metric,
                     .metric_name = task.metric_label,

@@ -50,10 +50,23 @@ void TrainingRun::open(
   save_config(config_, run().file("config.json"));
 }
 
+void TrainingRun::set_run_length(const RunLength& length) {
+  config_ = with_run_length(config_, length);
+  note(length.line);
+}
+
+void TrainingRun::note(const std::string& line) {
+  if (!line.empty()) notes_.push_back(line);
+}
+
 void TrainingRun::announce(std::string summary) {
   if (config_.precision == "bf16") summary += "; bf16 products, float32 weights";
   std::printf("%s\n", summary.c_str());
   run().log(summary);
+  for (const std::string& line : notes_) {
+    std::printf("%s\n", line.c_str());
+    run().log(line);
+  }
 }
 
 TrainResult TrainingRun::train(nn::Module& model, const EarlyStopping& early_stopping,

@@ -23,6 +23,7 @@
 #include "nn/schedule.h"
 #include "train/config.h"
 #include "train/run_dir.h"
+#include "train/scaled_defaults.h"
 #include "train/trainer/best_model.h"
 #include "train/trainer/checkpoint.h"
 #include "train/trainer/early_stopping.h"
@@ -56,7 +57,12 @@ class TrainingRun {
       nn::Module& model, const nlohmann::json& model_json,
       const std::function<void(RunDir& run, const std::string& source)>& check_resumed_files = {});
 
-  // Prints `summary` (with a note for bf16 products) and logs it.
+  // Before open(): the run's length, chosen once the training split is known
+  // (train/scaled_defaults.h); config.json records its steps.
+  void set_run_length(const RunLength& length);
+  // A line (may be empty: nothing) that announce() prints and logs after the summary.
+  void note(const std::string& line);
+  // Prints `summary` (with a note for bf16 products) and the notes, and logs them.
   void announce(std::string summary);
 
   // run_training_loop over the optimizer and schedule of open(): steps, seconds, interrupted.
@@ -81,6 +87,7 @@ class TrainingRun {
   nn::LrSchedule schedule_;
   TrainerState state_;
   std::unique_ptr<RankRunDir> folder_;
+  std::vector<std::string> notes_;
 };
 
 }  // namespace qkv::train

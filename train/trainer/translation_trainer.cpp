@@ -9,6 +9,7 @@
 #include "train/dataset.h"
 #include "train/metrics.h"
 #include "train/run_dir.h"
+#include "train/scaled_defaults.h"
 #include "train/trainer/attention_pictures.h"
 #include "train/trainer/attention_stats.h"
 #include "train/trainer/early_stopping.h"
@@ -98,6 +99,8 @@ TrainResult train_translation_on_this_rank(const Config& requested, RunMode mode
   const EarlyStopping early_stopping(config, {"exact_match", "token_accuracy"});
 
   TranslationData data = prepare_translation_data(config);
+  training.note(data.tokenizer_line);
+  training.set_run_length(choose_run_length(config, data.train.size(), "pairs"));
   size_t longest_target = 0;
   for (const auto& e : data.train) longest_target = std::max(longest_target, e.tgt.size());
 
