@@ -21,8 +21,8 @@ BOOST_AUTO_TEST_CASE(split_is_contiguous_in_order_and_the_first_pieces_are_longe
 
 namespace {
 
-// A least-squares model w [3] on rows of x [8, 3] with targets y [8], and a micro-batch task on it
-// that records where each micro-batch's generator counters start.
+// A least-squares model w [3] on rows of x [8, 3] with targets y [8], and the micro-batch hooks on
+// it that records where each micro-batch's generator counters start.
 struct Regression {
   Tensor w = randn({3}).requires_grad_();
   Tensor x = randn({8, 3}), y = randn({8});
@@ -33,7 +33,7 @@ struct Regression {
     Tensor r = sub(matmul(index_select(x, 0, index), w), index_select(y, 0, index));
     return sum(mul(r, r));
   }
-  MicroBatchTask task() {
+  MicroBatchHooks hooks() {
     return {[this](const std::vector<size_t>& indices) {
               std::vector<double> v(indices.begin(), indices.end());
               rows = tensor(v, {int64_t(v.size())}, TensorOptions{}.with(DType::i64));
@@ -56,7 +56,7 @@ BOOST_AUTO_TEST_CASE(accumulated_gradient_is_the_in_order_sum_and_the_batch_mean
   BOOST_TEST(steps.active());
   const std::vector<size_t> batch = {7, 1, 4, 0, 2, 6, 5};  // pieces {7,1,4}, {0,2}, {6,5}
   default_generator().set_offset(1000);
-  const MicroBatchSteps::Result r = steps.step(1, batch, m.task());
+  const MicroBatchSteps::Result r = steps.step(1, batch, m.hooks());
   const std::vector<float> accumulated = m.w.grad().to_vector<float>();
   BOOST_TEST(r.terms == 7);
 
@@ -104,8 +104,8 @@ struct DroppedRegression : Regression {
     Tensor r = sub(matmul(dropout(index_select(x, 0, index), 0.5), w), index_select(y, 0, index));
     return sum(mul(r, r));
   }
-  MicroBatchTask task() {
-    MicroBatchTask t = Regression::task();
+  MicroBatchHooks hooks() {
+    MicroBatchHooks t = Regression::hooks();
     t.summed_loss = [this](double global_terms) {
       return div(squared_errors(rows), full({}, global_terms));
     };
@@ -119,18 +119,18 @@ BOOST_AUTO_TEST_CASE(dropout_masks_follow_the_examples_so_micro_batches_match_th
   manual_seed(4);
   DroppedRegression m;
   const std::vector<size_t> batch = {7, 1, 4, 0, 2, 6, 5};
-  const MicroBatchTask task = m.task();
+  const MicroBatchHooks hooks = m.hooks();
   auto gradient = [&](int64_t accumulate) {
     MicroBatchSteps steps({m.w}, single_process_group(), accumulate, true);
     default_generator().set_offset(500);
     m.w.zero_grad();
     double loss = 0;
     if (steps.active()) {
-      loss = steps.step(1, batch, task).loss;
+      loss = steps.step(1, batch, hooks).loss;
     } else {
       loss = steps.whole_batch(1, batch, [&] {
-        task.load_batch(batch);
-        Tensor l = task.summed_loss(7.0);
+        hooks.load_batch(batch);
+        Tensor l = hooks.summed_loss(7.0);
         l.backward();
         return l.item();
       });
@@ -148,7 +148,7 @@ BOOST_AUTO_TEST_CASE(dropout_masks_follow_the_examples_so_micro_batches_match_th
   // the masks do matter: another step's draws (another offset) give another loss
   MicroBatchSteps steps({m.w}, single_process_group(), 3, true);
   default_generator().set_offset(501);
-  BOOST_TEST(std::abs(steps.step(1, batch, task).loss - whole.first) > 1e-3);
+  BOOST_TEST(std::abs(steps.step(1, batch, hooks).loss - whole.first) > 1e-3);
 }
 
 BOOST_AUTO_TEST_CASE(one_process_without_accumulation_is_not_cut) {

@@ -92,27 +92,27 @@ TrainResult train_classification_on_this_rank(const Config& requested, RunMode m
                                  .bucket_by_length = config.bucket_by_length && !data.images};
   ClassifierBatch b;
   int64_t batch_examples = 0;
-  TrainingTask task;
-  task.plan_epoch = [&](uint64_t epoch) {
+  TrainingHooks hooks;
+  hooks.plan_epoch = [&](uint64_t epoch) {
     return plan_batches(data.train, batching, config.seed, epoch);
   };
-  task.load_batch = [&](const std::vector<size_t>& indices) {
+  hooks.load_batch = [&](const std::vector<size_t>& indices) {
     b = make_classifier_batch(data, data.train, indices, config.max_len);
     batch_examples = int64_t(indices.size());
   };
-  task.loss = [&] {
+  hooks.loss = [&] {
     return cross_entropy(k.forward(b), b.labels.to(k.device), /*ignore_index=*/-100,
                          config.label_smoothing);
   };
-  task.loss_terms = [&] { return batch_examples; };
-  task.summed_loss = [&](double global_terms) {
+  hooks.loss_terms = [&] { return batch_examples; };
+  hooks.summed_loss = [&](double global_terms) {
     Tensor sum = cross_entropy(k.forward(b), b.labels.to(k.device), /*ignore_index=*/-100,
                                config.label_smoothing, Reduction::sum);
     return div(sum, full_like(sum, global_terms));
   };
-  task.batch_items = [&] { return batch_examples; };
-  task.attention_stats = [&] { return batch_attention_stats(k, b); };
-  task.evaluate = [&] {
+  hooks.batch_items = [&] { return batch_examples; };
+  hooks.attention_stats = [&] { return batch_attention_stats(k, b); };
+  hooks.evaluate = [&] {
     const double accuracy = sharded_accuracy(k, data, data.valid);
     char line[120];
     std::snprintf(line, sizeof line, "step %lld: valid accuracy %.4f", (long long)state.step,
@@ -122,13 +122,13 @@ TrainResult train_classification_on_this_rank(const Config& requested, RunMode m
                       .record = {{"valid_accuracy", accuracy}},
                       .line = line};
   };
-  task.metric_label = "acc";
-  task.items_label = data.images ? "img" : "ex";
-  task.throughput_key = "examples_per_second";
-  task.valid_key = "valid_accuracy";
-  task.curve_title = "training loss and validation accuracy";
+  hooks.metric_label = "acc";
+  hooks.items_label = data.images ? "img" : "ex";
+  hooks.throughput_key = "examples_per_second";
+  hooks.valid_key = "valid_accuracy";
+  hooks.curve_title = "training loss and validation accuracy";
 
-  TrainResult result = training.train(model, early_stopping, task);
+  TrainResult result = training.train(model, early_stopping, hooks);
   if (result.interrupted) return result;
 
   const ModelWeights tested = training.use_model_for_test(model);

@@ -132,7 +132,7 @@ TrainResult train_language_model_on_this_rank(const Config& requested, RunMode m
 
   const std::string bits_key = "bits_per_" + tokenizer->unit();
   Tensor batch;
-  TrainingTask task;
+  TrainingHooks task;
   task.plan_epoch = [&](uint64_t epoch) { return plan_windows(config, train, epoch); };
   task.load_batch = [&](const std::vector<size_t>& starts) {
     batch = windows_at(train, starts).to(device);

@@ -66,7 +66,7 @@ std::vector<Tensor> gradients_or_zeros(const std::vector<Tensor>& parameters) {
 }  // namespace
 
 MicroBatchSteps::Result MicroBatchSteps::step(int64_t step, const std::vector<size_t>& indices,
-                                              const MicroBatchTask& task, bool reduce) {
+                                              const MicroBatchHooks& hooks, bool reduce) {
   const auto pieces = split_micro_batches(indices, micro_batches());
   const size_t first = size_t(group_->rank() * accumulate_);
   const bool across_ranks = dp_ && reduce;
@@ -77,8 +77,8 @@ MicroBatchSteps::Result MicroBatchSteps::step(int64_t step, const std::vector<si
   for (int64_t j = 0; j < accumulate_; ++j) {
     const auto& piece = pieces[first + size_t(j)];
     if (piece.empty()) continue;
-    task.load_batch(piece);
-    my_terms += task.loss_terms();
+    hooks.load_batch(piece);
+    my_terms += hooks.loss_terms();
   }
   Tensor terms = scalar_tensor(double(my_terms), TensorOptions{}.with(DType::i64));
   if (across_ranks) group_->allreduce_sum(terms);
@@ -96,8 +96,8 @@ MicroBatchSteps::Result MicroBatchSteps::step(int64_t step, const std::vector<si
     for (Tensor& p : parameters_) p.zero_grad();
     Tensor loss;
     if (!pieces[k].empty()) {
-      task.load_batch(pieces[k]);
-      loss = task.summed_loss(double(global_terms));
+      hooks.load_batch(pieces[k]);
+      loss = hooks.summed_loss(double(global_terms));
     } else {  // a short last batch: this micro-batch adds nothing, but the ranks still meet
       loss = zeros({}).requires_grad_();
     }

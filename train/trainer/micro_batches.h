@@ -45,9 +45,9 @@ std::vector<uint64_t> example_ids(const std::vector<size_t>& indices);
 std::vector<std::vector<size_t>> split_micro_batches(const std::vector<size_t>& indices,
                                                      int64_t parts);
 
-// What a step needs of the task: load a micro-batch, count its loss terms, and its loss summed
+// What a step needs of its trainer: load a micro-batch, count its loss terms, and its loss summed
 // over the terms and divided by `global_terms`.
-struct MicroBatchTask {
+struct MicroBatchHooks {
   std::function<void(const std::vector<size_t>& indices)> load_batch;
   std::function<int64_t()> loss_terms;
   std::function<Tensor(double global_terms)> summed_loss;
@@ -74,7 +74,7 @@ class MicroBatchSteps {
     double loss = 0;
     int64_t terms = 0;
   };
-  Result step(int64_t step, const std::vector<size_t>& indices, const MicroBatchTask& task,
+  Result step(int64_t step, const std::vector<size_t>& indices, const MicroBatchHooks& hooks,
               bool reduce = true);
 
   // One process's unsplit step: runs `forward_backward` (the whole batch `indices`) with the

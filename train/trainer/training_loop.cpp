@@ -14,8 +14,8 @@
 #include "train/trainer/evaluation_end.h"
 #include "train/trainer/interrupt.h"
 #include "train/trainer/micro_batches.h"
-#include "train/trainer/step_profile.h"
 #include "train/trainer/non_finite_diagnosis.h"
+#include "train/trainer/step_profile.h"
 
 namespace qkv::train {
 
@@ -41,7 +41,7 @@ bool any_rank_interrupted(ProcessGroup& group) {
 LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& model,
                              nn::Optimizer& opt, const nn::LrSchedule& schedule,
                              const EarlyStopping& early_stopping, TrainerState& state,
-                             const TrainingTask& task) {
+                             const TrainingHooks& hooks) {
   ProgressBar bar;
   LoopResult result;
   const auto start = std::chrono::steady_clock::now();
@@ -55,7 +55,7 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
   // One process with --accumulate 1 runs each batch as it is; more ranks or micro-batches cut it.
   MicroBatchSteps micro(opt.params(), ProcessGroup::from_environment(), config.accumulate,
                         config.dp_overlap == "on");
-  const MicroBatchTask micro_task{task.load_batch, task.loss_terms, task.summed_loss};
+  const MicroBatchHooks micro_hooks{hooks.load_batch, hooks.loss_terms, hooks.summed_loss};
   StepProfile profile(config.profile, first_step, config.steps,
                       /*cpu=*/config.device == "cpu");
 
@@ -64,11 +64,11 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
                            .model = model,
                            .opt = opt,
                            .pictures = config.pictures,
-                           .valid_key = task.valid_key,
-                           .curve_title = task.curve_title};
+                           .valid_key = hooks.valid_key,
+                           .curve_title = hooks.curve_title};
   model.train();
   for (uint64_t epoch = 0; !stop && state.step < config.steps; ++epoch) {
-    for (const auto& indices : task.plan_epoch(epoch)) {
+    for (const auto& indices : hooks.plan_epoch(epoch)) {
       if (batches_to_skip > 0) {
         --batches_to_skip;
         continue;
@@ -78,19 +78,19 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
       profile.before_step(state.step);
       // Under --profile: what no phase below claims (the batch, logging) is the step's "other".
       ProfileScope step_scope("step", ProfilePhase::other);
-      if (!micro.active()) task.load_batch(indices);
+      if (!micro.active()) hooks.load_batch(indices);
       opt.scale_lr(schedule.factor(state.step));  // every parameter group follows the schedule
 
       if (config.trace && state.step == first_step) {
-        if (micro.active()) task.load_batch(indices);  // the statistics of the whole batch
-        trace_attention(task.attention_stats(), state.step, run);
+        if (micro.active()) hooks.load_batch(indices);  // the statistics of the whole batch
+        trace_attention(hooks.attention_stats(), state.step, run);
       }
       const uint64_t step_generator_offset = default_generator().offset();
       auto forward_backward = [&] {
         Tensor loss;
         {
           ProfileScope phase("forward", ProfilePhase::forward);  // backward has its own scope
-          loss = task.loss();
+          loss = hooks.loss();
         }
         opt.zero_grad();
         loss.backward();
@@ -99,13 +99,13 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
       double loss_value = 0;
       int64_t items = 0;
       if (micro.active()) {
-        const MicroBatchSteps::Result r = micro.step(state.step, indices, micro_task);
+        const MicroBatchSteps::Result r = micro.step(state.step, indices, micro_hooks);
         loss_value = r.loss;
         items = r.terms;  // the global batch's target tokens or examples
       } else {
         loss_value =
             micro.whole_batch(state.step, indices, [&] { return forward_backward().item(); });
-        items = task.batch_items();
+        items = hooks.batch_items();
       }
       double grad_norm = 0;
       {
@@ -118,7 +118,7 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
             std::isfinite(loss_value) ? "gradient norm" : "loss", state.step, run,
             name_the_non_finite_op(step_generator_offset, [&] {
               if (micro.active())  // this rank's share alone: the replay runs no collective
-                micro.step(state.step, indices, micro_task, /*reduce=*/false);
+                micro.step(state.step, indices, micro_hooks, /*reduce=*/false);
               else
                 micro.whole_batch(state.step, indices, [&] { return forward_backward().item(); });
             })));
@@ -139,9 +139,9 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
         items_since_log = 0;
         nlohmann::json record = {{"step", state.step},     {"epoch", epoch + 1},
                                  {"loss", loss_value},     {"lr", opt.lr()},
-                                 {"grad_norm", grad_norm}, {task.throughput_key, throughput}};
-        if (micro.active()) task.load_batch(indices);  // the statistics of the whole batch
-        auto attention = task.attention_stats();
+                                 {"grad_norm", grad_norm}, {hooks.throughput_key, throughput}};
+        if (micro.active()) hooks.load_batch(indices);  // the statistics of the whole batch
+        auto attention = hooks.attention_stats();
         if (!attention.empty()) record["attention_entropy"] = entropy_record(attention);
         run.append_metrics(record);
         bar.update({.step = state.step,
@@ -149,9 +149,9 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
                     .epoch = int64_t(epoch) + 1,
                     .loss = loss_value,
                     .metric = last_metric,
-                    .metric_name = task.metric_label,
+                    .metric_name = hooks.metric_label,
                     .items_per_second = throughput,
-                    .items_name = task.items_label});
+                    .items_name = hooks.items_label});
       }
 
       const bool last = state.step == config.steps;
@@ -163,7 +163,7 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
         save_checkpoint(run, model, opt, state);
       }
       if (evaluate_now) {
-        Evaluation e = task.evaluate();
+        Evaluation e = hooks.evaluate();
         last_metric = e.headline;
         const std::string stop_reason = early_stopping.update(e.metrics, state);
         nlohmann::json record = {{"step", state.step}};

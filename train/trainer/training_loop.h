@@ -1,7 +1,7 @@
-// The training loop both trainers run: epochs of batches, one optimizer step per batch, logging,
+// The training loop every trainer runs: epochs of batches, one optimizer step per batch, logging,
 // checkpoints, evaluation, early stopping, stop signals and the non-finite-step check. What differs
-// between translation and classification - the batches, the loss, what evaluation measures - is
-// handed in as a TrainingTask.
+// between the trainers - the batches, the loss, what evaluation measures - is
+// handed in as its TrainingHooks (the callbacks the loop calls).
 #pragma once
 
 #include <cstdint>
@@ -29,7 +29,7 @@ struct Evaluation {
   std::string line;                       // "step 500: valid accuracy 0.9960" for the bar and log
 };
 
-struct TrainingTask {
+struct TrainingHooks {
   // The batches of one epoch, as indices into the training set (the same for the same epoch).
   std::function<std::vector<std::vector<size_t>>(uint64_t epoch)> plan_epoch;
   // Makes the step's batch from its indices; the functions below work on that batch.
@@ -58,6 +58,6 @@ struct LoopResult {
 LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& model,
                              nn::Optimizer& opt, const nn::LrSchedule& schedule,
                              const EarlyStopping& early_stopping, TrainerState& state,
-                             const TrainingTask& task);
+                             const TrainingHooks& hooks);
 
 }  // namespace qkv::train

@@ -70,9 +70,9 @@ void TrainingRun::announce(std::string summary) {
 }
 
 TrainResult TrainingRun::train(nn::Module& model, const EarlyStopping& early_stopping,
-                               const TrainingTask& task) {
+                               const TrainingHooks& hooks) {
   const LoopResult loop =
-      run_training_loop(config_, run(), model, *opt_, schedule_, early_stopping, state_, task);
+      run_training_loop(config_, run(), model, *opt_, schedule_, early_stopping, state_, hooks);
   TrainResult result;
   result.steps = loop.steps;
   result.seconds = loop.seconds;

@@ -1,4 +1,4 @@
-// The steps every trainer takes around its own data, model and TrainingTask: checking the
+// The steps every trainer takes around its own data, model and TrainingHooks: checking the
 // options, the resumed run's config, precision, threads and seed; the optimizer, schedule and run
 // folder; loading a resumed checkpoint; config.json and the summary line; the training loop; and
 // the weights the test is run on (the best validation model unless --last).
@@ -6,8 +6,8 @@
 //   TrainingRun run(requested, mode);            // before anything is built
 //   ... data and model from run.config() ...
 //   run.open(model, model_json, check_files);    // optimizer, folder, checkpoint, config.json
-//   ... the run's own files, run.announce(summary), the TrainingTask ...
-//   TrainResult result = run.train(model, early_stopping, task);
+//   ... the run's own files, run.announce(summary), the TrainingHooks ...
+//   TrainResult result = run.train(model, early_stopping, hooks);
 //   if (!result.interrupted) run.use_model_for_test(model) ... test ...
 #pragma once
 
@@ -67,7 +67,7 @@ class TrainingRun {
 
   // run_training_loop over the optimizer and schedule of open(): steps, seconds, interrupted.
   TrainResult train(nn::Module& model, const EarlyStopping& early_stopping,
-                    const TrainingTask& task);
+                    const TrainingHooks& hooks);
 
   // Loads the weights the end-of-training test uses into `model`: best.safetensors unless --last
   // (or the run wrote none); returns which, for the test's line.

@@ -132,22 +132,22 @@ TrainResult train_translation_on_this_rank(const Config& requested, RunMode mode
                                  .shuffle = true,
                                  .bucket_by_length = config.bucket_by_length};
   Batch b;
-  TrainingTask task;
-  task.plan_epoch = [&](uint64_t epoch) {
+  TrainingHooks hooks;
+  hooks.plan_epoch = [&](uint64_t epoch) {
     return plan_batches(data.train, batching, config.seed, epoch);
   };
-  task.load_batch = [&](const std::vector<size_t>& indices) {
+  hooks.load_batch = [&](const std::vector<size_t>& indices) {
     b = make_batch(data.train, indices, config.max_len);
   };
-  task.loss = [&] {
+  hooks.loss = [&] {
     Tensor logits = t.model->forward(b.src.to(t.device), b.tgt_in.to(t.device),
                                      b.src_pad_mask.to(t.device), b.tgt_pad_mask.to(t.device));
     const int64_t vocab = logits.size(-1);
     return cross_entropy(logits.reshape({-1, vocab}), b.tgt_out.to(t.device).reshape({-1}),
                          Vocab::PAD, config.label_smoothing);
   };
-  task.loss_terms = [&] { return b.target_tokens; };
-  task.summed_loss = [&](double global_terms) {
+  hooks.loss_terms = [&] { return b.target_tokens; };
+  hooks.summed_loss = [&](double global_terms) {
     Tensor logits = t.model->forward(b.src.to(t.device), b.tgt_in.to(t.device),
                                      b.src_pad_mask.to(t.device), b.tgt_pad_mask.to(t.device));
     const int64_t vocab = logits.size(-1);
@@ -155,9 +155,9 @@ TrainResult train_translation_on_this_rank(const Config& requested, RunMode mode
                                Vocab::PAD, config.label_smoothing, Reduction::sum);
     return div(sum, full_like(sum, global_terms));
   };
-  task.batch_items = [&] { return b.target_tokens; };
-  task.attention_stats = [&] { return batch_attention_stats(t, b); };
-  task.evaluate = [&] {
+  hooks.batch_items = [&] { return b.target_tokens; };
+  hooks.attention_stats = [&] { return batch_attention_stats(t, b); };
+  hooks.evaluate = [&] {
     const Scores s = evaluate(t, data.pairs.valid, 500);
     char line[160];
     std::snprintf(line, sizeof line, "step %lld: valid exact match %.4f, token accuracy %.4f",
@@ -169,13 +169,13 @@ TrainResult train_translation_on_this_rank(const Config& requested, RunMode mode
                    {"valid_token_accuracy", s.token_accuracy}},
         .line = line};
   };
-  task.metric_label = "exact";
-  task.items_label = "tok";
-  task.throughput_key = "tokens_per_second";
-  task.valid_key = "valid_exact_match";
-  task.curve_title = "training loss and validation exact match";
+  hooks.metric_label = "exact";
+  hooks.items_label = "tok";
+  hooks.throughput_key = "tokens_per_second";
+  hooks.valid_key = "valid_exact_match";
+  hooks.curve_title = "training loss and validation exact match";
 
-  TrainResult result = training.train(*t.model, early_stopping, task);
+  TrainResult result = training.train(*t.model, early_stopping, hooks);
   if (result.interrupted) return result;
 
   const ModelWeights tested = training.use_model_for_test(*t.model);
