@@ -9,33 +9,9 @@
 # Usage: tests/cli/language_model.sh QKV_BINARY SCRATCH_DIR [MPIRUN...]. Run by ctest as
 # cli_language_model.
 set -u
-qkv=$1
-scratch=$2
+# shellcheck source=tests/cli/common.sh
+. "$(dirname "$0")/common.sh"
 shift 2
-rm -rf "$scratch" && mkdir -p "$scratch" || exit 1
-failures=0
-pass() { echo "ok   $1"; }
-fail() {
-  echo "FAIL $*"
-  failures=$((failures + 1))
-}
-
-# refused NAME EXPECTED_CODE PATTERN COMMAND...: the command exits with the code and prints
-# exactly one line on stderr matching PATTERN (grep -E).
-refused() {
-  name=$1 expected=$2 pattern=$3
-  shift 3
-  "$@" >"$scratch/stdout" 2>"$scratch/stderr" </dev/null
-  code=$?
-  lines=$(wc -l <"$scratch/stderr")
-  if [ "$code" -eq "$expected" ] && [ "$lines" -eq 1 ] &&
-    grep -Eq "^qkv: (error: )?.*$pattern" "$scratch/stderr"; then
-    pass "$name"
-  else
-    fail "$name: exit $code (want $expected), $lines stderr lines (want 1), want /$pattern/:"
-    sed 's/^/     | /' "$scratch/stderr" | head -5
-  fi
-}
 
 # A corpus of sentences from a small set, in a fixed pseudo-random order (lowercase only).
 corpus=$scratch/corpus.txt
@@ -260,8 +236,4 @@ refused "qkv eval --data on a translation run" 1 "--data: only a language-model 
   "$qkv" eval --run "$scratch/translation" --data "$corpus"
 [ -e "$scratch/x" ] && fail "a refused start left $scratch/x behind"
 
-if [ "$failures" -ne 0 ]; then
-  echo "$failures case(s) failed"
-  exit 1
-fi
-echo "all cases passed"
+finish
