@@ -2,7 +2,8 @@
 # `qkv train lm`, `qkv sample`, `qkv eval` and `qkv attention` on a tiny corpus (seconds on one
 # thread): what the run folder holds, a resumed run ending in an uninterrupted run's weights byte
 # for byte, SIGTERM's checkpoint, sampling through the KV cache giving the tokens of recomputing
-# the whole prefix, eval reproducing the training's last validation loss, the attention pictures,
+# the whole prefix, eval --last reproducing the training's last validation loss, best.safetensors
+# holding the lowest one (which eval, sample and attention use), the attention pictures,
 # and the bad inputs (one line each, naming the option or file).
 # With MPI (an MPIRUN command given), `mpirun -np 2` ends in the bytes of one process with
 # --accumulate 2.
@@ -181,6 +182,19 @@ if trained --data "$scratch/overfit.txt" --context 16 --d-model 32 --heads 2 --l
     pass "best.safetensors: step and valid_loss $lowest (the lowest), eval --last: the last $last"
   else
     fail "best.safetensors: lowest '$lowest', last '$last'; eval: '$best_line'; --last: '$last_line'"
+  fi
+  # sample and attention load the weights eval does: the best and the last give other outputs
+  o=$scratch/overfit
+  "$qkv" --threads 1 sample --run "$o" --prompt "the " --tokens 60 --seed 2 >"$o.best.txt" 2>/dev/null
+  "$qkv" --threads 1 sample --run "$o" --prompt "the " --tokens 60 --seed 2 --last >"$o.last.txt" 2>/dev/null
+  "$qkv" --threads 1 attention --run "$o" "the cat" --out "$o.best_maps" >/dev/null 2>&1
+  "$qkv" --threads 1 attention --run "$o" "the cat" --out "$o.last_maps" --last >/dev/null 2>&1
+  if [ -s "$o.best.txt" ] && [ -s "$o.last.txt" ] && ! cmp -s "$o.best.txt" "$o.last.txt" &&
+    [ -s "$o.best_maps/block.0.self.png" ] &&
+    ! cmp -s "$o.best_maps/block.0.self.png" "$o.last_maps/block.0.self.png"; then
+    pass "sample and attention: best.safetensors, and with --last the last checkpoint"
+  else
+    fail "sample or attention: the same output with and without --last"
   fi
 else
   fail "could not train the overfitting run:"
