@@ -2,6 +2,7 @@
 //   qkv sample     text continuing a prompt, drawn token by token through the KV cache
 //   qkv eval       loss, bits per character (or byte) and perplexity on a text
 //   qkv attention  every block's and head's causal self-attention over a text, as PNG files
+// each from the best validation model (best.safetensors) unless --last names the last checkpoint.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
