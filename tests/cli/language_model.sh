@@ -2,7 +2,8 @@
 # `qkv train lm`, `qkv sample`, `qkv eval` and `qkv attention` on a tiny corpus (seconds on one
 # thread): what the run folder holds, a resumed run ending in an uninterrupted run's weights byte
 # for byte, SIGTERM's checkpoint, sampling through the KV cache giving the tokens of recomputing
-# the whole prefix, eval reproducing the training's last validation loss, the attention pictures,
+# the whole prefix, eval --last reproducing the training's last validation loss, best.safetensors
+# holding the lowest one (which eval, sample and attention use), the attention pictures,
 # and the bad inputs (one line each, naming the option or file).
 # With MPI (an MPIRUN command given), `mpirun -np 2` ends in the bytes of one process with
 # --accumulate 2.
@@ -124,15 +125,56 @@ refused "sample: a negative temperature" 1 "--temperature" \
   "$qkv" sample --run "$run" --temperature -1
 refused "sample: top-p above 1" 1 "--top-p" "$qkv" sample --run "$run" --top-p 1.5
 
-# ---- eval: the validation split scores the loss the training's last evaluation wrote (every
-# window of it: --valid-size 1000 exceeds them)
+# ---- eval --last: the validation split scores the loss the training's last evaluation wrote
+# (every window of it: --valid-size 1000 exceeds them)
 logged=$(grep '"valid_loss"' "$run/metrics.jsonl" | tail -1 | sed 's/.*"valid_loss":\([0-9.e-]*\).*/\1/')
-scored=$("$qkv" --threads 1 eval --run "$run" | sed -n 's/^loss \([0-9.]*\) nats per token, \([0-9.]*\) bits per character.*validation split.*/\1 \2/p')
+scored=$("$qkv" --threads 1 eval --run "$run" --last | sed -n 's/^loss \([0-9.]*\) nats per token, \([0-9.]*\) bits per character.*validation split.*/\1 \2/p')
 if [ -n "$scored" ] && echo "$logged $scored" |
   awk '{ d = $1 - $2; if (d < 0) d = -d; b = $2 / log(2) - $3; if (b < 0) b = -b; exit !(d < 1e-4 && b < 1e-3) }'; then
   pass "eval: the validation split's loss is the last logged valid_loss ($logged), bits = loss / ln 2"
 else
   fail "eval: '$scored' against the logged $logged"
+fi
+# ---- best.safetensors: the lowest validation loss. Trained on one sentence and validated on
+# another, the model first learns what they share, then the training sentence alone: the
+# validation loss bottoms out well before the last step.
+awk 'BEGIN { for (i = 0; i < 90; i++) printf "the cat sat on the mat. "; for (i = 0; i < 10; i++) printf "a dog ran in the park. " }' >"$scratch/overfit.txt"
+if trained --data "$scratch/overfit.txt" --context 16 --d-model 32 --heads 2 --layers 2 \
+  --ff-dim 64 --dropout 0 --batch-size 8 --valid-size 1000 --pictures false --seed 5 \
+  --steps 150 --eval-every 10 --out "$scratch/overfit" >"$scratch/overfit.log" 2>&1; then
+  # "STEP LOSS" of the lowest valid_loss, then of the last one
+  lowest=$(grep '"valid_loss"' "$scratch/overfit/metrics.jsonl" |
+    sed 's/.*"step":\([0-9]*\),.*"valid_loss":\([0-9.e-]*\).*/\1 \2/' | sort -g -k2 | head -1)
+  last=$(grep '"valid_loss"' "$scratch/overfit/metrics.jsonl" | tail -1 |
+    sed 's/.*"step":\([0-9]*\),.*"valid_loss":\([0-9.e-]*\).*/\1 \2/')
+  best_line=$("$qkv" --threads 1 eval --run "$scratch/overfit" 2>/dev/null)
+  last_line=$("$qkv" --threads 1 eval --run "$scratch/overfit" --last 2>/dev/null)
+  best_scored=$(echo "$best_line" | sed -n 's/^loss \([0-9.]*\) nats.*best.safetensors (valid_loss [0-9.]* at step \([0-9]*\)).*/\2 \1/p')
+  last_scored=$(echo "$last_line" | sed -n 's/^loss \([0-9.]*\) nats.*model.safetensors (the last checkpoint).*/\1/p')
+  if [ -n "$best_scored" ] && [ -n "$last_scored" ] &&
+    echo "$lowest $last $best_scored $last_scored" | awk '{ d = $2 - $6; e = $4 - $7
+      if (d < 0) d = -d; if (e < 0) e = -e
+      exit !($1 < $3 && $4 > $2 + 0.05 && $5 == $1 && d < 1e-4 && e < 1e-4) }'; then
+    pass "best.safetensors: step and valid_loss $lowest (the lowest), eval --last: the last $last"
+  else
+    fail "best.safetensors: lowest '$lowest', last '$last'; eval: '$best_line'; --last: '$last_line'"
+  fi
+  # sample and attention load the weights eval does: the best and the last give other outputs
+  o=$scratch/overfit
+  "$qkv" --threads 1 sample --run "$o" --prompt "the " --tokens 60 --seed 2 >"$o.best.txt" 2>/dev/null
+  "$qkv" --threads 1 sample --run "$o" --prompt "the " --tokens 60 --seed 2 --last >"$o.last.txt" 2>/dev/null
+  "$qkv" --threads 1 attention --run "$o" "the cat" --out "$o.best_maps" >/dev/null 2>&1
+  "$qkv" --threads 1 attention --run "$o" "the cat" --out "$o.last_maps" --last >/dev/null 2>&1
+  if [ -s "$o.best.txt" ] && [ -s "$o.last.txt" ] && ! cmp -s "$o.best.txt" "$o.last.txt" &&
+    [ -s "$o.best_maps/block.0.self.png" ] &&
+    ! cmp -s "$o.best_maps/block.0.self.png" "$o.last_maps/block.0.self.png"; then
+    pass "sample and attention: best.safetensors, and with --last the last checkpoint"
+  else
+    fail "sample or attention: the same output with and without --last"
+  fi
+else
+  fail "could not train the overfitting run:"
+  tail -5 "$scratch/overfit.log"
 fi
 awk 'BEGIN { for (i = 0; i < 20; i++) printf "zzzz qqqq " }' >"$scratch/odd.txt"
 other=$("$qkv" --threads 1 eval --run "$run" --data "$corpus" 2>/dev/null | sed -n 's/^loss \([0-9.]*\) .*/\1/p')

@@ -22,6 +22,7 @@
 #include "train/trainer/best_model.h"
 #include "train/trainer/checkpoint.h"
 #include "train/trainer/classification_trainer.h"
+#include "train/trainer/early_stopping.h"
 #include "train/trainer/translation_trainer.h"
 #include "train/trainer/translator.h"
 
@@ -229,6 +230,39 @@ BOOST_AUTO_TEST_CASE(a_best_model_without_its_record_is_refused_naming_the_key) 
                         message_has(best_file, "\"best_value\" is not a number: 'high'"));
   // --last does not read it.
   BOOST_TEST(cli::evaluate_run({.run = c.out, .last = true}).weights_file == "model.safetensors");
+}
+
+BOOST_AUTO_TEST_CASE(early_stopping_keeps_the_lowest_loss_and_the_highest_score) {
+  Config config;
+  config.patience = 2;
+  const EarlyStopping loss(config, {"valid_loss"}, Better::lower);
+  TrainerState state;  // best_metric -1: no evaluation yet
+  const std::vector<double> losses = {2.0, 1.5, 1.7, 1.6};
+  const std::vector<double> best = {2.0, 1.5, 1.5, 1.5};
+  const std::vector<int64_t> since = {0, 0, 1, 2};
+  std::string why;
+  for (size_t i = 0; i < losses.size(); ++i) {
+    why = loss.update({{"valid_loss", losses[i]}}, state);
+    BOOST_TEST(state.best_metric == best[i]);
+    BOOST_TEST(state.evals_since_best == since[i]);
+    BOOST_TEST(why.empty() == (i + 1 < losses.size()));
+  }
+  BOOST_TEST(why.find("no better valid_loss for 2 evaluations (best 1.5000)") != std::string::npos);
+
+  config.patience = 0;
+  config.target_value = 1.45;  // a loss reaches its target from above
+  const EarlyStopping target(config, {"valid_loss"}, Better::lower);
+  state = TrainerState{};
+  BOOST_TEST(target.update({{"valid_loss", 1.5}}, state).empty());
+  BOOST_TEST(target.update({{"valid_loss", 1.4}}, state).find("target valid_loss 1.4500 reached") !=
+             std::string::npos);
+
+  config.target_value = 0;
+  const EarlyStopping score(config, {"accuracy"});  // higher is better
+  state = TrainerState{};
+  for (double a : {0.5, 0.7, 0.6}) score.update({{"accuracy", a}}, state);
+  BOOST_TEST(state.best_metric == 0.7);
+  BOOST_TEST(state.evals_since_best == 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

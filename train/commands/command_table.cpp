@@ -160,6 +160,7 @@ Runner sample(CLI::App& app) {
   app.add_flag("--no-cache", o->no_cache,
                "recompute the whole prefix at every step instead of using the KV cache (the same "
                "tokens, slower)");
+  add_last_flag(app, o->last);
   return [o](const GlobalOptions&) { return sample_command(*o); };
 }
 

@@ -69,6 +69,7 @@ struct SampleOptions {
   double top_p = 1.0;
   uint64_t seed = 1;
   bool no_cache = false;  // recompute the whole prefix at every step (the same tokens, slower)
+  bool last = false;      // the last checkpoint's weights, not best.safetensors
 };
 int sample_command(const SampleOptions& options);
 // `qkv eval` and `qkv attention` on a language-model run (model.json's architecture "GPT").

@@ -2,6 +2,7 @@
 //   qkv sample     text continuing a prompt, drawn token by token through the KV cache
 //   qkv eval       loss, bits per character (or byte) and perplexity on a text
 //   qkv attention  every block's and head's causal self-attention over a text, as PNG files
+// each from the best validation model (best.safetensors) unless --last names the last checkpoint.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -86,7 +87,7 @@ int sample_command(const SampleOptions& o) {
   const train::SamplingOptions sampling{
       .temperature = o.temperature, .top_k = o.top_k, .top_p = o.top_p};
   train::check_sampling_options(sampling);
-  train::LanguageModelRun r = train::load_language_model(o.run);
+  train::LanguageModelRun r = train::load_language_model(o.run, o.last);
   const std::vector<int64_t> prompt = prompt_ids(*r.tokenizer, o.prompt, o.run);
   Generator gen(o.seed);
   const std::vector<int64_t> ids =
@@ -103,7 +104,7 @@ int language_model_eval(const EvalOptions& o) {
   const Device device = train::parse_device(o.device);
   if (!device.is_cpu()) backend_for(device);  // "device: cuda:0 is not available: ..."
   const Autocast precision(train::compute_dtype(o.precision));
-  train::LanguageModelRun r = train::load_language_model(o.run);
+  train::LanguageModelRun r = train::load_language_model(o.run, o.last);
   if (!device.is_cpu()) r.model->to(device);
   // Without --data: the run's own validation split, cut from its --data as in training.
   std::string text, what;
@@ -129,14 +130,15 @@ int language_model_eval(const EvalOptions& o) {
   const Tensor all = windows.sequential_windows(windows.size());
   const train::LmLoss l = train::evaluate_lm(*r.model, all, units, 64);
   const int64_t scored = all.size(0) * r.model_config.context;
-  std::printf("loss %.4f nats per token, %.4f bits per %s, perplexity %.3f (%lld tokens of %s)\n",
-              l.nats_per_token, l.bits_per_unit, r.tokenizer->unit().c_str(),
-              std::exp(l.nats_per_token), (long long)scored, what.c_str());
+  std::printf(
+      "loss %.4f nats per token, %.4f bits per %s, perplexity %.3f (%lld tokens of %s; %s)\n",
+      l.nats_per_token, l.bits_per_unit, r.tokenizer->unit().c_str(), std::exp(l.nats_per_token),
+      (long long)scored, what.c_str(), r.weights.describe().c_str());
   return 0;
 }
 
 int language_model_attention(const AttentionOptions& o) {
-  train::LanguageModelRun r = train::load_language_model(o.run);
+  train::LanguageModelRun r = train::load_language_model(o.run, o.last);
   const std::vector<int64_t> ids = prompt_ids(*r.tokenizer, o.text, o.run);
   QKV_CHECK(int64_t(ids.size()) <= r.model_config.context, "attention", "the text has ", ids.size(),
             " tokens, more than the model's context of ", r.model_config.context);

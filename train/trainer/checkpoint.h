@@ -18,7 +18,10 @@ namespace qkv::train {
 struct TrainerState {
   int64_t step = 0;
   uint64_t generator_offset = 0;
-  double best_metric = -1;       // the best validation value so far (best.safetensors holds it)
+  // The best value so far of early stopping's metric, the way it improves (the highest accuracy,
+  // the lowest validation loss; train/trainer/early_stopping.h); best.safetensors holds its
+  // weights. -1 before the first evaluation: every metric is >= 0.
+  double best_metric = -1;
   int64_t evals_since_best = 0;  // evaluations since best_metric last improved (for patience)
   int64_t world_size = 1;        // processes that train it (mpirun -np); a resume needs as many
 };

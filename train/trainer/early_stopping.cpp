@@ -6,8 +6,10 @@
 
 namespace qkv::train {
 
-EarlyStopping::EarlyStopping(const Config& config, const std::vector<std::string>& measured)
+EarlyStopping::EarlyStopping(const Config& config, const std::vector<std::string>& measured,
+                             Better better)
     : metric_(config.target_metric.empty() ? measured.front() : config.target_metric),
+      better_(better),
       target_value_(config.target_value),
       patience_(config.patience) {
   std::string names;
@@ -20,19 +22,25 @@ EarlyStopping::EarlyStopping(const Config& config, const std::vector<std::string
             config.task, "' (it measures: ", names, ")");
 }
 
+bool EarlyStopping::improves(double value, double best) const {
+  if (best < 0) return true;  // no evaluation yet: every metric is >= 0
+  return better_ == Better::higher ? value > best : value < best;
+}
+
 std::string EarlyStopping::update(const std::map<std::string, double>& metrics,
                                   TrainerState& state) const {
   auto it = metrics.find(metric_);
   QKV_CHECK(it != metrics.end(), "EarlyStopping", "the evaluation did not report '", metric_, "'");
   const double value = it->second;
-  if (value > state.best_metric) {
+  if (improves(value, state.best_metric)) {
     state.best_metric = value;
     state.evals_since_best = 0;
   } else {
     ++state.evals_since_best;
   }
   char why[160] = "";
-  if (target_value_ > 0 && value >= target_value_)
+  const bool reached = better_ == Better::higher ? value >= target_value_ : value <= target_value_;
+  if (target_value_ > 0 && reached)
     std::snprintf(why, sizeof why, "target %s %.4f reached (%.4f): stopping early", metric_.c_str(),
                   target_value_, value);
   else if (patience_ > 0 && state.evals_since_best >= patience_)

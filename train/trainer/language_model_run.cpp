@@ -95,7 +95,7 @@ models::GPTConfig parse_gpt_model_json(std::string_view text, const std::string&
   return m;
 }
 
-LanguageModelRun load_language_model(const std::string& run_dir) {
+LanguageModelRun load_language_model(const std::string& run_dir, bool last) {
   namespace fs = std::filesystem;
   auto path = [&](const char* name) { return (fs::path(run_dir) / name).string(); };
   const std::string architecture = run_architecture(run_dir);  // the folder and model.json exist
@@ -112,9 +112,11 @@ LanguageModelRun load_language_model(const std::string& run_dir) {
             r.model_config.vocab);
   QKV_CHECK(fs::exists(path("model.safetensors")), "--run", run_dir,
             " has no model.safetensors yet (no checkpoint was written)");
-  nn::TensorMap weights = nn::load_safetensors(path("model.safetensors")).tensors;
+  r.weights = choose_model_weights(run_dir, last);
+  const std::string weights_path = path(r.weights.file.c_str());
+  nn::TensorMap weights = nn::load_safetensors(weights_path).tensors;
   check_model_fits_weights(estimated_parameters(r.model_config), weights, path(kModelJson),
-                           path("model.safetensors"));
+                           weights_path);
   r.model = std::make_shared<models::GPT>(r.model_config);
   r.model->load_state_dict(weights);
   r.model->eval();

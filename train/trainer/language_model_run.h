@@ -12,6 +12,7 @@
 #include "models/gpt.h"
 #include "train/config.h"
 #include "train/lm_tokenizer.h"
+#include "train/trainer/best_model.h"
 
 namespace qkv::train {
 
@@ -31,10 +32,13 @@ struct LanguageModelRun {
   Config config;  // the run's config.json
   models::GPTConfig model_config;
   std::unique_ptr<LmTokenizer> tokenizer;
-  std::shared_ptr<models::GPT> model;  // the last checkpoint's weights, in eval mode
+  ModelWeights weights;                // which file the model's weights come from
+  std::shared_ptr<models::GPT> model;  // those weights, in eval mode
 };
-// Throws qkv::Error naming --run and the file for a folder that is not a language-model run or
-// whose files do not agree (a tokenizer of another size than the model's vocabulary).
-LanguageModelRun load_language_model(const std::string& run_dir);
+// The run's best validation model (best.safetensors, the lowest validation loss), or its last
+// checkpoint when `last` is set or it has no best model (train/trainer/best_model.h). Throws
+// qkv::Error naming --run and the file for a folder that is not a language-model run or whose
+// files do not agree (a tokenizer of another size than the model's vocabulary).
+LanguageModelRun load_language_model(const std::string& run_dir, bool last);
 
 }  // namespace qkv::train

@@ -85,7 +85,7 @@ TrainResult train_language_model_on_this_rank(const Config& requested, RunMode m
   Config config = requested;
   const Config saved = resume ? resumed_run_config(requested.out) : requested;
   if (resume) check_resume_changes(saved, requested, requested.out);
-  const EarlyStopping early_stopping(config, {"minus_valid_loss"});
+  const EarlyStopping early_stopping(config, {"valid_loss"}, Better::lower);
   const Autocast precision(compute_dtype(config.precision));
   if (config.threads > 0) set_num_threads(int(config.threads));
   manual_seed(config.seed);
@@ -151,8 +151,8 @@ TrainResult train_language_model_on_this_rank(const Config& requested, RunMode m
     std::snprintf(line, sizeof line, "step %lld: valid loss %.4f, %.4f %s, perplexity %.3f",
                   (long long)state.step, l.nats_per_token, l.bits_per_unit, bits_key.c_str(),
                   std::exp(l.nats_per_token));
-    // Early stopping keeps the largest value of its metric: the loss enters negated.
-    return Evaluation{.metrics = {{"minus_valid_loss", -l.nats_per_token}},
+    // Early stopping and best.safetensors keep the lowest validation loss.
+    return Evaluation{.metrics = {{"valid_loss", l.nats_per_token}},
                       .headline = l.nats_per_token,
                       .record = {{"valid_loss", l.nats_per_token},
                                  {bits_key, l.bits_per_unit},
