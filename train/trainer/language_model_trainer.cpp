@@ -3,22 +3,16 @@
 #include <cmath>
 #include <cstdio>
 
-#include "engine/autocast.h"
 #include "engine/error.h"
-#include "engine/parallel.h"
-#include "engine/process_group.h"
 #include "engine/random.h"
 #include "train/lm_data.h"
 #include "train/tasks/task_table.h"
 #include "train/trainer/checkpoint.h"
 #include "train/trainer/language_model_run.h"
 #include "train/trainer/lm_trainer.h"
-#include "train/trainer/optimizer_setup.h"
-#include "train/trainer/precision.h"
 #include "train/trainer/rank_run_dir.h"
-#include "train/trainer/resume.h"
 #include "train/trainer/run_choices.h"
-#include "train/trainer/training_loop.h"
+#include "train/trainer/training_run.h"
 #include "train/trainer/translator.h"
 
 namespace qkv::train {
@@ -74,21 +68,14 @@ void check_resumed_tokenizer(const std::string& folder, const LmTokenizer& from_
 }
 
 TrainResult train_language_model_on_this_rank(const Config& requested, RunMode mode) {
-  const bool resume = mode == RunMode::resume;
-  // Everything that can be checked without the run folder is, before it is created.
-  validate_config(requested);
+  TrainingRun training(requested, mode);
   QKV_CHECK(task_definition(requested.task).kind == TaskKind::language_model, "--task", "'",
             requested.task,
             "' is not a language-model task: use `qkv train translate` or `qkv train classify`");
   QKV_CHECK(!requested.data.empty(), "--data",
             "qkv train lm needs a UTF-8 text file (--data FILE)");
-  Config config = requested;
-  const Config saved = resume ? resumed_run_config(requested.out) : requested;
-  if (resume) check_resume_changes(saved, requested, requested.out);
+  const Config& config = training.config();
   const EarlyStopping early_stopping(config, {"valid_loss"}, Better::lower);
-  const Autocast precision(compute_dtype(config.precision));
-  if (config.threads > 0) set_num_threads(int(config.threads));
-  manual_seed(config.seed);
 
   const LmText text = read_lm_text(config.data, config.valid_fraction);
   const std::unique_ptr<LmTokenizer> tokenizer = train_lm_tokenizer(config, text.train);
@@ -104,48 +91,34 @@ TrainResult train_language_model_on_this_rank(const Config& requested, RunMode m
   const Device device = parse_device(config.device);
   models::GPT model(model_config);
   if (!device.is_cpu()) model.to(device);
-  auto opt = make_optimizer(config, model);
-  const nn::LrSchedule schedule = make_schedule(config);
-  TrainerState state;
-  ProcessGroup& group = *ProcessGroup::from_environment();
-  state.world_size = group.size();
-  RankRunDir folder(config.out, mode, group);
-  RunDir& run = folder.run();
-  if (resume) {  // fails before the run's files are touched: the folder stays resumable
-    check_model_json_matches(folder.source(), nlohmann::json(model_config));
-    check_resumed_tokenizer(folder.source(), *tokenizer);
-    state = load_checkpoint(folder.source(), model, *opt);
-    check_resumed_world_size(state, group.size(), folder.source());
-    default_generator().set_offset(state.generator_offset);
-    config = with_resume_history(config, saved, state.step);
-  }
-  save_config(config, run.file("config.json"));
+  training.open(model, nlohmann::json(model_config), [&](RunDir&, const std::string& source) {
+    check_resumed_tokenizer(source, *tokenizer);
+  });
+  const TrainerState& state = training.state();
+  RunDir& run = training.run();
   save_lm_tokenizer(*tokenizer, run.file(kTokenizerJson));
   save_gpt_model_json(run.file(kModelJson), model_config);
-  std::string summary = "model: " + std::to_string(model.num_parameters()) + " parameters; " +
-                        std::to_string(train.size()) + " training and " +
-                        std::to_string(valid.size()) + " validation tokens; " + tokenizer->kind() +
-                        " vocab " + std::to_string(tokenizer->vocab_size());
-  if (config.precision == "bf16") summary += "; bf16 products, float32 weights";
-  std::printf("%s\n", summary.c_str());
-  run.log(summary);
+  training.announce("model: " + std::to_string(model.num_parameters()) + " parameters; " +
+                    std::to_string(train.size()) + " training and " + std::to_string(valid.size()) +
+                    " validation tokens; " + tokenizer->kind() + " vocab " +
+                    std::to_string(tokenizer->vocab_size()));
 
   const std::string bits_key = "bits_per_" + tokenizer->unit();
   Tensor batch;
-  TrainingHooks task;
-  task.plan_epoch = [&](uint64_t epoch) { return plan_windows(config, train, epoch); };
-  task.load_batch = [&](const std::vector<size_t>& starts) {
+  TrainingHooks hooks;
+  hooks.plan_epoch = [&](uint64_t epoch) { return plan_windows(config, train, epoch); };
+  hooks.load_batch = [&](const std::vector<size_t>& starts) {
     batch = windows_at(train, starts).to(device);
   };
-  task.loss = [&] { return window_loss(model, batch, Reduction::mean); };
-  task.loss_terms = [&] { return batch.size(0) * config.context; };
-  task.summed_loss = [&](double global_terms) {
+  hooks.loss = [&] { return window_loss(model, batch, Reduction::mean); };
+  hooks.loss_terms = [&] { return batch.size(0) * config.context; };
+  hooks.summed_loss = [&](double global_terms) {
     Tensor sum = window_loss(model, batch, Reduction::sum);
     return div(sum, full_like(sum, global_terms));
   };
-  task.batch_items = [&] { return batch.size(0) * config.context; };
-  task.attention_stats = [] { return std::vector<AttentionLayerStats>{}; };
-  task.evaluate = [&] {
+  hooks.batch_items = [&] { return batch.size(0) * config.context; };
+  hooks.attention_stats = [] { return std::vector<AttentionLayerStats>{}; };
+  hooks.evaluate = [&] {
     const LmLoss l = evaluate_lm(model, valid_windows, units, config.batch_size);
     char line[200];
     std::snprintf(line, sizeof line, "step %lld: valid loss %.4f, %.4f %s, perplexity %.3f",
@@ -159,23 +132,16 @@ TrainResult train_language_model_on_this_rank(const Config& requested, RunMode m
                                  {"perplexity", std::exp(l.nats_per_token)}},
                       .line = line};
   };
-  task.metric_label = "val";
-  task.items_label = "tok";
-  task.throughput_key = "tokens_per_second";
-  task.valid_key = "valid_loss";
-  task.curve_title = "training and validation loss (nats per token)";
+  hooks.metric_label = "val";
+  hooks.items_label = "tok";
+  hooks.throughput_key = "tokens_per_second";
+  hooks.valid_key = "valid_loss";
+  hooks.curve_title = "training and validation loss (nats per token)";
 
-  const LoopResult loop =
-      run_training_loop(config, run, model, *opt, schedule, early_stopping, state, task);
-  TrainResult result;
-  result.steps = loop.steps;
-  result.seconds = loop.seconds;
-  result.interrupted = loop.interrupted;
+  const TrainResult result = training.train(model, early_stopping, hooks);
   if (result.interrupted) return result;
   std::printf("\ntrained %lld steps in %.0f s\n", (long long)state.step, result.seconds);
-  if (config.pictures) std::printf("loss curve:     %s\n", run.file("loss.png").c_str());
-  std::printf("run folder:     %s\n", run.path().c_str());
-  return result;
+  return training.finish(result, {});
 }
 
 }  // namespace
