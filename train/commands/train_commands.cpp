@@ -16,8 +16,8 @@
 #include "train/did_you_mean.h"
 #include "train/tasks/task_table.h"
 #include "train/trainer/classification_trainer.h"
-#include "train/trainer/language_model_trainer.h"
 #include "train/trainer/interrupt.h"
+#include "train/trainer/language_model_trainer.h"
 #include "train/trainer/translation_trainer.h"
 
 namespace qkv::cli {
