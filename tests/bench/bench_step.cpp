@@ -26,6 +26,7 @@
 #include "engine/parallel.h"
 #include "models/seq2seq.h"
 #include "nn/optim.h"
+#include "tests/bench/bench_step_model.h"
 #include "train/bench/fma_peak.h"
 #include "train/bench/openblas.h"
 #include "train/profile_report.h"
@@ -101,17 +102,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int warm_up = std::min(5, timed_steps);
-  const int64_t batch = 64, len = 20, vocab = 40, pad = 0;
+  const int64_t batch = bench::kStepBatch, len = bench::kStepLength, vocab = bench::kStepVocab,
+                pad = bench::kStepPad;
   manual_seed(0);
-  models::Seq2SeqConfig cfg{.src_vocab = vocab,
-                            .tgt_vocab = vocab,
-                            .d_model = 128,
-                            .num_heads = 4,
-                            .num_encoder_layers = 2,
-                            .num_decoder_layers = 2,
-                            .dim_feedforward = 256,
-                            .dropout = dropout,
-                            .pad_id = pad};
+  const models::Seq2SeqConfig cfg = bench::step_model_config(dropout);
   models::Seq2SeqTransformer model(cfg);
   model.to(device);
   model.train();

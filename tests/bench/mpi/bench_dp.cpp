@@ -27,6 +27,7 @@
 #include "models/seq2seq.h"
 #include "nn/data_parallel.h"
 #include "nn/optim.h"
+#include "tests/bench/bench_step_model.h"
 
 using namespace qkv;
 
@@ -56,7 +57,8 @@ int main(int argc, char** argv) {
   const double dropout = argc > 3 ? std::atof(argv[3]) : 0.1;
   const std::string overlap = argc > 4 ? argv[4] : "on";
   const int64_t bucket_kib = argc > 5 ? std::atoll(argv[5]) : 4096;
-  const int64_t batch = 64, len = 20, vocab = 40, pad = 0;
+  const int64_t batch = bench::kStepBatch, len = bench::kStepLength, vocab = bench::kStepVocab,
+                pad = bench::kStepPad;
   if (steps < 1 || (overlap != "on" && overlap != "off") || bucket_kib < 0 || batch % ranks != 0) {
     std::fprintf(
         stderr,
@@ -71,15 +73,7 @@ int main(int argc, char** argv) {
                 num_threads(), num_threads() == 1 ? "" : "s", std::thread::hardware_concurrency());
 
   manual_seed(0);
-  models::Seq2SeqConfig cfg{.src_vocab = vocab,
-                            .tgt_vocab = vocab,
-                            .d_model = 128,
-                            .num_heads = 4,
-                            .num_encoder_layers = 2,
-                            .num_decoder_layers = 2,
-                            .dim_feedforward = 256,
-                            .dropout = dropout,
-                            .pad_id = pad};
+  const models::Seq2SeqConfig cfg = bench::step_model_config(dropout);
   models::Seq2SeqTransformer model(cfg);
   model.train();
   nn::Adam opt(model.parameters(), 1e-3);
