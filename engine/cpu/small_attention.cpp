@@ -1,0 +1,324 @@
+// The small-problem attention path (see small_attention.h): one (batch, head) problem per tile.
+//
+// Every matrix of the problem lives in a scratch buffer with rows of kMax = 64 floats, 64-byte
+// aligned, so a row of scores is at most four aligned zmm vectors. Two register-blocked products
+// do all the multiply-adds:
+// - times_packed: C = alpha * A B^T with B^T packed ([depth][kMax], columns past the end zero):
+//   the scores Q K^T and, in the backward, dP = dO V^T. Each depth step loads the columns' vectors
+//   once and broadcasts one A value per row.
+// - times_rows: C = A B with B's rows read in place (masked loads at the row's end) and A read
+//   through any two strides, so the same loop gives P V, P^T dO, dS K and dS^T Q.
+//
+// The functions carry target("avx512f") instead of relying on -march: this file is compiled into
+// every build and only called after cpuid says the CPU has AVX-512F.
+#include "engine/cpu/small_attention.h"
+
+#include <immintrin.h>
+
+// GCC 12's AVX-512 intrinsics (min, max, conversions, shifts, reductions) pass a self-initialized
+// "undefined" vector as their unused merge operand, which -Wmaybe-uninitialized reports wherever
+// they are inlined (GCC bug 105593, fixed in GCC 13); nothing here reads an uninitialized value.
+#if !defined(__clang__)  // a GCC-only warning; clang would warn about the unknown name
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include <atomic>
+#include <cmath>
+#include <limits>
+
+#include "engine/cpu/scratch_buffer.h"
+
+#define QKV_AVX512 __attribute__((target("avx512f")))
+#define QKV_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) inline
+
+namespace qkv::cpu {
+
+namespace {
+
+constexpr int64_t kMax = 64;  // the largest T, S, d, dv, and every scratch matrix's row stride
+constexpr int kRows = 4;      // rows per register block: 4 x 4 vectors = 16 accumulators
+
+std::atomic<bool> turned_on{true};
+
+bool cpu_has_avx512f() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
+
+// Lanes [0, n) of a vector of 16 (none for n <= 0, all for n >= 16).
+QKV_AVX512_INLINE __mmask16 first_lanes(int64_t n) {
+  return n <= 0 ? __mmask16(0) : n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
+}
+
+// Bits [0, n) of a word, n in [0, 64].
+inline uint64_t first_bits(int64_t n) { return n >= 64 ? ~uint64_t(0) : (uint64_t(1) << n) - 1; }
+
+// vec_math.h's fast_exp on 16 lanes, step for step.
+QKV_AVX512_INLINE __m512 exp16(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.3f), hi = _mm512_set1_ps(88.3f);
+  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+  const __m512 shifter = _mm512_set1_ps(12582912.0f);
+  const __m512 k =
+      _mm512_sub_ps(_mm512_fmadd_ps(xc, _mm512_set1_ps(1.44269504088896341f), shifter), shifter);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145751953125f), xc);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.42860682030941723e-6f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i e =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
+  const __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ), y);  // 0 below lo (and -inf)
+}
+
+// bt[c * kMax + j] = src[j * ld + c] for j < rows, c < width; columns [rows, rows rounded up to
+// 16) are zero, so a product with bt has no garbage lanes.
+void pack_transposed(const float* src, int64_t ld, int64_t rows, int64_t width, float* bt) {
+  const int64_t padded = (rows + 15) / 16 * 16;
+  for (int64_t c = 0; c < width; ++c)
+    for (int64_t j = rows; j < padded; ++j) bt[c * kMax + j] = 0;
+  for (int64_t j = 0; j < rows; ++j) {
+    const float* s = src + j * ld;
+    for (int64_t c = 0; c < width; ++c) bt[c * kMax + j] = s[c];
+  }
+}
+
+// c[r * kMax + 16 v + i] = alpha * sum_x a[r * lda + x] * bt[x * kMax + 16 v + i] for R rows and
+// NV vectors of columns; c and bt are 64-byte aligned.
+template <int R, int NV>
+QKV_AVX512_INLINE void block_times_packed(const float* a, int64_t lda, const float* bt,
+                                          int64_t depth, float alpha, float* c) {
+  __m512 acc[R][NV];
+  _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r)
+      _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t x = 0; x < depth; ++x) {
+    __m512 b[NV];
+    _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) b[v] =
+        _mm512_load_ps(bt + x * kMax + 16 * v);
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {
+      const __m512 ar = _mm512_set1_ps(a[r * lda + x]);
+      _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) acc[r][v] =
+          _mm512_fmadd_ps(ar, b[v], acc[r][v]);
+    }
+  }
+  const __m512 scale = _mm512_set1_ps(alpha);
+  _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r)
+      _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v)
+          _mm512_store_ps(c + r * kMax + 16 * v, _mm512_mul_ps(acc[r][v], scale));
+}
+
+template <int NV>
+QKV_AVX512 void rows_times_packed(const float* a, int64_t lda, int64_t rows, const float* bt,
+                                  int64_t depth, float alpha, float* c) {
+  int64_t r = 0;
+  for (; r + kRows <= rows; r += kRows)
+    block_times_packed<kRows, NV>(a + r * lda, lda, bt, depth, alpha, c + r * kMax);
+  for (; r < rows; ++r) block_times_packed<1, NV>(a + r * lda, lda, bt, depth, alpha, c + r * kMax);
+}
+
+// c (rows x cols, row stride kMax) = alpha * a (rows x depth, row stride lda) @ bt^T, where bt
+// is packed by pack_transposed from cols rows.
+QKV_AVX512 void times_packed(const float* a, int64_t lda, int64_t rows, const float* bt,
+                             int64_t depth, int64_t cols, float alpha, float* c) {
+  switch ((cols + 15) / 16) {
+    case 1:
+      return rows_times_packed<1>(a, lda, rows, bt, depth, alpha, c);
+    case 2:
+      return rows_times_packed<2>(a, lda, rows, bt, depth, alpha, c);
+    case 3:
+      return rows_times_packed<3>(a, lda, rows, bt, depth, alpha, c);
+    case 4:
+      return rows_times_packed<4>(a, lda, rows, bt, depth, alpha, c);
+    default:
+      return;
+  }
+}
+
+// An operand read through two strides: element (r, x) at data[r * row + x * step].
+struct Strided {
+  const float* data;
+  int64_t row, step;
+};
+
+// c[r * ldc + 16 v + i] = sum_x a(r, x) * b[x * ldb + 16 v + i] for R rows and NV vectors of
+// columns, the last vector's lanes limited to `last`.
+template <int R, int NV>
+QKV_AVX512_INLINE void block_times_rows(Strided a, int64_t depth, const float* b, int64_t ldb,
+                                        __mmask16 last, float* c, int64_t ldc) {
+  __m512 acc[R][NV];
+  _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r)
+      _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t x = 0; x < depth; ++x) {
+    __m512 bv[NV];
+    _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) bv[v] =
+        _mm512_maskz_loadu_ps(v == NV - 1 ? last : __mmask16(0xffff), b + x * ldb + 16 * v);
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {
+      const __m512 ar = _mm512_set1_ps(a.data[r * a.row + x * a.step]);
+      _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) acc[r][v] =
+          _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
+    }
+  }
+  _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r)
+      _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(
+          c + r * ldc + 16 * v, v == NV - 1 ? last : __mmask16(0xffff), acc[r][v]);
+}
+
+template <int NV>
+QKV_AVX512 void rows_times_rows(Strided a, int64_t rows, int64_t depth, const float* b, int64_t ldb,
+                                __mmask16 last, float* c, int64_t ldc) {
+  int64_t r = 0;
+  for (; r + kRows <= rows; r += kRows)
+    block_times_rows<kRows, NV>({a.data + r * a.row, a.row, a.step}, depth, b, ldb, last,
+                                c + r * ldc, ldc);
+  for (; r < rows; ++r)
+    block_times_rows<1, NV>({a.data + r * a.row, a.row, a.step}, depth, b, ldb, last, c + r * ldc,
+                            ldc);
+}
+
+// c (rows x width, row stride ldc) = a (rows x depth) @ b (depth x width, row stride ldb).
+QKV_AVX512 void times_rows(Strided a, int64_t rows, int64_t depth, const float* b, int64_t ldb,
+                           int64_t width, float* c, int64_t ldc) {
+  const int nv = int((width + 15) / 16);
+  const __mmask16 last = first_lanes(width - 16 * (nv - 1));
+  switch (nv) {
+    case 1:
+      return rows_times_rows<1>(a, rows, depth, b, ldb, last, c, ldc);
+    case 2:
+      return rows_times_rows<2>(a, rows, depth, b, ldb, last, c, ldc);
+    case 3:
+      return rows_times_rows<3>(a, rows, depth, b, ldb, last, c, ldc);
+    case 4:
+      return rows_times_rows<4>(a, rows, depth, b, ldb, last, c, ldc);
+    default:
+      return;
+  }
+}
+
+// A row of S scaled scores -> its attention weights in place, times the dropout factors when
+// `keep`; returns the row's log-sum-exp. The softmax runs over the visible keys only; a row with
+// none gets zeros and -inf.
+QKV_AVX512 float softmax_row(float* row, int64_t S, uint64_t visible, const float* keep) {
+  const int nv = int((S + 15) / 16);
+  visible &= first_bits(S);
+  if (visible == 0) {
+    for (int v = 0; v < nv; ++v) _mm512_store_ps(row + 16 * v, _mm512_setzero_ps());
+    return -std::numeric_limits<float>::infinity();
+  }
+  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int v = 0; v < nv; ++v)
+    m = _mm512_mask_max_ps(m, __mmask16(visible >> (16 * v)), m, _mm512_load_ps(row + 16 * v));
+  const float mx = _mm512_reduce_max_ps(m);
+  const __m512 vmx = _mm512_set1_ps(mx);
+  __m512 sum = _mm512_setzero_ps();
+  for (int v = 0; v < nv; ++v) {
+    const __m512 e = _mm512_maskz_mov_ps(__mmask16(visible >> (16 * v)),
+                                         exp16(_mm512_sub_ps(_mm512_load_ps(row + 16 * v), vmx)));
+    _mm512_store_ps(row + 16 * v, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  const float l = _mm512_reduce_add_ps(sum);
+  const __m512 inv = _mm512_set1_ps(1 / l);
+  for (int v = 0; v < nv; ++v) {
+    __m512 p = _mm512_mul_ps(_mm512_load_ps(row + 16 * v), inv);
+    if (keep) p = _mm512_mul_ps(p, _mm512_maskz_loadu_ps(first_lanes(S - 16 * v), keep + 16 * v));
+    _mm512_store_ps(row + 16 * v, p);
+  }
+  return mx + std::log(l);
+}
+
+// One row of the backward: the scaled scores in p and dP = dO V^T in dp become Z P in p (the
+// weights dV takes) and dS = P (Z dP - D) * scale in dp, with P = exp(score - lse) on the
+// visible keys and Z the dropout factors (1 without dropout).
+QKV_AVX512 void gradient_row(float* p, float* dp, int64_t S, uint64_t visible, float lse, float D,
+                             float scale, const float* keep) {
+  const int nv = int((S + 15) / 16);
+  visible = lse == -std::numeric_limits<float>::infinity() ? 0 : visible & first_bits(S);
+  const __m512 vlse = _mm512_set1_ps(lse), vD = _mm512_set1_ps(D), vscale = _mm512_set1_ps(scale);
+  for (int v = 0; v < nv; ++v) {
+    const __mmask16 on = __mmask16(visible >> (16 * v));
+    const __m512 pv =
+        _mm512_maskz_mov_ps(on, exp16(_mm512_sub_ps(_mm512_load_ps(p + 16 * v), vlse)));
+    __m512 dpv = _mm512_load_ps(dp + 16 * v), zp = pv;
+    if (keep) {
+      const __m512 z = _mm512_maskz_loadu_ps(first_lanes(S - 16 * v), keep + 16 * v);
+      dpv = _mm512_mul_ps(z, dpv);
+      zp = _mm512_mul_ps(z, pv);
+    }
+    _mm512_store_ps(dp + 16 * v,
+                    _mm512_maskz_mul_ps(on, _mm512_mul_ps(pv, _mm512_sub_ps(dpv, vD)), vscale));
+    _mm512_store_ps(p + 16 * v, zp);
+  }
+}
+
+// sum_c a[c] * b[c] over n <= 64 values.
+QKV_AVX512 float dot(const float* a, const float* b, int64_t n) {
+  __m512 s = _mm512_setzero_ps();
+  for (int64_t c = 0; c < n; c += 16) {
+    const __mmask16 on = first_lanes(n - c);
+    s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(on, a + c), _mm512_maskz_loadu_ps(on, b + c), s);
+  }
+  return _mm512_reduce_add_ps(s);
+}
+
+// Per-thread scratch: up to four kMax x kMax matrices and a row, kept between calls.
+float* scratch_floats() {
+  thread_local ScratchBuffer buffer;
+  return static_cast<float*>(buffer.get(sizeof(float) * (4 * kMax * kMax + kMax)));
+}
+
+QKV_AVX512 void forward_avx512(const SmallAttention& a, float* out, int64_t ldo, float* lse) {
+  float* kt = scratch_floats();  // K^T [d][kMax]
+  float* sc = kt + kMax * kMax;  // scores, then weights [T][kMax]
+  pack_transposed(a.k, a.ldk, a.S, a.d, kt);
+  times_packed(a.q, a.ldq, a.T, kt, a.d, a.S, a.scale, sc);
+  for (int64_t t = 0; t < a.T; ++t)
+    lse[t] = softmax_row(sc + t * kMax, a.S, a.visible[t], a.keep ? a.keep + t * a.S : nullptr);
+  times_rows({sc, kMax, 1}, a.T, a.S, a.v, a.ldv, a.dv, out, ldo);  // out = P V
+}
+
+QKV_AVX512 void backward_avx512(const SmallAttention& a, const float* out, int64_t ldo,
+                                const float* gout, int64_t ldgo, const float* lse, float* gq,
+                                int64_t ldgq, float* gk, int64_t ldgk, float* gv, int64_t ldgv) {
+  float* kt = scratch_floats();  // K^T [d][kMax]
+  float* vt = kt + kMax * kMax;  // V^T [dv][kMax]
+  float* p = vt + kMax * kMax;   // scores, then Z P [T][kMax]
+  float* dp = p + kMax * kMax;   // dP, then dS [T][kMax]
+  pack_transposed(a.k, a.ldk, a.S, a.d, kt);
+  pack_transposed(a.v, a.ldv, a.S, a.dv, vt);
+  times_packed(a.q, a.ldq, a.T, kt, a.d, a.S, a.scale, p);
+  times_packed(gout, ldgo, a.T, vt, a.dv, a.S, 1, dp);
+  for (int64_t t = 0; t < a.T; ++t) {
+    const float D = dot(gout + t * ldgo, out + t * ldo, a.dv);  // rowsum(dO * O)
+    gradient_row(p + t * kMax, dp + t * kMax, a.S, a.visible[t], lse[t], D, a.scale,
+                 a.keep ? a.keep + t * a.S : nullptr);
+  }
+  times_rows({p, 1, kMax}, a.S, a.T, gout, ldgo, a.dv, gv, ldgv);  // dV = (Z P)^T dO
+  times_rows({dp, kMax, 1}, a.T, a.S, a.k, a.ldk, a.d, gq, ldgq);  // dQ = dS K
+  times_rows({dp, 1, kMax}, a.S, a.T, a.q, a.ldq, a.d, gk, ldgk);  // dK = dS^T Q
+}
+
+}  // namespace
+
+bool small_attention_fits(int64_t T, int64_t S, int64_t d, int64_t dv) {
+  return T >= 1 && S >= 1 && d >= 1 && dv >= 1 && T <= kMax && S <= kMax && d <= kMax && dv <= kMax;
+}
+
+bool small_attention_enabled() { return cpu_has_avx512f() && turned_on.load(); }
+
+void set_small_attention_enabled(bool on) { turned_on.store(on); }
+
+void small_attention_forward(const SmallAttention& a, float* out, int64_t ldo, float* lse) {
+  forward_avx512(a, out, ldo, lse);
+}
+
+void small_attention_backward(const SmallAttention& a, const float* out, int64_t ldo,
+                              const float* gout, int64_t ldgo, const float* lse, float* gq,
+                              int64_t ldgq, float* gk, int64_t ldgk, float* gv, int64_t ldgv) {
+  backward_avx512(a, out, ldo, gout, ldgo, lse, gq, ldgq, gk, ldgk, gv, ldgv);
+}
+
+}  // namespace qkv::cpu
