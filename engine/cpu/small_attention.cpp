@@ -1,11 +1,12 @@
 // The small-problem attention path (see small_attention.h): one (batch, head) problem per tile.
 //
-// Every matrix of the problem lives in a scratch buffer with rows of kMax = 64 floats, 64-byte
-// aligned, so a row of scores is at most four aligned zmm vectors. Two register-blocked products
-// do all the multiply-adds:
-// - times_packed: C = alpha * A B^T with B^T packed ([depth][kMax], columns past the end zero):
-//   the scores Q K^T and, in the backward, dP = dO V^T. Each depth step loads the columns' vectors
-//   once and broadcasts one A value per row.
+// Every matrix of the problem lives in a 64-byte aligned scratch buffer, the scores in rows of
+// kMax = 64 floats, so a row of scores is at most four aligned zmm vectors. Two register-blocked
+// products do all the multiply-adds:
+// - times_packed: C = alpha * A B^T with B^T packed (gemm_pack.h's 16 x 16 in-register
+//   transposes, columns padded with zeros to a multiple of 16): the scores Q K^T and, in the
+//   backward, dP = dO V^T. Each depth step loads the columns' vectors once and broadcasts one A
+//   value per row.
 // - times_rows: C = A B with B's rows read in place (masked loads at the row's end) and A read
 //   through any two strides, so the same loop gives P V, P^T dO, dS K and dS^T Q.
 //
@@ -26,6 +27,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/cpu/gemm_pack.h"
 #include "engine/cpu/scratch_buffer.h"
 
 #define QKV_AVX512 __attribute__((target("avx512f")))
@@ -75,20 +77,17 @@ QKV_AVX512_INLINE __m512 exp16(__m512 x) {
   return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ), y);  // 0 below lo (and -inf)
 }
 
-// bt[c * kMax + j] = src[j * ld + c] for j < rows, c < width; columns [rows, rows rounded up to
-// 16) are zero, so a product with bt has no garbage lanes.
+// Rows rounded up to whole vectors: the row stride of a packed B^T.
+inline int64_t padded(int64_t rows) { return (rows + 15) / 16 * 16; }
+
+// bt[c * padded(rows) + j] = src[j * ld + c] for j < rows, c < width; columns [rows,
+// padded(rows)) are zero, so a product with bt has no garbage lanes.
 void pack_transposed(const float* src, int64_t ld, int64_t rows, int64_t width, float* bt) {
-  const int64_t padded = (rows + 15) / 16 * 16;
-  for (int64_t c = 0; c < width; ++c)
-    for (int64_t j = rows; j < padded; ++j) bt[c * kMax + j] = 0;
-  for (int64_t j = 0; j < rows; ++j) {
-    const float* s = src + j * ld;
-    for (int64_t c = 0; c < width; ++c) bt[c * kMax + j] = s[c];
-  }
+  pack_transposed_avx512<float>(src, ld, rows, width, int(padded(rows)), bt);
 }
 
-// c[r * kMax + 16 v + i] = alpha * sum_x a[r * lda + x] * bt[x * kMax + 16 v + i] for R rows and
-// NV vectors of columns; c and bt are 64-byte aligned.
+// c[r * kMax + 16 v + i] = alpha * sum_x a[r * lda + x] * bt[x * 16 NV + 16 v + i] for R rows
+// and NV vectors of columns; c and bt are 64-byte aligned.
 template <int R, int NV>
 QKV_AVX512_INLINE void block_times_packed(const float* a, int64_t lda, const float* bt,
                                           int64_t depth, float alpha, float* c) {
@@ -98,7 +97,7 @@ QKV_AVX512_INLINE void block_times_packed(const float* a, int64_t lda, const flo
   for (int64_t x = 0; x < depth; ++x) {
     __m512 b[NV];
     _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) b[v] =
-        _mm512_load_ps(bt + x * kMax + 16 * v);
+        _mm512_load_ps(bt + x * 16 * NV + 16 * v);
     _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {
       const __m512 ar = _mm512_set1_ps(a[r * lda + x]);
       _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) acc[r][v] =
@@ -144,11 +143,12 @@ struct Strided {
   int64_t row, step;
 };
 
-// c[r * ldc + 16 v + i] = sum_x a(r, x) * b[x * ldb + 16 v + i] for R rows and NV vectors of
-// columns, the last vector's lanes limited to `last`.
+// c[r * ldc + 16 v + i] = sum_x a(r, x) * b[x * ldb + 16 v + i] (times row_scale[r] when given)
+// for R rows and NV vectors of columns, the last vector's lanes limited to `last`.
 template <int R, int NV>
 QKV_AVX512_INLINE void block_times_rows(Strided a, int64_t depth, const float* b, int64_t ldb,
-                                        __mmask16 last, float* c, int64_t ldc) {
+                                        __mmask16 last, float* c, int64_t ldc,
+                                        const float* row_scale) {
   __m512 acc[R][NV];
   _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r)
       _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
@@ -162,72 +162,76 @@ QKV_AVX512_INLINE void block_times_rows(Strided a, int64_t depth, const float* b
           _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
     }
   }
-  _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r)
-      _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(
-          c + r * ldc + 16 * v, v == NV - 1 ? last : __mmask16(0xffff), acc[r][v]);
+  _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {
+    const __m512 f = _mm512_set1_ps(row_scale ? row_scale[r] : 1.0f);
+    _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(
+        c + r * ldc + 16 * v, v == NV - 1 ? last : __mmask16(0xffff), _mm512_mul_ps(acc[r][v], f));
+  }
 }
 
 template <int NV>
 QKV_AVX512 void rows_times_rows(Strided a, int64_t rows, int64_t depth, const float* b, int64_t ldb,
-                                __mmask16 last, float* c, int64_t ldc) {
-  int64_t r = 0;
-  for (; r + kRows <= rows; r += kRows)
-    block_times_rows<kRows, NV>({a.data + r * a.row, a.row, a.step}, depth, b, ldb, last,
-                                c + r * ldc, ldc);
-  for (; r < rows; ++r)
-    block_times_rows<1, NV>({a.data + r * a.row, a.row, a.step}, depth, b, ldb, last, c + r * ldc,
-                            ldc);
+                                __mmask16 last, float* c, int64_t ldc, const float* row_scale) {
+  for (int64_t r = 0; r < rows;) {
+    const Strided block{a.data + r * a.row, a.row, a.step};
+    const float* scale = row_scale ? row_scale + r : nullptr;
+    if (r + kRows <= rows) {
+      block_times_rows<kRows, NV>(block, depth, b, ldb, last, c + r * ldc, ldc, scale);
+      r += kRows;
+    } else {
+      block_times_rows<1, NV>(block, depth, b, ldb, last, c + r * ldc, ldc, scale);
+      r += 1;
+    }
+  }
 }
 
-// c (rows x width, row stride ldc) = a (rows x depth) @ b (depth x width, row stride ldb).
+// c (rows x width, row stride ldc) = a (rows x depth) @ b (depth x width, row stride ldb), row r
+// times row_scale[r] when given.
 QKV_AVX512 void times_rows(Strided a, int64_t rows, int64_t depth, const float* b, int64_t ldb,
-                           int64_t width, float* c, int64_t ldc) {
+                           int64_t width, float* c, int64_t ldc, const float* row_scale = nullptr) {
   const int nv = int((width + 15) / 16);
   const __mmask16 last = first_lanes(width - 16 * (nv - 1));
   switch (nv) {
     case 1:
-      return rows_times_rows<1>(a, rows, depth, b, ldb, last, c, ldc);
+      return rows_times_rows<1>(a, rows, depth, b, ldb, last, c, ldc, row_scale);
     case 2:
-      return rows_times_rows<2>(a, rows, depth, b, ldb, last, c, ldc);
+      return rows_times_rows<2>(a, rows, depth, b, ldb, last, c, ldc, row_scale);
     case 3:
-      return rows_times_rows<3>(a, rows, depth, b, ldb, last, c, ldc);
+      return rows_times_rows<3>(a, rows, depth, b, ldb, last, c, ldc, row_scale);
     case 4:
-      return rows_times_rows<4>(a, rows, depth, b, ldb, last, c, ldc);
+      return rows_times_rows<4>(a, rows, depth, b, ldb, last, c, ldc, row_scale);
     default:
       return;
   }
 }
 
-// A row of S scaled scores -> its attention weights in place, times the dropout factors when
-// `keep`; returns the row's log-sum-exp. The softmax runs over the visible keys only; a row with
-// none gets zeros and -inf.
-QKV_AVX512 float softmax_row(float* row, int64_t S, uint64_t visible, const float* keep) {
+// A row of S scaled scores -> exp(score - m) on the visible keys (0 on the others), times the
+// dropout factors when `keep`, in place, m being the row's largest visible score; returns the
+// sum of the exps (before dropout), 0 for a row with no visible key (whose m is then -inf). The
+// division by that sum is left to the product with V, so no row waits for one here.
+QKV_AVX512 float exp_row(float* row, int64_t S, uint64_t visible, const float* keep, float* m) {
   const int nv = int((S + 15) / 16);
   visible &= first_bits(S);
+  *m = -std::numeric_limits<float>::infinity();
   if (visible == 0) {
     for (int v = 0; v < nv; ++v) _mm512_store_ps(row + 16 * v, _mm512_setzero_ps());
-    return -std::numeric_limits<float>::infinity();
+    return 0;
   }
-  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 mv = _mm512_set1_ps(*m);
   for (int v = 0; v < nv; ++v)
-    m = _mm512_mask_max_ps(m, __mmask16(visible >> (16 * v)), m, _mm512_load_ps(row + 16 * v));
-  const float mx = _mm512_reduce_max_ps(m);
-  const __m512 vmx = _mm512_set1_ps(mx);
+    mv = _mm512_mask_max_ps(mv, __mmask16(visible >> (16 * v)), mv, _mm512_load_ps(row + 16 * v));
+  *m = _mm512_reduce_max_ps(mv);
+  const __m512 vmx = _mm512_set1_ps(*m);
   __m512 sum = _mm512_setzero_ps();
   for (int v = 0; v < nv; ++v) {
     const __m512 e = _mm512_maskz_mov_ps(__mmask16(visible >> (16 * v)),
                                          exp16(_mm512_sub_ps(_mm512_load_ps(row + 16 * v), vmx)));
-    _mm512_store_ps(row + 16 * v, e);
     sum = _mm512_add_ps(sum, e);
+    const __m512 z =
+        keep ? _mm512_maskz_loadu_ps(first_lanes(S - 16 * v), keep + 16 * v) : _mm512_set1_ps(1);
+    _mm512_store_ps(row + 16 * v, _mm512_mul_ps(e, z));
   }
-  const float l = _mm512_reduce_add_ps(sum);
-  const __m512 inv = _mm512_set1_ps(1 / l);
-  for (int v = 0; v < nv; ++v) {
-    __m512 p = _mm512_mul_ps(_mm512_load_ps(row + 16 * v), inv);
-    if (keep) p = _mm512_mul_ps(p, _mm512_maskz_loadu_ps(first_lanes(S - 16 * v), keep + 16 * v));
-    _mm512_store_ps(row + 16 * v, p);
-  }
-  return mx + std::log(l);
+  return _mm512_reduce_add_ps(sum);
 }
 
 // One row of the backward: the scaled scores in p and dP = dO V^T in dp become Z P in p (the
@@ -264,27 +268,33 @@ QKV_AVX512 float dot(const float* a, const float* b, int64_t n) {
   return _mm512_reduce_add_ps(s);
 }
 
-// Per-thread scratch: up to four kMax x kMax matrices and a row, kept between calls.
+// Per-thread scratch: four kMax x kMax matrices and two rows, kept between calls.
 float* scratch_floats() {
   thread_local ScratchBuffer buffer;
-  return static_cast<float*>(buffer.get(sizeof(float) * (4 * kMax * kMax + kMax)));
+  return static_cast<float*>(buffer.get(sizeof(float) * (4 * kMax * kMax + 2 * kMax)));
 }
 
 QKV_AVX512 void forward_avx512(const SmallAttention& a, float* out, int64_t ldo, float* lse) {
-  float* kt = scratch_floats();  // K^T [d][kMax]
-  float* sc = kt + kMax * kMax;  // scores, then weights [T][kMax]
+  float* kt = scratch_floats();  // K^T [d][padded(S)]
+  float* sc = kt + kMax * kMax;  // scores, then unnormalized weights [T][kMax]
+  float* m = sc + kMax * kMax;   // each row's largest visible score, then 1 / its sum of exps
+  float* l = m + kMax;           // each row's sum of exps
   pack_transposed(a.k, a.ldk, a.S, a.d, kt);
   times_packed(a.q, a.ldq, a.T, kt, a.d, a.S, a.scale, sc);
   for (int64_t t = 0; t < a.T; ++t)
-    lse[t] = softmax_row(sc + t * kMax, a.S, a.visible[t], a.keep ? a.keep + t * a.S : nullptr);
-  times_rows({sc, kMax, 1}, a.T, a.S, a.v, a.ldv, a.dv, out, ldo);  // out = P V
+    l[t] = exp_row(sc + t * kMax, a.S, a.visible[t], a.keep ? a.keep + t * a.S : nullptr, m + t);
+  for (int64_t t = 0; t < a.T; ++t) {
+    lse[t] = l[t] > 0 ? m[t] + std::log(l[t]) : -std::numeric_limits<float>::infinity();
+    m[t] = l[t] > 0 ? 1 / l[t] : 0;  // a row with no visible key stays zeros
+  }
+  times_rows({sc, kMax, 1}, a.T, a.S, a.v, a.ldv, a.dv, out, ldo, m);  // out = P V / l
 }
 
 QKV_AVX512 void backward_avx512(const SmallAttention& a, const float* out, int64_t ldo,
                                 const float* gout, int64_t ldgo, const float* lse, float* gq,
                                 int64_t ldgq, float* gk, int64_t ldgk, float* gv, int64_t ldgv) {
-  float* kt = scratch_floats();  // K^T [d][kMax]
-  float* vt = kt + kMax * kMax;  // V^T [dv][kMax]
+  float* kt = scratch_floats();  // K^T [d][padded(S)]
+  float* vt = kt + kMax * kMax;  // V^T [dv][padded(S)]
   float* p = vt + kMax * kMax;   // scores, then Z P [T][kMax]
   float* dp = p + kMax * kMax;   // dP, then dS [T][kMax]
   pack_transposed(a.k, a.ldk, a.S, a.d, kt);
