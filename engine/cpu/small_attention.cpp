@@ -38,7 +38,6 @@ namespace qkv::cpu {
 namespace {
 
 constexpr int64_t kMax = 64;  // the largest T, S, d, dv, and every scratch matrix's row stride
-constexpr int kRows = 4;      // rows per register block: 4 x 4 vectors = 16 accumulators
 
 std::atomic<bool> turned_on{true};
 
@@ -92,30 +91,37 @@ template <int R, int NV>
 QKV_AVX512_INLINE void block_times_packed(const float* a, int64_t lda, const float* bt,
                                           int64_t depth, float alpha, float* c) {
   __m512 acc[R][NV];
-  _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r)
-      _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r)
+      _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
   for (int64_t x = 0; x < depth; ++x) {
     __m512 b[NV];
-    _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) b[v] =
+    _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) b[v] =
         _mm512_load_ps(bt + x * 16 * NV + 16 * v);
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
       const __m512 ar = _mm512_set1_ps(a[r * lda + x]);
-      _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) acc[r][v] =
+      _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) acc[r][v] =
           _mm512_fmadd_ps(ar, b[v], acc[r][v]);
     }
   }
   const __m512 scale = _mm512_set1_ps(alpha);
-  _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r)
-      _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v)
+  _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r)
+      _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v)
           _mm512_store_ps(c + r * kMax + 16 * v, _mm512_mul_ps(acc[r][v], scale));
 }
 
+// Rows in blocks of 8 (for at most two column vectors: 16 accumulators), 4, 2, then 1, so that
+// most FMAs have enough independent accumulators to hide their latency.
 template <int NV>
 QKV_AVX512 void rows_times_packed(const float* a, int64_t lda, int64_t rows, const float* bt,
                                   int64_t depth, float alpha, float* c) {
   int64_t r = 0;
-  for (; r + kRows <= rows; r += kRows)
-    block_times_packed<kRows, NV>(a + r * lda, lda, bt, depth, alpha, c + r * kMax);
+  if constexpr (NV <= 2)
+    for (; r + 8 <= rows; r += 8)
+      block_times_packed<8, NV>(a + r * lda, lda, bt, depth, alpha, c + r * kMax);
+  for (; r + 4 <= rows; r += 4)
+    block_times_packed<4, NV>(a + r * lda, lda, bt, depth, alpha, c + r * kMax);
+  for (; r + 2 <= rows; r += 2)
+    block_times_packed<2, NV>(a + r * lda, lda, bt, depth, alpha, c + r * kMax);
   for (; r < rows; ++r) block_times_packed<1, NV>(a + r * lda, lda, bt, depth, alpha, c + r * kMax);
 }
 
@@ -150,39 +156,44 @@ QKV_AVX512_INLINE void block_times_rows(Strided a, int64_t depth, const float* b
                                         __mmask16 last, float* c, int64_t ldc,
                                         const float* row_scale) {
   __m512 acc[R][NV];
-  _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r)
-      _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r)
+      _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
   for (int64_t x = 0; x < depth; ++x) {
     __m512 bv[NV];
-    _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) bv[v] =
+    _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) bv[v] =
         _mm512_maskz_loadu_ps(v == NV - 1 ? last : __mmask16(0xffff), b + x * ldb + 16 * v);
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
       const __m512 ar = _mm512_set1_ps(a.data[r * a.row + x * a.step]);
-      _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) acc[r][v] =
+      _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) acc[r][v] =
           _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
     }
   }
-  _Pragma("GCC unroll 4") for (int r = 0; r < R; ++r) {
+  _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
     const __m512 f = _mm512_set1_ps(row_scale ? row_scale[r] : 1.0f);
-    _Pragma("GCC unroll 4") for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(
+    _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(
         c + r * ldc + 16 * v, v == NV - 1 ? last : __mmask16(0xffff), _mm512_mul_ps(acc[r][v], f));
   }
 }
 
+template <int R, int NV>
+QKV_AVX512_INLINE void blocks_times_rows(int64_t& r, int64_t rows, Strided a, int64_t depth,
+                                         const float* b, int64_t ldb, __mmask16 last, float* c,
+                                         int64_t ldc, const float* row_scale) {
+  for (; r + R <= rows; r += R)
+    block_times_rows<R, NV>({a.data + r * a.row, a.row, a.step}, depth, b, ldb, last, c + r * ldc,
+                            ldc, row_scale ? row_scale + r : nullptr);
+}
+
+// Rows in blocks of 8 (for at most two column vectors), 4, 2, then 1, as rows_times_packed.
 template <int NV>
 QKV_AVX512 void rows_times_rows(Strided a, int64_t rows, int64_t depth, const float* b, int64_t ldb,
                                 __mmask16 last, float* c, int64_t ldc, const float* row_scale) {
-  for (int64_t r = 0; r < rows;) {
-    const Strided block{a.data + r * a.row, a.row, a.step};
-    const float* scale = row_scale ? row_scale + r : nullptr;
-    if (r + kRows <= rows) {
-      block_times_rows<kRows, NV>(block, depth, b, ldb, last, c + r * ldc, ldc, scale);
-      r += kRows;
-    } else {
-      block_times_rows<1, NV>(block, depth, b, ldb, last, c + r * ldc, ldc, scale);
-      r += 1;
-    }
-  }
+  int64_t r = 0;
+  if constexpr (NV <= 2)
+    blocks_times_rows<8, NV>(r, rows, a, depth, b, ldb, last, c, ldc, row_scale);
+  blocks_times_rows<4, NV>(r, rows, a, depth, b, ldb, last, c, ldc, row_scale);
+  blocks_times_rows<2, NV>(r, rows, a, depth, b, ldb, last, c, ldc, row_scale);
+  blocks_times_rows<1, NV>(r, rows, a, depth, b, ldb, last, c, ldc, row_scale);
 }
 
 // c (rows x width, row stride ldc) = a (rows x depth) @ b (depth x width, row stride ldb), row r

@@ -7,8 +7,8 @@
 // time), scalar softmax, mask and dropout loops, buffers per tile. Here one (batch, head) problem
 // is one tile: K^T (and V^T for the backward) packed once into an aligned scratch buffer, a score
 // row in at most four zmm vectors, the softmax vectorized over the row, masks as one 64-bit word
-// of visible keys per query row, and the products register-blocked loops (4 rows x up to 64
-// columns of accumulators).
+// of visible keys per query row, and the products register-blocked loops (up to 16 zmm
+// accumulators: 8 rows x 32 columns, 4 rows x 64).
 //
 // What it assumes: float32; 1 <= T, S, d, dv <= 64 (small_attention_fits); a CPU with AVX-512F
 // (small_attention_enabled says so); the caller has turned masks and patterns into the visible
