@@ -522,9 +522,11 @@ AttentionGradients CpuBackend::attention_backward(const AttentionProblem& a,
   const RowsView qv = rows_view(forward.saved[0], lead), kv = rows_view(forward.saved[1], lead),
                  vv = rows_view(forward.saved[2], lead), ov = rows_view(forward.out, lead),
                  gov = rows_view(grad_out, lead);
-  Tensor gq = new_in_layout_of(qv.tensor, qv.tensor.shape(), /*zeroed=*/true),
-         gk = new_in_layout_of(kv.tensor, kv.tensor.shape(), /*zeroed=*/true),
-         gv = new_in_layout_of(vv.tensor, vv.tensor.shape(), /*zeroed=*/true);
+  // The tiles accumulate into zeroed gradients; the small-problem path writes every element.
+  const bool zeroed = !(forward.lse.dtype() == DType::f32 && takes_small_path(p));
+  Tensor gq = new_in_layout_of(qv.tensor, qv.tensor.shape(), zeroed),
+         gk = new_in_layout_of(kv.tensor, kv.tensor.shape(), zeroed),
+         gv = new_in_layout_of(vv.tensor, vv.tensor.shape(), zeroed);
   const RowsView gqv = rows_view(gq, lead), gkv = rows_view(gk, lead), gvv = rows_view(gv, lead);
   if (forward.lse.dtype() == DType::f32)
     backward_kernel<float>(p, qv, kv, vv, ov, forward.lse.data<float>(), gov, gqv, gkv, gvv);
