@@ -253,6 +253,18 @@ void visible_keys(const Tiling& p, int64_t n, uint64_t* visible) {
   }
 }
 
+// Problem n's operands, as the small-problem kernels take them (keep: its dropout factors).
+cpu::SmallAttention small_problem(const Tiling& p, const Rows<const float>& q,
+                                  const Rows<const float>& k, const Rows<const float>& v,
+                                  const uint64_t* visible, const float* keep) {
+  cpu::SmallAttention a;
+  a.T = p.T, a.S = p.S, a.d = p.d, a.dv = p.dv, a.scale = float(p.scale);
+  a.q = q.data, a.ldq = q.ld, a.k = k.data, a.ldk = k.ld, a.v = v.data, a.ldv = v.ld;
+  a.visible = visible;
+  a.keep = p.dropout.on ? keep : nullptr;
+  return a;
+}
+
 // The forward on the small-problem path: one problem per item, its visible keys and dropout
 // factors (the stretch of the fill the generic path would draw, tile by tile) made first.
 void small_forward(const Tiling& p, const RowsView& qv, const RowsView& kv, const RowsView& vv,
@@ -266,19 +278,7 @@ void small_forward(const Tiling& p, const RowsView& qv, const RowsView& kv, cons
       const Rows<float> out(ov, n);
       visible_keys(p, n, visible.data());
       if (p.dropout.on) draw_dropout_tile(p, n, 0, T, 0, S, keep.data());
-      const cpu::SmallAttention a{T,
-                                  S,
-                                  p.d,
-                                  p.dv,
-                                  float(p.scale),
-                                  q.data,
-                                  q.ld,
-                                  k.data,
-                                  k.ld,
-                                  v.data,
-                                  v.ld,
-                                  visible.data(),
-                                  p.dropout.on ? keep.data() : nullptr};
+      const cpu::SmallAttention a = small_problem(p, q, k, v, visible.data(), keep.data());
       cpu::small_attention_forward(a, out.data, out.ld, lse + n * T);
     }
   });
@@ -296,19 +296,7 @@ void small_backward(const Tiling& p, const RowsView& qv, const RowsView& kv, con
       const Rows<float> gq(gqv, n), gk(gkv, n), gv(gvv, n);
       visible_keys(p, n, visible.data());
       if (p.dropout.on) draw_dropout_tile(p, n, 0, T, 0, S, keep.data());
-      const cpu::SmallAttention a{T,
-                                  S,
-                                  p.d,
-                                  p.dv,
-                                  float(p.scale),
-                                  q.data,
-                                  q.ld,
-                                  k.data,
-                                  k.ld,
-                                  v.data,
-                                  v.ld,
-                                  visible.data(),
-                                  p.dropout.on ? keep.data() : nullptr};
+      const cpu::SmallAttention a = small_problem(p, q, k, v, visible.data(), keep.data());
       cpu::small_attention_backward(a, out.data, out.ld, gout.data, gout.ld, lse + n * T, gq.data,
                                     gq.ld, gk.data, gk.ld, gv.data, gv.ld);
     }
