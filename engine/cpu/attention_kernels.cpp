@@ -26,6 +26,7 @@
 #include "engine/cpu/bernoulli_range.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/gemm.h"
+#include "engine/cpu/small_attention.h"
 #include "engine/cpu/vec_math.h"
 #include "engine/error.h"
 #include "engine/ops.h"
@@ -217,9 +218,96 @@ int64_t grain_for(int64_t macs_per_item) {
   return std::max<int64_t>(1, kMinMacsPerChunk / std::max<int64_t>(1, macs_per_item));
 }
 
+// The small-problem path (engine/cpu/small_attention.h) takes float32 problems of at most 64
+// queries, keys and features where the CPU has AVX-512; the tiles below take the rest.
+bool takes_small_path(const Tiling& p) {
+  return cpu::small_attention_fits(p.T, p.S, p.d, p.dv) && cpu::small_attention_enabled();
+}
+
+// visible[t], bit s: whether query t of problem n may attend to key s (S <= 64), from the
+// pattern and every mask. A mask that does not vary along the queries (stride 0, as an expanded
+// key-padding mask) is read once per problem.
+void visible_keys(const Tiling& p, int64_t n, uint64_t* visible) {
+  const int64_t T = p.T, S = p.S;
+  const uint64_t all = S >= 64 ? ~uint64_t(0) : (uint64_t(1) << S) - 1;
+  for (int64_t t = 0; t < T; ++t) {
+    uint64_t bits = all;
+    if (p.pattern.sparse()) {
+      for (int64_t s = 0; s < S; ++s)
+        if (!p.pattern.allows(t, s)) bits &= ~(uint64_t(1) << s);
+    } else if (p.pattern.causal && t + 1 < S) {
+      bits &= (uint64_t(1) << (t + 1)) - 1;  // keys s <= t
+    }
+    visible[t] = bits;
+  }
+  for (const MaskView& m : p.masks) {
+    uint64_t blocked = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      if (t == 0 || m.st != 0) {
+        const uint8_t* mrow = m.data + m.base[size_t(n)] + t * m.st;
+        blocked = 0;
+        for (int64_t s = 0; s < S; ++s) blocked |= uint64_t(mrow[s * m.ss] != 0) << s;
+      }
+      visible[t] &= ~blocked;
+    }
+  }
+}
+
+// Problem n's operands, as the small-problem kernels take them (keep: its dropout factors).
+cpu::SmallAttention small_problem(const Tiling& p, const Rows<const float>& q,
+                                  const Rows<const float>& k, const Rows<const float>& v,
+                                  const uint64_t* visible, const float* keep) {
+  cpu::SmallAttention a;
+  a.T = p.T, a.S = p.S, a.d = p.d, a.dv = p.dv, a.scale = float(p.scale);
+  a.q = q.data, a.ldq = q.ld, a.k = k.data, a.ldk = k.ld, a.v = v.data, a.ldv = v.ld;
+  a.visible = visible;
+  a.keep = p.dropout.on ? keep : nullptr;
+  return a;
+}
+
+// The forward on the small-problem path: one problem per item, its visible keys and dropout
+// factors (the stretch of the fill the generic path would draw, tile by tile) made first.
+void small_forward(const Tiling& p, const RowsView& qv, const RowsView& kv, const RowsView& vv,
+                   const RowsView& ov, float* lse) {
+  const int64_t T = p.T, S = p.S;
+  parallel_for(0, p.N, grain_for(T * S * (p.d + p.dv)), [&](int64_t begin, int64_t end) {
+    std::vector<uint64_t> visible(static_cast<size_t>(T));
+    std::vector<float> keep(static_cast<size_t>(p.dropout.on ? T * S : 0));
+    for (int64_t n = begin; n < end; ++n) {
+      const Rows<const float> q(qv, n), k(kv, n), v(vv, n);
+      const Rows<float> out(ov, n);
+      visible_keys(p, n, visible.data());
+      if (p.dropout.on) draw_dropout_tile(p, n, 0, T, 0, S, keep.data());
+      const cpu::SmallAttention a = small_problem(p, q, k, v, visible.data(), keep.data());
+      cpu::small_attention_forward(a, out.data, out.ld, lse + n * T);
+    }
+  });
+}
+
+void small_backward(const Tiling& p, const RowsView& qv, const RowsView& kv, const RowsView& vv,
+                    const RowsView& ov, const float* lse, const RowsView& gov, const RowsView& gqv,
+                    const RowsView& gkv, const RowsView& gvv) {
+  const int64_t T = p.T, S = p.S;
+  parallel_for(0, p.N, grain_for(2 * T * S * (p.d + p.dv)), [&](int64_t begin, int64_t end) {
+    std::vector<uint64_t> visible(static_cast<size_t>(T));
+    std::vector<float> keep(static_cast<size_t>(p.dropout.on ? T * S : 0));
+    for (int64_t n = begin; n < end; ++n) {
+      const Rows<const float> q(qv, n), k(kv, n), v(vv, n), out(ov, n), gout(gov, n);
+      const Rows<float> gq(gqv, n), gk(gkv, n), gv(gvv, n);
+      visible_keys(p, n, visible.data());
+      if (p.dropout.on) draw_dropout_tile(p, n, 0, T, 0, S, keep.data());
+      const cpu::SmallAttention a = small_problem(p, q, k, v, visible.data(), keep.data());
+      cpu::small_attention_backward(a, out.data, out.ld, gout.data, gout.ld, lse + n * T, gq.data,
+                                    gq.ld, gk.data, gk.ld, gv.data, gv.ld);
+    }
+  });
+}
+
 template <typename F>
 void forward_kernel(const Tiling& p, const RowsView& qv, const RowsView& kv, const RowsView& vv,
                     const RowsView& ov, F* lse) {
+  if constexpr (std::is_same_v<F, float>)
+    if (takes_small_path(p)) return small_forward(p, qv, kv, vv, ov, lse);
   const int64_t T = p.T, S = p.S, d = p.d, dv = p.dv, tile = p.tile;
   const int64_t tiles = (T + tile - 1) / tile;
   const F inf = std::numeric_limits<F>::infinity();
@@ -288,6 +376,8 @@ template <typename F>
 void backward_kernel(const Tiling& p, const RowsView& qv, const RowsView& kv, const RowsView& vv,
                      const RowsView& ov, const F* lse, const RowsView& gov, const RowsView& gqv,
                      const RowsView& gkv, const RowsView& gvv) {
+  if constexpr (std::is_same_v<F, float>)
+    if (takes_small_path(p)) return small_backward(p, qv, kv, vv, ov, lse, gov, gqv, gkv, gvv);
   const int64_t T = p.T, S = p.S, d = p.d, dv = p.dv, tile = p.tile;
   const F inf = std::numeric_limits<F>::infinity();
   parallel_for(0, p.N, grain_for(2 * T * S * (d + dv)), [&](int64_t begin, int64_t end) {
@@ -420,9 +510,11 @@ AttentionGradients CpuBackend::attention_backward(const AttentionProblem& a,
   const RowsView qv = rows_view(forward.saved[0], lead), kv = rows_view(forward.saved[1], lead),
                  vv = rows_view(forward.saved[2], lead), ov = rows_view(forward.out, lead),
                  gov = rows_view(grad_out, lead);
-  Tensor gq = new_in_layout_of(qv.tensor, qv.tensor.shape(), /*zeroed=*/true),
-         gk = new_in_layout_of(kv.tensor, kv.tensor.shape(), /*zeroed=*/true),
-         gv = new_in_layout_of(vv.tensor, vv.tensor.shape(), /*zeroed=*/true);
+  // The tiles accumulate into zeroed gradients; the small-problem path writes every element.
+  const bool zeroed = !(forward.lse.dtype() == DType::f32 && takes_small_path(p));
+  Tensor gq = new_in_layout_of(qv.tensor, qv.tensor.shape(), zeroed),
+         gk = new_in_layout_of(kv.tensor, kv.tensor.shape(), zeroed),
+         gv = new_in_layout_of(vv.tensor, vv.tensor.shape(), zeroed);
   const RowsView gqv = rows_view(gq, lead), gkv = rows_view(gk, lead), gvv = rows_view(gv, lead);
   if (forward.lse.dtype() == DType::f32)
     backward_kernel<float>(p, qv, kv, vv, ov, forward.lse.data<float>(), gov, gqv, gkv, gvv);

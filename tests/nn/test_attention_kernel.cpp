@@ -2,9 +2,11 @@
 // kind of request gets, and that each kernel's output equals the composed attention's on the same
 // operands; and MultiheadAttention's observer, against the weights and projections computed
 // another way.
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 
+#include "engine/cpu/small_attention.h"
 #include "nn/attention.h"
 #include "nn/decode_attention.h"
 #include "nn/efficient_attention.h"
@@ -117,6 +119,142 @@ BOOST_AUTO_TEST_CASE(problems_the_backend_refuses) {
       {"decode_attention", "cpu backend has no single-query attention kernel for int64"});
   AttentionRequest r{q, k, k};
   BOOST_TEST((choose_attention_kernel(r) == AttentionKernel::composed));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The CPU kernel's small-problem path (engine/cpu/small_attention.h: float32, T, S, d, dv <= 64,
+// on AVX-512) against the composed attention and against the generic tiled path, on sizes either
+// side of each of its limits: 16 and 64 keys or features (its vectors), 4 queries (its register
+// blocks), and 65 (the generic path again).
+namespace {
+
+// Turns the small path off for its lifetime, so the generic path takes every problem.
+struct GenericPathOnly {
+  GenericPathOnly() { cpu::set_small_attention_enabled(false); }
+  ~GenericPathOnly() { cpu::set_small_attention_enabled(true); }
+};
+
+// Heads as a model has them: [B, L, H, width] viewed as [B, H, L, width] (rows H * width apart).
+Tensor heads(int64_t B, int64_t H, int64_t L, int64_t width) {
+  return randn({B, L, H, width}).transpose(1, 2).requires_grad_();
+}
+
+// Key padding for B = 2 sequences of S keys: sequence 0 pads key 0 (so with causal its query 0
+// sees no key at all), sequence 1 its last third.
+Tensor key_padding(int64_t S) {
+  std::vector<double> pad(size_t(2 * S), 0.0);
+  pad[0] = 1;
+  for (int64_t s = S - S / 3; s < S; ++s) pad[size_t(S + s)] = 1;
+  return bool_mask(pad, {2, 1, 1, S});
+}
+
+struct Result {
+  std::vector<Tensor> values;  // output, dq, dk, dv
+};
+
+Result efficient(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& pad,
+                 const AttentionPattern& pattern, double drop, const Tensor& gy) {
+  manual_seed(77);
+  Tensor o = efficient_attention(q, k, v, {pad}, pattern, -1, drop);
+  std::vector<Tensor> g = grad(sum(mul(o, gy)), {q, k, v});
+  g.insert(g.begin(), o.detach());
+  return {g};
+}
+
+// The composed attention (softmax(q k^T * scale) v on engine ops, its gradients by autograd),
+// with the same blocked keys and, from the same generator state, dropout's own mask.
+Result naive(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& blocked, double drop,
+             const Tensor& gy) {
+  manual_seed(77);
+  Tensor o = scaled_dot_product_attention(q, k, v, blocked, false, drop).output;
+  std::vector<Tensor> g = grad(sum(mul(o, gy)), {q, k, v});
+  g.insert(g.begin(), o.detach());
+  return {g};
+}
+
+// Largest difference over the output and the three gradients, each against its scale.
+double worst_relative(const Result& a, const Result& b) {
+  double worst = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    std::vector<double> ref = b.values[i].to_vector<double>();
+    double scale = 1;
+    for (double x : ref) scale = std::max(scale, std::abs(x));
+    worst = std::max(worst, max_abs_diff(a.values[i], b.values[i]) / scale);
+  }
+  return worst;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(small_attention_path)
+
+BOOST_AUTO_TEST_CASE(equals_the_composed_attention_either_side_of_each_size) {
+  manual_seed(31);
+  const std::vector<int64_t> lengths = {1, 5, 16, 17, 20, 31, 32, 33, 64, 65},
+                             widths = {8, 32, 33, 64};
+  const int64_t B = 2, H = 2;
+  AttentionPattern causal;
+  causal.causal = true;
+  for (size_t i = 0; i < lengths.size(); ++i)
+    for (size_t j = 0; j < lengths.size(); ++j) {
+      const int64_t T = lengths[i], S = lengths[j];
+      const int64_t d = widths[(i + j) % 4], dv = widths[(i + 2 * j + 1) % 4];
+      const Tensor q = heads(B, H, T, d), k = heads(B, H, S, d), v = heads(B, H, S, dv);
+      const Tensor gy = randn({B, H, T, dv}), pad = key_padding(S);
+      const Tensor blocked = logical_or(pad, pattern_mask(causal, T, S));
+      const Result small = efficient(q, k, v, pad, causal, 0, gy);
+      const Result composed = naive(q, k, v, blocked, 0, gy);
+      Result generic;
+      {
+        GenericPathOnly off;
+        generic = efficient(q, k, v, pad, causal, 0, gy);
+      }
+      BOOST_TEST_CONTEXT("T " << T << " S " << S << " d " << d << " dv " << dv) {
+        BOOST_TEST(worst_relative(small, composed) < 2e-5);
+        BOOST_TEST(worst_relative(small, generic) < 2e-5);
+        // sequence 0's query 0 sees no key: zeros, and no gradient through it
+        const std::vector<double> row0 =
+            small.values[0].narrow(0, 0, 1).narrow(2, 0, 1).to_vector<double>();
+        BOOST_TEST(*std::max_element(row0.begin(), row0.end()) == 0.0);
+        BOOST_TEST(*std::min_element(row0.begin(), row0.end()) == 0.0);
+      }
+    }
+}
+
+BOOST_AUTO_TEST_CASE(drops_what_the_generic_path_and_the_composed_attention_drop) {
+  manual_seed(32);
+  const int64_t B = 2, H = 3;
+  const double p = 0.25;
+  struct Case {
+    int64_t T, S, d;
+    bool causal;
+    int64_t window;
+  };
+  for (const Case c :
+       {Case{5, 5, 8, false, -1}, Case{20, 20, 32, true, -1}, Case{17, 33, 33, true, -1},
+        Case{64, 64, 64, false, 3}, Case{33, 16, 32, false, 2}, Case{65, 20, 32, true, -1}}) {
+    AttentionPattern pattern;
+    pattern.causal = c.causal;
+    pattern.window = c.window;
+    const Tensor q = heads(B, H, c.T, c.d), k = heads(B, H, c.S, c.d), v = heads(B, H, c.S, c.d);
+    const Tensor gy = randn({B, H, c.T, c.d}), pad = key_padding(c.S);
+    const Tensor blocked = logical_or(pad, pattern_mask(pattern, c.T, c.S));
+    const Result small = efficient(q, k, v, pad, pattern, p, gy);
+    const Result composed = naive(q, k, v, blocked, p, gy);
+    const Result undropped = efficient(q, k, v, pad, pattern, 0, gy);
+    Result generic;
+    {
+      GenericPathOnly off;
+      generic = efficient(q, k, v, pad, pattern, p, gy);
+    }
+    BOOST_TEST_CONTEXT("T " << c.T << " S " << c.S << " d " << c.d << " causal " << c.causal
+                            << " window " << c.window) {
+      BOOST_TEST(worst_relative(small, composed) < 2e-5);
+      BOOST_TEST(worst_relative(small, generic) < 2e-5);
+      BOOST_TEST(max_abs_diff(small.values[0], undropped.values[0]) > 0.1);  // dropout did act
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

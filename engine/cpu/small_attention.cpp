@@ -1,0 +1,345 @@
+// The small-problem attention path (see small_attention.h): one (batch, head) problem per tile.
+//
+// Every matrix of the problem lives in a 64-byte aligned scratch buffer, the scores in rows of
+// kMax = 64 floats, so a row of scores is at most four aligned zmm vectors. Two register-blocked
+// products do all the multiply-adds:
+// - times_packed: C = alpha * A B^T with B^T packed (gemm_pack.h's 16 x 16 in-register
+//   transposes, columns padded with zeros to a multiple of 16): the scores Q K^T and, in the
+//   backward, dP = dO V^T. Each depth step loads the columns' vectors once and broadcasts one A
+//   value per row.
+// - times_rows: C = A B with B's rows read in place (masked loads at the row's end) and A read
+//   through any two strides, so the same loop gives P V, P^T dO, dS K and dS^T Q.
+//
+// The functions carry target("avx512f") instead of relying on -march: this file is compiled into
+// every build and only called after cpuid says the CPU has AVX-512F.
+#include "engine/cpu/small_attention.h"
+
+#include <immintrin.h>
+
+// GCC 12's AVX-512 intrinsics (min, max, conversions, shifts, reductions) pass a self-initialized
+// "undefined" vector as their unused merge operand, which -Wmaybe-uninitialized reports wherever
+// they are inlined (GCC bug 105593, fixed in GCC 13); nothing here reads an uninitialized value.
+#if !defined(__clang__)  // a GCC-only warning; clang would warn about the unknown name
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include <atomic>
+#include <cmath>
+#include <limits>
+
+#include "engine/cpu/gemm_pack.h"
+#include "engine/cpu/scratch_buffer.h"
+
+#define QKV_AVX512 __attribute__((target("avx512f")))
+#define QKV_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) inline
+
+namespace qkv::cpu {
+
+namespace {
+
+constexpr int64_t kMax = 64;  // the largest T, S, d, dv, and every scratch matrix's row stride
+
+std::atomic<bool> turned_on{true};
+
+bool cpu_has_avx512f() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
+
+// Lanes [0, n) of a vector of 16 (none for n <= 0, all for n >= 16).
+QKV_AVX512_INLINE __mmask16 first_lanes(int64_t n) {
+  return n <= 0 ? __mmask16(0) : n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
+}
+
+// Bits [0, n) of a word, n in [0, 64].
+inline uint64_t first_bits(int64_t n) { return n >= 64 ? ~uint64_t(0) : (uint64_t(1) << n) - 1; }
+
+// vec_math.h's fast_exp on 16 lanes, step for step.
+QKV_AVX512_INLINE __m512 exp16(__m512 x) {
+  const __m512 lo = _mm512_set1_ps(-87.3f), hi = _mm512_set1_ps(88.3f);
+  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+  const __m512 shifter = _mm512_set1_ps(12582912.0f);
+  const __m512 k =
+      _mm512_sub_ps(_mm512_fmadd_ps(xc, _mm512_set1_ps(1.44269504088896341f), shifter), shifter);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145751953125f), xc);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.42860682030941723e-6f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i e =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
+  const __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+  return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ), y);  // 0 below lo (and -inf)
+}
+
+// Rows rounded up to whole vectors: the row stride of a packed B^T.
+inline int64_t padded(int64_t rows) { return (rows + 15) / 16 * 16; }
+
+// bt[c * padded(rows) + j] = src[j * ld + c] for j < rows, c < width; columns [rows,
+// padded(rows)) are zero, so a product with bt has no garbage lanes.
+void pack_transposed(const float* src, int64_t ld, int64_t rows, int64_t width, float* bt) {
+  pack_transposed_avx512<float>(src, ld, rows, width, int(padded(rows)), bt);
+}
+
+// c[r * kMax + 16 v + i] = alpha * sum_x a[r * lda + x] * bt[x * 16 NV + 16 v + i] for R rows
+// and NV vectors of columns; c and bt are 64-byte aligned.
+template <int R, int NV>
+QKV_AVX512_INLINE void block_times_packed(const float* a, int64_t lda, const float* bt,
+                                          int64_t depth, float alpha, float* c) {
+  __m512 acc[R][NV];
+  _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r)
+      _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t x = 0; x < depth; ++x) {
+    __m512 b[NV];
+    _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) b[v] =
+        _mm512_load_ps(bt + x * 16 * NV + 16 * v);
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
+      const __m512 ar = _mm512_set1_ps(a[r * lda + x]);
+      _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) acc[r][v] =
+          _mm512_fmadd_ps(ar, b[v], acc[r][v]);
+    }
+  }
+  const __m512 scale = _mm512_set1_ps(alpha);
+  _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r)
+      _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v)
+          _mm512_store_ps(c + r * kMax + 16 * v, _mm512_mul_ps(acc[r][v], scale));
+}
+
+// Rows in blocks of 8 (for at most two column vectors: 16 accumulators), 4, 2, then 1, so that
+// most FMAs have enough independent accumulators to hide their latency.
+template <int NV>
+QKV_AVX512 void rows_times_packed(const float* a, int64_t lda, int64_t rows, const float* bt,
+                                  int64_t depth, float alpha, float* c) {
+  int64_t r = 0;
+  if constexpr (NV <= 2)
+    for (; r + 8 <= rows; r += 8)
+      block_times_packed<8, NV>(a + r * lda, lda, bt, depth, alpha, c + r * kMax);
+  for (; r + 4 <= rows; r += 4)
+    block_times_packed<4, NV>(a + r * lda, lda, bt, depth, alpha, c + r * kMax);
+  for (; r + 2 <= rows; r += 2)
+    block_times_packed<2, NV>(a + r * lda, lda, bt, depth, alpha, c + r * kMax);
+  for (; r < rows; ++r) block_times_packed<1, NV>(a + r * lda, lda, bt, depth, alpha, c + r * kMax);
+}
+
+// c (rows x cols, row stride kMax) = alpha * a (rows x depth, row stride lda) @ bt^T, where bt
+// is packed by pack_transposed from cols rows.
+QKV_AVX512 void times_packed(const float* a, int64_t lda, int64_t rows, const float* bt,
+                             int64_t depth, int64_t cols, float alpha, float* c) {
+  switch ((cols + 15) / 16) {
+    case 1:
+      return rows_times_packed<1>(a, lda, rows, bt, depth, alpha, c);
+    case 2:
+      return rows_times_packed<2>(a, lda, rows, bt, depth, alpha, c);
+    case 3:
+      return rows_times_packed<3>(a, lda, rows, bt, depth, alpha, c);
+    case 4:
+      return rows_times_packed<4>(a, lda, rows, bt, depth, alpha, c);
+    default:
+      return;
+  }
+}
+
+// An operand read through two strides: element (r, x) at data[r * row + x * step].
+struct Strided {
+  const float* data;
+  int64_t row, step;
+};
+
+// c[r * ldc + 16 v + i] = sum_x a(r, x) * b[x * ldb + 16 v + i] (times row_scale[r] when given)
+// for R rows and NV vectors of columns, the last vector's lanes limited to `last`.
+template <int R, int NV>
+QKV_AVX512_INLINE void block_times_rows(Strided a, int64_t depth, const float* b, int64_t ldb,
+                                        __mmask16 last, float* c, int64_t ldc,
+                                        const float* row_scale) {
+  __m512 acc[R][NV];
+  _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r)
+      _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) acc[r][v] = _mm512_setzero_ps();
+  for (int64_t x = 0; x < depth; ++x) {
+    __m512 bv[NV];
+    _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) bv[v] =
+        _mm512_maskz_loadu_ps(v == NV - 1 ? last : __mmask16(0xffff), b + x * ldb + 16 * v);
+    _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
+      const __m512 ar = _mm512_set1_ps(a.data[r * a.row + x * a.step]);
+      _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) acc[r][v] =
+          _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
+    }
+  }
+  _Pragma("GCC unroll 8") for (int r = 0; r < R; ++r) {
+    const __m512 f = _mm512_set1_ps(row_scale ? row_scale[r] : 1.0f);
+    _Pragma("GCC unroll 8") for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(
+        c + r * ldc + 16 * v, v == NV - 1 ? last : __mmask16(0xffff), _mm512_mul_ps(acc[r][v], f));
+  }
+}
+
+template <int R, int NV>
+QKV_AVX512_INLINE void blocks_times_rows(int64_t& r, int64_t rows, Strided a, int64_t depth,
+                                         const float* b, int64_t ldb, __mmask16 last, float* c,
+                                         int64_t ldc, const float* row_scale) {
+  for (; r + R <= rows; r += R)
+    block_times_rows<R, NV>({a.data + r * a.row, a.row, a.step}, depth, b, ldb, last, c + r * ldc,
+                            ldc, row_scale ? row_scale + r : nullptr);
+}
+
+// Rows in blocks of 8 (for at most two column vectors), 4, 2, then 1, as rows_times_packed.
+template <int NV>
+QKV_AVX512 void rows_times_rows(Strided a, int64_t rows, int64_t depth, const float* b, int64_t ldb,
+                                __mmask16 last, float* c, int64_t ldc, const float* row_scale) {
+  int64_t r = 0;
+  if constexpr (NV <= 2)
+    blocks_times_rows<8, NV>(r, rows, a, depth, b, ldb, last, c, ldc, row_scale);
+  blocks_times_rows<4, NV>(r, rows, a, depth, b, ldb, last, c, ldc, row_scale);
+  blocks_times_rows<2, NV>(r, rows, a, depth, b, ldb, last, c, ldc, row_scale);
+  blocks_times_rows<1, NV>(r, rows, a, depth, b, ldb, last, c, ldc, row_scale);
+}
+
+// c (rows x width, row stride ldc) = a (rows x depth) @ b (depth x width, row stride ldb), row r
+// times row_scale[r] when given.
+QKV_AVX512 void times_rows(Strided a, int64_t rows, int64_t depth, const float* b, int64_t ldb,
+                           int64_t width, float* c, int64_t ldc, const float* row_scale = nullptr) {
+  const int nv = int((width + 15) / 16);
+  const __mmask16 last = first_lanes(width - 16 * (nv - 1));
+  switch (nv) {
+    case 1:
+      return rows_times_rows<1>(a, rows, depth, b, ldb, last, c, ldc, row_scale);
+    case 2:
+      return rows_times_rows<2>(a, rows, depth, b, ldb, last, c, ldc, row_scale);
+    case 3:
+      return rows_times_rows<3>(a, rows, depth, b, ldb, last, c, ldc, row_scale);
+    case 4:
+      return rows_times_rows<4>(a, rows, depth, b, ldb, last, c, ldc, row_scale);
+    default:
+      return;
+  }
+}
+
+// A row of S scaled scores -> exp(score - m) on the visible keys (0 on the others), times the
+// dropout factors when `keep`, in place, m being the row's largest visible score; returns the
+// sum of the exps (before dropout), 0 for a row with no visible key (whose m is then -inf). The
+// division by that sum is left to the product with V, so no row waits for one here.
+QKV_AVX512 float exp_row(float* row, int64_t S, uint64_t visible, const float* keep, float* m) {
+  const int nv = int((S + 15) / 16);
+  visible &= first_bits(S);
+  *m = -std::numeric_limits<float>::infinity();
+  if (visible == 0) {
+    for (int v = 0; v < nv; ++v) _mm512_store_ps(row + 16 * v, _mm512_setzero_ps());
+    return 0;
+  }
+  __m512 mv = _mm512_set1_ps(*m);
+  for (int v = 0; v < nv; ++v)
+    mv = _mm512_mask_max_ps(mv, __mmask16(visible >> (16 * v)), mv, _mm512_load_ps(row + 16 * v));
+  *m = _mm512_reduce_max_ps(mv);
+  const __m512 vmx = _mm512_set1_ps(*m);
+  __m512 sum = _mm512_setzero_ps();
+  for (int v = 0; v < nv; ++v) {
+    const __m512 e = _mm512_maskz_mov_ps(__mmask16(visible >> (16 * v)),
+                                         exp16(_mm512_sub_ps(_mm512_load_ps(row + 16 * v), vmx)));
+    sum = _mm512_add_ps(sum, e);
+    const __m512 z =
+        keep ? _mm512_maskz_loadu_ps(first_lanes(S - 16 * v), keep + 16 * v) : _mm512_set1_ps(1);
+    _mm512_store_ps(row + 16 * v, _mm512_mul_ps(e, z));
+  }
+  return _mm512_reduce_add_ps(sum);
+}
+
+// One row of the backward: the scaled scores in p and dP = dO V^T in dp become Z P in p (the
+// weights dV takes) and dS = P (Z dP - D) * scale in dp, with P = exp(score - lse) on the
+// visible keys and Z the dropout factors (1 without dropout).
+QKV_AVX512 void gradient_row(float* p, float* dp, int64_t S, uint64_t visible, float lse, float D,
+                             float scale, const float* keep) {
+  const int nv = int((S + 15) / 16);
+  visible = lse == -std::numeric_limits<float>::infinity() ? 0 : visible & first_bits(S);
+  const __m512 vlse = _mm512_set1_ps(lse), vD = _mm512_set1_ps(D), vscale = _mm512_set1_ps(scale);
+  for (int v = 0; v < nv; ++v) {
+    const __mmask16 on = __mmask16(visible >> (16 * v));
+    const __m512 pv =
+        _mm512_maskz_mov_ps(on, exp16(_mm512_sub_ps(_mm512_load_ps(p + 16 * v), vlse)));
+    __m512 dpv = _mm512_load_ps(dp + 16 * v), zp = pv;
+    if (keep) {
+      const __m512 z = _mm512_maskz_loadu_ps(first_lanes(S - 16 * v), keep + 16 * v);
+      dpv = _mm512_mul_ps(z, dpv);
+      zp = _mm512_mul_ps(z, pv);
+    }
+    _mm512_store_ps(dp + 16 * v,
+                    _mm512_maskz_mul_ps(on, _mm512_mul_ps(pv, _mm512_sub_ps(dpv, vD)), vscale));
+    _mm512_store_ps(p + 16 * v, zp);
+  }
+}
+
+// sum_c a[c] * b[c] over n <= 64 values.
+QKV_AVX512 float dot(const float* a, const float* b, int64_t n) {
+  __m512 s = _mm512_setzero_ps();
+  for (int64_t c = 0; c < n; c += 16) {
+    const __mmask16 on = first_lanes(n - c);
+    s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(on, a + c), _mm512_maskz_loadu_ps(on, b + c), s);
+  }
+  return _mm512_reduce_add_ps(s);
+}
+
+// Per-thread scratch: four kMax x kMax matrices and two rows, kept between calls.
+float* scratch_floats() {
+  thread_local ScratchBuffer buffer;
+  return static_cast<float*>(buffer.get(sizeof(float) * (4 * kMax * kMax + 2 * kMax)));
+}
+
+QKV_AVX512 void forward_avx512(const SmallAttention& a, float* out, int64_t ldo, float* lse) {
+  float* kt = scratch_floats();  // K^T [d][padded(S)]
+  float* sc = kt + kMax * kMax;  // scores, then unnormalized weights [T][kMax]
+  float* m = sc + kMax * kMax;   // each row's largest visible score, then 1 / its sum of exps
+  float* l = m + kMax;           // each row's sum of exps
+  pack_transposed(a.k, a.ldk, a.S, a.d, kt);
+  times_packed(a.q, a.ldq, a.T, kt, a.d, a.S, a.scale, sc);
+  for (int64_t t = 0; t < a.T; ++t)
+    l[t] = exp_row(sc + t * kMax, a.S, a.visible[t], a.keep ? a.keep + t * a.S : nullptr, m + t);
+  for (int64_t t = 0; t < a.T; ++t) {
+    lse[t] = l[t] > 0 ? m[t] + std::log(l[t]) : -std::numeric_limits<float>::infinity();
+    m[t] = l[t] > 0 ? 1 / l[t] : 0;  // a row with no visible key stays zeros
+  }
+  times_rows({sc, kMax, 1}, a.T, a.S, a.v, a.ldv, a.dv, out, ldo, m);  // out = P V / l
+}
+
+QKV_AVX512 void backward_avx512(const SmallAttention& a, const float* out, int64_t ldo,
+                                const float* gout, int64_t ldgo, const float* lse, float* gq,
+                                int64_t ldgq, float* gk, int64_t ldgk, float* gv, int64_t ldgv) {
+  float* kt = scratch_floats();  // K^T [d][padded(S)]
+  float* vt = kt + kMax * kMax;  // V^T [dv][padded(S)]
+  float* p = vt + kMax * kMax;   // scores, then Z P [T][kMax]
+  float* dp = p + kMax * kMax;   // dP, then dS [T][kMax]
+  pack_transposed(a.k, a.ldk, a.S, a.d, kt);
+  pack_transposed(a.v, a.ldv, a.S, a.dv, vt);
+  times_packed(a.q, a.ldq, a.T, kt, a.d, a.S, a.scale, p);
+  times_packed(gout, ldgo, a.T, vt, a.dv, a.S, 1, dp);
+  for (int64_t t = 0; t < a.T; ++t) {
+    const float D = dot(gout + t * ldgo, out + t * ldo, a.dv);  // rowsum(dO * O)
+    gradient_row(p + t * kMax, dp + t * kMax, a.S, a.visible[t], lse[t], D, a.scale,
+                 a.keep ? a.keep + t * a.S : nullptr);
+  }
+  times_rows({p, 1, kMax}, a.S, a.T, gout, ldgo, a.dv, gv, ldgv);  // dV = (Z P)^T dO
+  times_rows({dp, kMax, 1}, a.T, a.S, a.k, a.ldk, a.d, gq, ldgq);  // dQ = dS K
+  times_rows({dp, 1, kMax}, a.S, a.T, a.q, a.ldq, a.d, gk, ldgk);  // dK = dS^T Q
+}
+
+}  // namespace
+
+bool small_attention_fits(int64_t T, int64_t S, int64_t d, int64_t dv) {
+  return T >= 1 && S >= 1 && d >= 1 && dv >= 1 && T <= kMax && S <= kMax && d <= kMax && dv <= kMax;
+}
+
+bool small_attention_enabled() { return cpu_has_avx512f() && turned_on.load(); }
+
+void set_small_attention_enabled(bool on) { turned_on.store(on); }
+
+void small_attention_forward(const SmallAttention& a, float* out, int64_t ldo, float* lse) {
+  forward_avx512(a, out, ldo, lse);
+}
+
+void small_attention_backward(const SmallAttention& a, const float* out, int64_t ldo,
+                              const float* gout, int64_t ldgo, const float* lse, float* gq,
+                              int64_t ldgq, float* gk, int64_t ldgk, float* gv, int64_t ldgv) {
+  backward_avx512(a, out, ldo, gout, ldgo, lse, gq, ldgq, gk, ldgk, gv, ldgv);
+}
+
+}  // namespace qkv::cpu

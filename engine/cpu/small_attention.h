@@ -1,0 +1,59 @@
+// Attention on small float32 problems in one tile, on AVX-512 registers: the CPU attention
+// kernel's path (engine/cpu/attention_kernels.cpp) for T, S, d, dv <= 64.
+//
+// Why it exists: a small model's heads are problems of a few microseconds of arithmetic (the
+// translation model's are 20 x 20 x 32), and the generic tiled kernel spends more than that
+// around the arithmetic: a GEMM call per product (dispatch, packing a transposed operand each
+// time), scalar softmax, mask and dropout loops, buffers per tile. Here one (batch, head) problem
+// is one tile: K^T (and V^T for the backward) packed once into an aligned scratch buffer, a score
+// row in at most four zmm vectors, the softmax vectorized over the row, masks as one 64-bit word
+// of visible keys per query row, and the products register-blocked loops (up to 16 zmm
+// accumulators: 8 rows x 32 columns, 4 rows x 64).
+//
+// What it assumes: float32; 1 <= T, S, d, dv <= 64 (small_attention_fits); a CPU with AVX-512F
+// (small_attention_enabled says so); the caller has turned masks and patterns into the visible
+// words and drawn the dropout factors from the counters the generic path uses, so both paths drop
+// the same weights. The gradients are written, not accumulated: one problem is one tile.
+#pragma once
+
+#include <cstdint>
+
+namespace qkv::cpu {
+
+// One (batch, head) problem, its rows read in place: row r of q starts at q + r * ldq (likewise
+// k, v), each row holding its d (dv for v) contiguous values.
+struct SmallAttention {
+  int64_t T = 0, S = 0, d = 0, dv = 0;
+  float scale = 1;
+  const float* q = nullptr;
+  int64_t ldq = 0;
+  const float* k = nullptr;
+  int64_t ldk = 0;
+  const float* v = nullptr;
+  int64_t ldv = 0;
+  const uint64_t* visible = nullptr;  // T words: bit s set when query t may attend to key s
+  const float* keep = nullptr;        // dropout factors [T][S] (0 or 1 / (1 - p)), or nullptr
+};
+
+// Whether a problem of these sizes fits the path.
+bool small_attention_fits(int64_t T, int64_t S, int64_t d, int64_t dv);
+
+// Whether the path runs on this machine: the CPU has AVX-512F and it is not turned off.
+bool small_attention_enabled();
+
+// Turns the path off (the generic kernel then takes every problem) or back on; for tests that
+// compare the two paths. Where the CPU lacks AVX-512F it stays off.
+void set_small_attention_enabled(bool on);
+
+// out (T rows of dv, row stride ldo) = softmax(q k^T * scale, over visible keys) (x keep) v, and
+// lse[t] = the log-sum-exp of row t's visible scaled scores. A row with no visible key gets
+// zeros and lse -inf.
+void small_attention_forward(const SmallAttention& a, float* out, int64_t ldo, float* lse);
+
+// The gradients of q, k and v (written into gq, gk, gv) given the forward's out and lse and the
+// output's gradient gout.
+void small_attention_backward(const SmallAttention& a, const float* out, int64_t ldo,
+                              const float* gout, int64_t ldgo, const float* lse, float* gq,
+                              int64_t ldgq, float* gk, int64_t ldgk, float* gv, int64_t ldgv);
+
+}  // namespace qkv::cpu
