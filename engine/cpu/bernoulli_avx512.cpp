@@ -1,4 +1,4 @@
-// Bernoulli fills with Philox-4x32-10 on sixteen counters per vector, two vectors at a time
+// Bernoulli fills with Philox-4x32-10, sixteen counters a vector, two vectors at a time (AVX-512).
 // (AVX-512).
 //
 // The numbers are engine/random.h's, bit for bit: lane l of a vector holds one 32-bit word of the
