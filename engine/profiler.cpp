@@ -26,7 +26,7 @@ uint64_t g_generation = 0;  // which profiler a thread's mark belongs to
 thread_local int64_t t_last_mark_ns = 0;
 thread_local uint64_t t_mark_generation = 0;
 thread_local ProfilePhase t_phase = ProfilePhase::forward;
-thread_local int t_inside_backward_rule = 0;  // ops inside a rule belong to the rule's event
+thread_local int t_inside_op = 0;  // ops inside a backward rule or an op belong to its event
 
 void add_event(ProfileEvent e) {
   std::lock_guard lock(g_mutex);
@@ -172,7 +172,7 @@ int64_t now_ns() {
 }
 
 void op_finished(const char* op, const std::vector<Tensor>& inputs, const Tensor& output) {
-  if (!profiling() || t_inside_backward_rule > 0) return;
+  if (!profiling() || t_inside_op > 0) return;
   const int64_t end = now_ns();
   const int64_t start = std::min(last_mark_ns(), end);
   set_mark(end);
@@ -188,11 +188,12 @@ void op_finished(const char* op, const std::vector<Tensor>& inputs, const Tensor
   add_event(std::move(e));
 }
 
-BackwardRuleScope::BackwardRuleScope() : start_ns_(profiling() ? now_ns() : -1) {
-  ++t_inside_backward_rule;
-}
+BackwardRuleScope::BackwardRuleScope() : start_ns_(profiling() ? now_ns() : -1) { ++t_inside_op; }
 
-BackwardRuleScope::~BackwardRuleScope() { --t_inside_backward_rule; }
+BackwardRuleScope::~BackwardRuleScope() { --t_inside_op; }
+
+OpInternalsScope::OpInternalsScope() { ++t_inside_op; }
+OpInternalsScope::~OpInternalsScope() { --t_inside_op; }
 
 void BackwardRuleScope::finished(const std::string& op, OpCost forward_cost,
                                  const std::string& shapes) {

@@ -1,4 +1,5 @@
-// Bernoulli fills with Philox-4x32-10 on sixteen counters at once (AVX-512).
+// Bernoulli fills with Philox-4x32-10, sixteen counters a vector, two vectors at a time (AVX-512).
+// (AVX-512).
 //
 // The numbers are engine/random.h's, bit for bit: lane l of a vector holds one 32-bit word of the
 // block for counter base + l, and each round is the scalar round on sixteen lanes. What the
@@ -47,30 +48,61 @@ QKV_AVX512_BMI2_INLINE __m512i xor3(__m512i x, __m512i y, __m512i z) {
   return _mm512_ternarylogic_epi32(x, y, z, 0x96);
 }
 
-// philox::generate on the sixteen counters first .. first + 15; words[j] holds word j of each.
-QKV_AVX512_BMI2_INLINE void philox16(uint64_t seed, uint64_t first, __m512i words[4]) {
+// philox::generate on the 16 G counters first .. first + 16 G - 1; words[g][j] holds word j of
+// counters first + 16 g .. first + 16 g + 15. One group's ten rounds are a chain of dependent
+// multiplies (about 11 cycles a round), so G independent groups are interleaved round by round to
+// keep the multiplier busy: two groups run in nearly the time of one.
+template <int G>
+QKV_AVX512_BMI2_INLINE void philox16(uint64_t seed, uint64_t first, __m512i words[G][4]) {
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i first_lo = _mm512_set1_epi32(int(uint32_t(first)));
-  __m512i c0 = _mm512_add_epi32(first_lo, lane);
-  // the low word wrapped around on these lanes: their high word is one more
-  const __mmask16 carry = _mm512_cmplt_epu32_mask(c0, first_lo);
-  const __m512i first_hi = _mm512_set1_epi32(int(uint32_t(first >> 32)));
-  __m512i c1 = _mm512_mask_add_epi32(first_hi, carry, first_hi, _mm512_set1_epi32(1));
-  __m512i c2 = _mm512_setzero_si512(), c3 = _mm512_setzero_si512();
+  __m512i c0[G], c1[G], c2[G], c3[G];
+  for (int g = 0; g < G; ++g) {
+    const uint64_t group_first = first + uint64_t(16 * g);
+    const __m512i first_lo = _mm512_set1_epi32(int(uint32_t(group_first)));
+    c0[g] = _mm512_add_epi32(first_lo, lane);
+    // the low word wrapped around on these lanes: their high word is one more
+    const __mmask16 carry = _mm512_cmplt_epu32_mask(c0[g], first_lo);
+    const __m512i first_hi = _mm512_set1_epi32(int(uint32_t(group_first >> 32)));
+    c1[g] = _mm512_mask_add_epi32(first_hi, carry, first_hi, _mm512_set1_epi32(1));
+    c2[g] = _mm512_setzero_si512(), c3[g] = _mm512_setzero_si512();
+  }
   uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
   const __m512i m0 = _mm512_set1_epi32(int(0xD2511F53u)), m1 = _mm512_set1_epi32(int(0xCD9E8D57u));
   for (int round = 0; round < 10; ++round) {
-    __m512i hi0, lo0, hi1, lo1;
-    mulhilo(c0, m0, hi0, lo0);
-    mulhilo(c2, m1, hi1, lo1);
-    c0 = xor3(hi1, c1, _mm512_set1_epi32(int(k0)));
-    c1 = lo1;
-    c2 = xor3(hi0, c3, _mm512_set1_epi32(int(k1)));
-    c3 = lo0;
+    const __m512i key0 = _mm512_set1_epi32(int(k0)), key1 = _mm512_set1_epi32(int(k1));
+    for (int g = 0; g < G; ++g) {
+      __m512i hi0, lo0, hi1, lo1;
+      mulhilo(c0[g], m0, hi0, lo0);
+      mulhilo(c2[g], m1, hi1, lo1);
+      c0[g] = xor3(hi1, c1[g], key0);
+      c1[g] = lo1;
+      c2[g] = xor3(hi0, c3[g], key1);
+      c3[g] = lo0;
+    }
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  words[0] = c0, words[1] = c1, words[2] = c2, words[3] = c3;
+  for (int g = 0; g < G; ++g)
+    words[g][0] = c0[g], words[g][1] = c1[g], words[g][2] = c2[g], words[g][3] = c3[g];
+}
+
+// Writes the 64 G values of blocks first .. first + 16 G - 1 to out.
+template <int G>
+QKV_AVX512_BMI2_INLINE void fill_groups(float* out, uint64_t seed, uint64_t first, bool always,
+                                        __m512i t, __m512 v) {
+  __m512i words[G][4];
+  philox16<G>(seed, first, words);
+  for (int g = 0; g < G; ++g) {
+    uint64_t kept = always ? ~uint64_t(0) : 0;
+    if (!always)
+      for (int j = 0; j < 4; ++j) {
+        const uint64_t below = _mm512_cmplt_epu32_mask(words[g][j], t);
+        kept |= _pdep_u64(below, 0x1111111111111111ull << j);  // bit 4 l + j: word j of block l
+      }
+    float* o = out + 64 * g;
+    for (int r = 0; r < 4; ++r)
+      _mm512_storeu_ps(o + 16 * r, _mm512_maskz_mov_ps(__mmask16(kept >> (16 * r)), v));
+  }
 }
 
 }  // namespace
@@ -82,19 +114,10 @@ QKV_AVX512_BMI2 int64_t fill_bernoulli_avx512(float* out, uint64_t seed, uint64_
   // threshold is at most 2^32 (p = 1): then every word is below it
   const bool always = threshold > 0xFFFFFFFFu;
   const __m512i t = _mm512_set1_epi32(int(uint32_t(always ? 0 : threshold)));
-  for (int64_t b = 0; b < whole; b += 16) {
-    __m512i words[4];
-    philox16(seed, first_block + uint64_t(b), words);
-    uint64_t kept = always ? ~uint64_t(0) : 0;
-    if (!always)
-      for (int j = 0; j < 4; ++j) {
-        const uint64_t below = _mm512_cmplt_epu32_mask(words[j], t);
-        kept |= _pdep_u64(below, 0x1111111111111111ull << j);  // bit 4 l + j: word j of block l
-      }
-    float* o = out + 4 * b;
-    for (int r = 0; r < 4; ++r)
-      _mm512_storeu_ps(o + 16 * r, _mm512_maskz_mov_ps(__mmask16(kept >> (16 * r)), v));
-  }
+  int64_t b = 0;
+  for (; b + 32 <= whole; b += 32)
+    fill_groups<2>(out + 4 * b, seed, first_block + uint64_t(b), always, t, v);
+  if (b < whole) fill_groups<1>(out + 4 * b, seed, first_block + uint64_t(b), always, t, v);
   return whole;
 }
 

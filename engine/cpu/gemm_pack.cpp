@@ -24,13 +24,25 @@ void pack_panels(const T* src, int64_t line_stride, int64_t depth_stride, int64_
     if (line_stride == 1 && full == width) {
       // The lines sit side by side in memory (B as stored, or A transposed): each depth step is
       // one contiguous run of `width` values.
-      if (width == 32) {
-        copy_runs<32>(s, depth_stride, depth, dst);
-        continue;
-      }
-      if (width == 16) {
-        copy_runs<16>(s, depth_stride, depth, dst);
-        continue;
+      // The microkernels' tile widths (gemm_kernel_*.cpp): 32, 16 or 8 columns, 12 or 6 rows.
+      switch (width) {
+        case 32:
+          copy_runs<32>(s, depth_stride, depth, dst);
+          continue;
+        case 16:
+          copy_runs<16>(s, depth_stride, depth, dst);
+          continue;
+        case 12:
+          copy_runs<12>(s, depth_stride, depth, dst);
+          continue;
+        case 8:
+          copy_runs<8>(s, depth_stride, depth, dst);
+          continue;
+        case 6:
+          copy_runs<6>(s, depth_stride, depth, dst);
+          continue;
+        default:
+          break;
       }
       for (int64_t p = 0; p < depth; ++p) {
         const T* run = s + p * depth_stride;

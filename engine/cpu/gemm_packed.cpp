@@ -25,6 +25,15 @@ constexpr int64_t kInPlaceBBytes = 128 * 1024;
 // Likewise a small A as stored is read in place by kernels that can (run_a_in_place): it saves
 // the transpose that packing A is in that case.
 constexpr int64_t kInPlaceABytes = 256 * 1024;
+// Packing pays for itself by the reuse of each packed value: an A value is read once per column
+// tile (n / nr times), a B value once per row tile (m / mr times). With few tiles on the other
+// side, reading the operand in place costs less than copying it first: the mr rows of A (or the kc
+// rows of a B panel) a kernel call reads stay in L1/L2 for the few calls that read them. This is
+// the case of a Linear layer's products: [rows, 128] @ [128, 128] forward and dx, and
+// dW = dy^T x with m = 128. (A B panel is wider and deeper than an A panel, so it takes more
+// reuse, more row tiles, before packing it pays.)
+constexpr int64_t kInPlaceAMaxColumnTiles = 8;
+constexpr int64_t kInPlaceBMaxRowTiles = 16;
 
 int64_t round_up(int64_t x, int64_t step) { return (x + step - 1) / step * step; }
 
@@ -39,9 +48,11 @@ void gemm_packed(const GemmMicrokernel<T>& kernel, bool trans_a, bool trans_b, i
   const int64_t a_row = trans_a ? 1 : lda, a_depth = trans_a ? lda : 1;
   const int64_t b_col = trans_b ? ldb : 1, b_depth = trans_b ? 1 : ldb;
 
-  const bool b_in_place = !trans_b && int64_t(sizeof(T)) * k * n <= kInPlaceBBytes;
-  const bool a_in_place = kernel.run_a_in_place && !trans_a && lda > 0 &&
-                          int64_t(sizeof(T)) * m * lda <= kInPlaceABytes;
+  const bool b_in_place =
+      !trans_b && (int64_t(sizeof(T)) * k * n <= kInPlaceBBytes || m <= kInPlaceBMaxRowTiles * mr);
+  const bool a_in_place =
+      kernel.run_a_in_place && !trans_a && lda > 0 &&
+      (int64_t(sizeof(T)) * m * lda <= kInPlaceABytes || n <= kInPlaceAMaxColumnTiles * nr);
 
   thread_local ScratchBuffer a_scratch, b_scratch;
   const int64_t kc_max = std::min(kernel.kc, k);

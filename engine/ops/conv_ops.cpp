@@ -14,6 +14,7 @@
 #include "engine/op_declaration.h"
 #include "engine/ops.h"
 #include "engine/ops/op_helpers.h"
+#include "engine/profiler.h"
 
 namespace qkv {
 
@@ -100,11 +101,16 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t
   }
   const int64_t L = Ho * Wo, K = C / g * w.kernel_h * w.kernel_w;
 
-  // Detached inputs: the engine ops below compute values only; record() adds the one node.
-  Tensor cols = im2col(detail::contiguous_data(x), w, L);
-  Tensor wg = weight.detach().reshape({1, g, O / g, K});
-  Tensor y = matmul(wg, cols.reshape({N, g, K, L})).reshape({N, O, Ho, Wo});
-  if (bias.defined()) y = add(y, bias.detach().reshape({1, O, 1, 1}));
+  // Detached inputs: the engine ops below compute values only; record() adds the one node, and
+  // the profiler one conv2d event with the product's FLOPs.
+  Tensor cols, wg, y;
+  {
+    const profile_hooks::OpInternalsScope internals;
+    cols = im2col(detail::contiguous_data(x), w, L);
+    wg = weight.detach().reshape({1, g, O / g, K});
+    y = matmul(wg, cols.reshape({N, g, K, L})).reshape({N, O, Ho, Wo});
+    if (bias.defined()) y = add(y, bias.detach().reshape({1, O, 1, 1}));
+  }
 
   return record(op, {x, weight, bias}, y,
                 [cols, wg, w, x_shape = x.shape(), w_shape = weight.shape(),

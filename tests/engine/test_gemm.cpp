@@ -100,14 +100,16 @@ double relative_error(const Case& c, std::mt19937& rng, Multiply multiply) {
 }
 
 // Shapes chosen to hit every edge of the blocking: empty, 1 x n, m x 1, k = 1, exact register
-// tiles, one past them, sizes past the cache blocks mc, kc and nc of every kernel, and a B too
-// large to be read in place.
+// tiles, one past them, sizes past the cache blocks mc, kc and nc of every kernel, a B too large
+// to be read in place, and large operands read in place because the other side has few tiles
+// (gemm_packed.cpp): a large A with few columns, a large B with few rows, both deeper than kc.
 std::vector<Case> edge_cases() {
   std::vector<Case> cases;
-  const int64_t shapes[][3] = {
-      {0, 5, 3},     {5, 0, 3},     {1, 1, 1},    {1, 37, 19},   {37, 1, 19}, {13, 17, 1},
-      {1, 1, 300},   {12, 32, 40},  {6, 16, 9},   {13, 33, 31},  {4, 8, 2},   {25, 70, 400},
-      {30, 650, 20}, {7, 333, 129}, {3100, 5, 3}, {90, 20, 405}, {2, 3, 0}};
+  const int64_t shapes[][3] = {{0, 5, 3},     {5, 0, 3},      {1, 1, 1},       {1, 37, 19},
+                               {37, 1, 19},   {13, 17, 1},    {1, 1, 300},     {12, 32, 40},
+                               {6, 16, 9},    {13, 33, 31},   {4, 8, 2},       {25, 70, 400},
+                               {30, 650, 20}, {7, 333, 129},  {3100, 5, 3},    {90, 20, 405},
+                               {2, 3, 0},     {600, 70, 450}, {150, 300, 500}, {1300, 129, 64}};
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (const auto& s : shapes) cases.push_back({ta, tb, s[0], s[1], s[2]});

@@ -85,6 +85,27 @@ BOOST_AUTO_TEST_CASE(an_op_is_timed_from_the_previous_one_so_events_do_not_overl
   for (const ProfileEvent& e : events) BOOST_CHECK_GT(e.duration_ns, 0);
 }
 
+// conv2d builds its forward from a matmul and a bias add on im2col columns: those are part of
+// the one conv2d event, which carries the product's FLOPs once and all of its time.
+BOOST_AUTO_TEST_CASE(an_op_built_from_ops_is_one_event) {
+  ThreadCount one(1);
+  Tensor img = uniform({2, 3, 8, 8}, -1, 1), kernel = uniform({4, 3, 3, 3}, -1, 1);
+  Tensor bias = uniform({4}, -1, 1);
+  Profiler profiler;
+  Tensor y = tanh(conv2d(img, kernel, bias, 1, 1));
+  std::vector<ProfileEvent> events = profiler.events();
+  double forward_flops = 0;
+  for (const ProfileEvent& e : events) {
+    BOOST_CHECK_MESSAGE(e.name == "conv2d" || e.name == "tanh",
+                        "unexpected forward event '" << e.name << "'");
+    forward_flops += e.flops;
+  }
+  auto conv = of(events, "conv2d", ProfilePhase::forward);
+  BOOST_REQUIRE_EQUAL(conv.size(), 1u);
+  BOOST_CHECK_EQUAL(conv[0].flops, 2.0 * 2 * 4 * 64 * 27);  // N x O x Ho Wo outputs, 27 products
+  BOOST_CHECK_EQUAL(forward_flops, conv[0].flops);
+}
+
 BOOST_AUTO_TEST_CASE(costs_of_products_and_views) {
   Tensor x = zeros({2, 5, 8}), w = zeros({3, 8}), bias = zeros({3});
   BOOST_CHECK_EQUAL(profile_cost("linear", {x, w, bias}, zeros({2, 5, 3})).flops, 2.0 * 30 * 8);

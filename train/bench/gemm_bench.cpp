@@ -208,6 +208,13 @@ int run_gemm_bench(const GemmBenchOptions& options) {
     shapes.push_back({2048, 512, 128, false, tb});
     shapes.push_back({2048, 128, 512, false, tb});
   }
+  // bench_step's Linear layers (64 x 20 tokens, d_model 128): forward x @ W^T (NT), dx = g @ W
+  // (NN) and dW = g^T @ x (TN), where few tiles on one side make the GEMM read the other in place.
+  if (!options.quick) {
+    shapes.push_back({1280, 128, 128, false, true});
+    shapes.push_back({1280, 128, 128, false, false});
+    shapes.push_back({128, 128, 1280, true, false});
+  }
   // Attention's per-head products, batch = batch x heads = 32, T = 128, d_head = 64: scores
   // Q @ K^T (NT) and the weighted sum P @ V (NN).
   shapes.push_back({128, 128, 64, false, true, 32});
