@@ -18,7 +18,11 @@ for name in $names; do
   "$qkv" train translate --task pairs --data "$out/$name.tsv" --pictures false \
     --out "$out/run_$name" --overwrite >"$out/$name.log" 2>&1
   awk -v name="$name" -v pairs="$(wc -l <"$out/$name.tsv")" '
-    /^test: exact match/ { exact = $4; sub(",", "", exact); steps = $(NF-3); seconds = $(NF-1) }
+    /^test: exact match/ {
+      exact = $4; sub(",", "", exact)
+      match($0, /after [0-9]+ steps, [0-9.]+ s/)
+      split(substr($0, RSTART, RLENGTH), run, " "); steps = run[2]; seconds = run[4]
+    }
     END { printf "%-10s %6d pairs  %6s steps  %5s s  test exact match %s\n",
           name, pairs, steps, seconds, exact }' "$out/$name.log"
 done
