@@ -25,6 +25,8 @@ check "translate has no classifier-only flag" 2 "unknown option --pooling" \
 check "unknown flag exits 2" 2 "no-such-option" "$qkv" eval --run "$scratch" --no-such-option
 check "bench: second GPU" 1 "benchmarks run on cpu or cuda \(device 0\), got 'cuda:1'" \
   "$qkv" bench attention --device cuda:1
+check "target_value beyond a fraction" 1 "target_value: 1.5 is beyond exact_match, a fraction from 0 to 1" \
+  "$qkv" train translate --target-value 1.5 --out "$scratch/x"
 check "missing required option exits 2" 2 "--run is required" "$qkv" eval
 check "gradcheck: --filter matching no case" 1 "gradcheck: --filter 'no_such_op' matches no case" \
   "$qkv" gradcheck --filter no_such_op

@@ -46,6 +46,32 @@ else
   fail "run folder: missing [$missing], $evals evaluations, $bits with bits per character, $speed speeds"
 fi
 
+# ---- --profile: the shared loop's profiler, on the language model's step too
+if train --steps 4 --eval-every 4 --profile 2 --out "$scratch/profiled" >"$scratch/profiled.log" 2>&1 &&
+  [ -s "$scratch/profiled/trace.json" ] && grep -q "MFU" "$scratch/profiled.log" &&
+  grep -q "efficient_attention\|linear" "$scratch/profiled.log"; then
+  pass "--profile 2: the per-op table with its MFU lines, and trace.json"
+else
+  fail "--profile 2: $(tail -3 "$scratch/profiled.log")"
+fi
+
+# ---- --target-value on a loss is reached from above: with a target just over the run's second
+# validation loss, the same run stops at the first evaluation at or below it, before step 30.
+target=$(grep '"valid_loss"' "$run/metrics.jsonl" | sed -n 2p |
+  sed 's/.*"valid_loss":\([0-9.e-]*\).*/\1/' | awk '{ printf "%.4f", $1 + 1e-4 }')
+first=$(grep '"valid_loss"' "$run/metrics.jsonl" |
+  sed 's/.*"step":\([0-9]*\),.*"valid_loss":\([0-9.e-]*\).*/\1 \2/' |
+  awk -v t="$target" '$2 <= t { print $1; exit }')
+train --steps 30 --eval-every 10 --target-value "$target" --out "$scratch/target" \
+  >"$scratch/target.log" 2>&1
+stopped=$(sed -n 's/.*"step":\([0-9]*\),.*"valid_loss".*/\1/p' "$scratch/target/metrics.jsonl" | tail -1)
+if [ -n "$first" ] && [ "$first" -lt 30 ] && [ "$stopped" = "$first" ] &&
+  grep -q "target valid_loss $target reached" "$scratch/target.log"; then
+  pass "--target-value $target on valid_loss: stopped at step $stopped, the first evaluation at or below it"
+else
+  fail "--target-value $target: stopped at '$stopped', first at or below '$first'; $(tail -2 "$scratch/target.log")"
+fi
+
 refused "a run in --out is refused" 1 "--out: .* already holds files of a run" \
   train --steps 30 --out "$run"
 if train --steps 2 --eval-every 2 --out "$run" --overwrite >/dev/null 2>&1 &&
@@ -246,9 +272,10 @@ fi
 lm_help=$("$qkv" train lm --help) translate_help=$("$qkv" train translate --help)
 if echo "$lm_help" | grep -q -- "--context INT:1..65536=64" &&
   echo "$lm_help" | grep -q -- "--positional TEXT:{learned,rope}=learned" &&
-  ! echo "$lm_help" | grep -Eq -- "--(task|beam|test-size|patience) " &&
+  echo "$lm_help" | grep -q -- "--patience " && echo "$lm_help" | grep -q -- "--target-value," &&
+  ! echo "$lm_help" | grep -Eq -- "--(task|beam|test-size|target-metric) " &&
   ! echo "$translate_help" | grep -Eq -- "--(context|valid-fraction|vocab-size)"; then
-  pass "--help: lm has --context and learned|rope positions, no --task or --beam; translate has no --context"
+  pass "--help: lm has --context, learned|rope positions and early stopping, no --task or --beam; translate has no --context"
 else
   fail "--help lists another subcommand's options"
 fi

@@ -44,8 +44,8 @@ bool language_model_only(const std::string& key) {
   return listed({"context", "valid_fraction", "vocab_size"}, key);
 }
 
-// The fields `qkv train lm` reads: one text file and a GPT (no generated tasks, test split,
-// decoding or early stopping).
+// The fields `qkv train lm` reads: one text file and a GPT (no generated tasks, test split or
+// decoding; early stopping on the validation loss, its one metric).
 bool language_model_reads(const std::string& key) {
   return language_model_only(key) ||
          listed({"data",       "tokenizer",    "valid_size", "d_model",
@@ -55,7 +55,7 @@ bool language_model_reads(const std::string& key) {
                  "warmup",     "schedule",     "clip",       "accumulate",
                  "dp_overlap", "eval_every",   "log_every",  "checkpoint_every",
                  "seed",       "device",       "precision",  "out",
-                 "pictures"},
+                 "pictures",   "target_value", "patience",   "profile"},
                 key);
 }
 

@@ -20,6 +20,9 @@ EarlyStopping::EarlyStopping(const Config& config, const std::vector<std::string
   }
   QKV_CHECK(known, "target_metric", "'", metric_, "' is not measured when training task '",
             config.task, "' (it measures: ", names, ")");
+  // The metrics that grow are fractions (exact match, accuracy); the one that falls is a loss.
+  QKV_CHECK(better_ == Better::lower || target_value_ <= 1, "target_value", target_value_,
+            " is beyond ", metric_, ", a fraction from 0 to 1");
 }
 
 bool EarlyStopping::improves(double value, double best) const {
