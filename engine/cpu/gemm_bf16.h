@@ -1,10 +1,12 @@
-// bfloat16 GEMM with float32 accumulation on AMX tiles: C = op(A) @ op(B) (+ C), row-major, A and
-// B bfloat16, C float32.
+// bfloat16 GEMM with float32 accumulation: C = op(A) @ op(B) (+ C), row-major, A and B bfloat16,
+// C float32, on AMX tiles (gemm_bf16_amx.cpp) or, without them, on AVX512-BF16's VDPBF16PS
+// (gemm_bf16_avx512.cpp); bf16_kernel() says which.
 //
-// This is the product mixed precision asks for (engine/autocast.h). CPUs without AMX get the same
-// product from the float32 GEMM on widened operands (every bfloat16 is a float32, exactly); the
-// two differ only in the order the float32 sums are taken, and in that AMX flushes subnormal
-// inputs and results to zero, as the instruction is specified to.
+// This is the product mixed precision asks for (engine/autocast.h). CPUs with neither get the
+// same product from the float32 GEMM on widened operands (every bfloat16 is a float32, exactly);
+// the three differ only in the order the float32 sums are taken, and in that both bfloat16
+// instructions read subnormal inputs as zero and flush subnormal results to zero, as they are
+// specified to (whatever MXCSR says).
 //
 // Layout conventions are gemm.h's: op(A) is M x K, A itself (lda >= K) or the transpose of a
 // K x M matrix (lda >= M); likewise op(B) is K x N; BatchStrides place each operand's matrices
@@ -19,7 +21,20 @@
 
 namespace qkv::cpu {
 
-// Throws qkv::Error unless amx_bf16_available() (engine/cpu/amx.h). accumulate: C += product,
+enum class Bf16Kernel {
+  amx_tiles,    // TDPBF16PS: amx_bf16_available() (engine/cpu/amx.h)
+  avx512_bf16,  // VDPBF16PS: the CPU has AVX512-BF16 and AVX-512BW, and no usable AMX
+  none,         // neither (or both ruled out): callers widen to float32 instead
+};
+
+// The kernel gemm_bf16_batched runs on this machine, decided on the first call: AMX tiles first,
+// then AVX512-BF16. The environment variables QKV_CPU_AMX=0 and QKV_CPU_AVX512_BF16=0 rule either
+// out (to compare the kernels, or the float32 path, on one machine).
+Bf16Kernel bf16_kernel();
+// Its name in a few words, for `qkv info`, the benchmarks and test logs.
+const char* bf16_kernel_name(Bf16Kernel kernel);
+
+// Throws qkv::Error when bf16_kernel() is none. accumulate: C += product,
 // otherwise C = product (C is then only written: it may hold NaN or garbage).
 void gemm_bf16_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                        const bf16_t* a, int64_t lda, BatchStrides stride_a, const bf16_t* b,

@@ -1,9 +1,10 @@
-// The AMX bfloat16 GEMM (engine/cpu/gemm_bf16.h) against a double-precision product of the same
-// bfloat16 values: all four transpose combinations, shapes on and past every tile and cache block
-// edge, accumulation, padded and zero leading dimensions, broadcast batches, both thread counts,
-// and what NaN does; each with bfloat16 operands and with float32 ones (rounded as they are
-// packed: the reference rounds them with float_to_bf16). Skipped where the CPU or the OS does not
-// offer AMX.
+// The bfloat16 GEMM (engine/cpu/gemm_bf16.h), on whichever kernel this CPU has (AMX tiles or
+// AVX512-BF16; the log names it, and CTest runs the suite once more with AMX ruled out), against
+// a double-precision product of the same bfloat16 values: all four transpose combinations, shapes
+// on and past every register tile, AMX tile and cache block edge, odd depths, accumulation, padded
+// and zero leading dimensions, broadcast batches, both thread counts, what NaN and infinity do,
+// and subnormals; each with bfloat16 operands and with float32 ones (rounded as they are packed:
+// the reference rounds them with float_to_bf16). Skipped where the CPU has neither kernel.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
@@ -12,7 +13,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine/cpu/amx.h"
 #include "engine/cpu/gemm_bf16.h"
 #include "engine/dtype.h"
 #include "engine/parallel.h"
@@ -21,9 +21,13 @@ namespace {
 
 using qkv::bf16_t;
 
-boost::test_tools::assertion_result amx_available(boost::unit_test::test_unit_id) {
-  boost::test_tools::assertion_result result(qkv::cpu::amx_bf16_available());
-  result.message() << "this CPU or OS offers no AMX bf16 tiles (or QKV_CPU_AMX=0)";
+boost::test_tools::assertion_result kernel_available(boost::unit_test::test_unit_id) {
+  const qkv::cpu::Bf16Kernel kernel = qkv::cpu::bf16_kernel();
+  boost::test_tools::assertion_result result(kernel != qkv::cpu::Bf16Kernel::none);
+  result.message() << "no bfloat16 kernel on this CPU or OS (neither AMX tiles nor AVX512-BF16, or "
+                      "both ruled out by QKV_CPU_AMX=0 / QKV_CPU_AVX512_BF16=0)";
+  if (kernel != qkv::cpu::Bf16Kernel::none)
+    BOOST_TEST_MESSAGE("bfloat16 GEMM kernel: " << qkv::cpu::bf16_kernel_name(kernel));
   return result;
 }
 
@@ -152,7 +156,7 @@ struct ThreadCount {
 
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(gemm_bf16, *boost::unit_test::precondition(amx_available))
+BOOST_AUTO_TEST_SUITE(gemm_bf16, *boost::unit_test::precondition(kernel_available))
 
 BOOST_AUTO_TEST_CASE(matches_the_double_product_on_edge_shapes) {
   ThreadCount restore;

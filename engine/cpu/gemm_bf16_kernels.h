@@ -1,0 +1,31 @@
+// The kernels behind gemm_bf16_batched (gemm_bf16.h), which picks one with bf16_kernel(). Each
+// takes gemm_bf16.h's arguments, with Source uint16_t (bfloat16 bits) or float, and runs only
+// where bf16_kernel() names it: the AMX one needs the tile state amx.h asks Linux for, the other
+// AVX512-BF16 (VDPBF16PS) and AVX-512BW.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/cpu/batch_strides.h"
+
+namespace qkv::cpu {
+
+// Tiles (gemm_bf16_amx.cpp).
+template <typename Source>
+void gemm_bf16_batched_amx(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                           int64_t k, const Source* a, int64_t lda, BatchStrides stride_a,
+                           const Source* b, int64_t ldb, BatchStrides stride_b, bool accumulate,
+                           float* c, int64_t ldc, BatchStrides stride_c);
+
+// VDPBF16PS on zmm registers (gemm_bf16_avx512.cpp).
+template <typename Source>
+void gemm_bf16_batched_avx512(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                              int64_t k, const Source* a, int64_t lda, BatchStrides stride_a,
+                              const Source* b, int64_t ldb, BatchStrides stride_b, bool accumulate,
+                              float* c, int64_t ldc, BatchStrides stride_c);
+
+// VDPBF16PS on zeros in registers, 24 independent accumulators, for about `seconds`: the peak
+// FLOP/s of one core (a multiply-add counts 2), the yardstick `qkv bench gemm` divides by.
+double avx512_bf16_peak_flops(double seconds);
+
+}  // namespace qkv::cpu
