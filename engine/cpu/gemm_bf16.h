@@ -23,16 +23,23 @@ namespace qkv::cpu {
 
 enum class Bf16Kernel {
   amx_tiles,    // TDPBF16PS: amx_bf16_available() (engine/cpu/amx.h)
-  avx512_bf16,  // VDPBF16PS: the CPU has AVX512-BF16 and AVX-512BW, and no usable AMX
-  none,         // neither (or both ruled out): callers widen to float32 instead
+  avx512_bf16,  // VDPBF16PS: AVX512-BF16 and AVX-512BW, no usable AMX, and it pays (below)
+  none,         // neither: callers widen to float32 instead
 };
 
-// The kernel gemm_bf16_batched runs on this machine, decided on the first call: AMX tiles first,
-// then AVX512-BF16. The environment variables QKV_CPU_AMX=0 and QKV_CPU_AVX512_BF16=0 rule either
-// out (to compare the kernels, or the float32 path, on one machine).
+// The kernel gemm_bf16_batched runs on this machine, decided on the first call. AMX tiles where
+// amx_bf16_available(). Otherwise VDPBF16PS where the CPU has AVX512-BF16 and its rate measured
+// then on registers (a few milliseconds) beats the float32 FMA's: a VDPBF16PS does twice an FMA's
+// multiply-adds, but some cores (Sapphire and Emerald Rapids) issue it at half an FMA's rate or
+// less, and there the float32 GEMM on widened operands is the faster product. The environment
+// decides instead where it says so: QKV_CPU_AMX=0 rules AMX out, QKV_CPU_AVX512_BF16=0 rules
+// VDPBF16PS out and QKV_CPU_AVX512_BF16=1 takes it without measuring (to compare the kernels, or
+// the float32 path, on one machine).
 Bf16Kernel bf16_kernel();
 // Its name in a few words, for `qkv info`, the benchmarks and test logs.
 const char* bf16_kernel_name(Bf16Kernel kernel);
+// Why bf16_kernel() chose what it did, in a sentence (with the rates measured, when it measured).
+const char* bf16_kernel_reason();
 
 // Throws qkv::Error when bf16_kernel() is none. accumulate: C += product,
 // otherwise C = product (C is then only written: it may hold NaN or garbage).

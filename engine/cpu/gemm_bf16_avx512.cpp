@@ -178,21 +178,39 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
       kMinParallelMacsBf16);
 }
 
-// Zeros in registers, 24 accumulators as in the kernel, `rounds` x 24 instructions.
+// `rounds` x 24 instructions on zeros in registers, 24 accumulators as in the kernel:
+// VDPBF16PS, or with `fma` the float32 FMA.
+template <bool fma>
 QKV_BF16_VECTORS void peak_rounds(int64_t rounds, volatile float* sink) {
   __m512 acc[24];
   for (__m512& x : acc) x = _mm512_setzero_ps();
-  const __m512bh zero = __m512bh(_mm512_setzero_si512());
+  __m512i zero = _mm512_setzero_si512();
+  asm("" : "+v"(zero));  // hides that the operands are zero: the products cannot be folded away
   for (int64_t r = 0; r < rounds; ++r) {
 #pragma GCC unroll 24
-    for (__m512& x : acc) {
-      x = _mm512_dpbf16_ps(x, zero, zero);
-      asm("" : "+v"(x));  // keeps each chain: the compiler may not fold the zero products away
-    }
+    for (__m512& x : acc)
+      x = fma ? _mm512_fmadd_ps(__m512(zero), __m512(zero), x)
+              : _mm512_dpbf16_ps(x, __m512bh(zero), __m512bh(zero));
   }
   __m512 total = acc[0];
   for (int i = 1; i < 24; ++i) total = _mm512_add_ps(total, acc[i]);
   *sink = _mm512_cvtss_f32(total);
+}
+
+template <bool fma>
+double peak_flops(double seconds) {
+  using Clock = std::chrono::steady_clock;
+  constexpr int64_t kRounds = 1 << 12;  // of 24 instructions, ~50 us
+  int64_t rounds = 0;
+  volatile float sink = 0;  // the sums, so that the loop is not dead code
+  const auto start = Clock::now();
+  double elapsed = 0;
+  while (elapsed < seconds) {
+    peak_rounds<fma>(kRounds, &sink);
+    rounds += kRounds;
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  return double(rounds) * 24 * (fma ? 2.0 * 16 : 2.0 * 32) / elapsed;
 }
 
 }  // namespace
@@ -221,19 +239,17 @@ template void gemm_bf16_batched_avx512<float>(int64_t, bool, bool, int64_t, int6
                                               int64_t, BatchStrides, bool, float*, int64_t,
                                               BatchStrides);
 
-double avx512_bf16_peak_flops(double seconds) {
-  using Clock = std::chrono::steady_clock;
-  constexpr int64_t kRounds = 1 << 14;  // of 24 instructions, ~0.2 ms
-  int64_t rounds = 0;
-  volatile float sink = 0;  // the sums, so that the loop is not dead code
-  const auto start = Clock::now();
-  double elapsed = 0;
-  while (elapsed < seconds) {
-    peak_rounds(kRounds, &sink);
-    rounds += kRounds;
-    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  }
-  return double(rounds) * 24 * (2.0 * 16 * 2) / elapsed;
+bool avx512_bf16_supported() {
+#if defined(__x86_64__)
+  return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl");
+#else
+  return false;
+#endif
 }
+
+double avx512_bf16_peak_flops(double seconds) { return peak_flops<false>(seconds); }
+
+double avx512_fma_peak_flops(double seconds) { return peak_flops<true>(seconds); }
 
 }  // namespace qkv::cpu

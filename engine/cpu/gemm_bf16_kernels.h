@@ -24,8 +24,14 @@ void gemm_bf16_batched_avx512(int64_t batch, bool trans_a, bool trans_b, int64_t
                               const Source* b, int64_t ldb, BatchStrides stride_b, bool accumulate,
                               float* c, int64_t ldc, BatchStrides stride_c);
 
+// Whether the CPU has what gemm_bf16_batched_avx512 runs on: AVX512-BF16, AVX-512BW and VL.
+bool avx512_bf16_supported();
+
 // VDPBF16PS on zeros in registers, 24 independent accumulators, for about `seconds`: the peak
-// FLOP/s of one core (a multiply-add counts 2), the yardstick `qkv bench gemm` divides by.
+// FLOP/s of one core (a multiply-add counts 2), the yardstick `qkv bench gemm` divides by. Only
+// where avx512_bf16_supported().
 double avx512_bf16_peak_flops(double seconds);
+// The same for the float32 FMA on zmm registers (AVX-512F), what the float32 GEMM runs on.
+double avx512_fma_peak_flops(double seconds);
 
 }  // namespace qkv::cpu
