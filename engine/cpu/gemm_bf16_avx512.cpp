@@ -1,4 +1,6 @@
-// The bfloat16 GEMM on AVX512-BF16 (gemm_bf16.h), for CPUs without usable AMX tiles.
+// The bfloat16 GEMM on AVX512-BF16 (gemm_bf16.h), for CPUs without usable AMX tiles. bf16_kernel()
+// takes it only where VDPBF16PS measures faster than the float32 FMA: on some cores it issues at
+// half an FMA's rate, and the float32 GEMM on widened operands is then the faster product.
 //
 // VDPBF16PS multiplies the bfloat16 pairs in lanes 2L and 2L + 1 of two zmm registers and adds
 // both products to float32 lane L: 32 multiply-adds per instruction, twice a float32 FMA's 16.
@@ -27,8 +29,8 @@
 //
 // The loop nest and the cache blocks are gemm_bf16_amx.cpp's, with a 32 x 32 block of C computed
 // by three register sub-tiles instead of four tile products. Functions carry target(...) instead
-// of relying on -march: the file is compiled into every build and runs only after bf16_kernel()
-// chose it.
+// of relying on -march: the file is compiled into every build and runs only where
+// avx512_bf16_supported().
 #include <immintrin.h>
 
 #include <algorithm>

@@ -1,7 +1,8 @@
-// The kernels behind gemm_bf16_batched (gemm_bf16.h), which picks one with bf16_kernel(). Each
-// takes gemm_bf16.h's arguments, with Source uint16_t (bfloat16 bits) or float, and runs only
-// where bf16_kernel() names it: the AMX one needs the tile state amx.h asks Linux for, the other
-// AVX512-BF16 (VDPBF16PS) and AVX-512BW.
+// The kernels behind gemm_bf16_batched (gemm_bf16.h), which picks one with bf16_kernel(); the
+// tests and `qkv bench gemm` also call them directly, chosen or not. Each takes gemm_bf16.h's
+// arguments, with Source uint16_t (bfloat16 bits) or float, and runs only where the CPU can: the
+// AMX one where amx_bf16_available() (amx.h asks Linux for the tile state), the other where
+// avx512_bf16_supported().
 #pragma once
 
 #include <cstdint>
