@@ -3,8 +3,8 @@
 // path (the header says whether it was chosen, and why), beside the float32 products a CPU without
 // it would run, OpenBLAS's sgemm and qkv's own, on the same values, and as a fraction of two
 // peaks measured in the same run: the kernel's instruction (TDPBF16PS or VDPBF16PS) and the
-// float32 FMA. (Debian's OpenBLAS is built without its bfloat16 GEMM, so no bfloat16 library
-// product is compared.)
+// float32 FMA on zmm registers. (Debian's OpenBLAS is built without its bfloat16 GEMM, so no
+// bfloat16 library product is compared.)
 //
 // Two rows per shape: bfloat16 operands, and float32 operands rounded as they are packed (what
 // autocast runs). Each is checked against OpenBLAS on the rounded values before it is reported.
@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "engine/cpu/amx.h"
@@ -24,7 +25,6 @@
 #include "engine/cpu/gemm_bf16_kernels.h"
 #include "engine/dtype.h"
 #include "engine/parallel.h"
-#include "train/bench/fma_peak.h"
 #include "train/bench/gemm_bench.h"
 #include "train/bench/openblas.h"
 #include "train/bench/timing.h"
@@ -57,19 +57,24 @@ void multiply(int64_t batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k, 
                                   stride_b, false, c, ldc, stride_c);
 }
 
-// Peak GFLOP/s of `threads` cores running the kernel's instruction on registers at once.
-double measured_peak(int threads) {
+// Peak GFLOP/s of `threads` cores running, at once, the kernel's instruction (first) and the
+// float32 FMA on zmm registers (second). Each thread takes the best of twenty 1 ms windows of each,
+// in turn: on a shared machine a window can only read low.
+std::pair<double, double> measured_peaks(int threads) {
   const bool amx = benched_kernel() == cpu::Bf16Kernel::amx_tiles;
-  std::vector<double> per_thread(static_cast<size_t>(threads));
+  std::vector<double> bf16(static_cast<size_t>(threads)), fma(bf16.size());
   qkv::set_num_threads(threads);
   parallel_for(0, threads, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t)
-      per_thread[size_t(t)] =
-          amx ? cpu::amx_bf16_peak_flops(0.1) : cpu::avx512_bf16_peak_flops(0.1);
+      for (int round = 0; round < 20; ++round) {
+        bf16[size_t(t)] = std::max(bf16[size_t(t)], amx ? cpu::amx_bf16_peak_flops(0.001)
+                                                        : cpu::avx512_bf16_peak_flops(0.001));
+        fma[size_t(t)] = std::max(fma[size_t(t)], cpu::avx512_fma_peak_flops(0.001));
+      }
   });
-  double total = 0;
-  for (double p : per_thread) total += p;
-  return total * 1e-9;
+  double bf16_total = 0, fma_total = 0;
+  for (size_t t = 0; t < bf16.size(); ++t) bf16_total += bf16[t], fma_total += fma[t];
+  return {bf16_total * 1e-9, fma_total * 1e-9};
 }
 
 // Times one shape at `threads` and prints its two rows. Returns false if a product disagrees
@@ -176,8 +181,9 @@ bool run_gemm_bf16_bench(const GemmBenchOptions& options) {
   }
   std::vector<double> peaks, fma_peaks;
   for (int t : options.threads) {
-    peaks.push_back(measured_peak(t));
-    fma_peaks.push_back(measured_fma_peak_gflops(t));
+    const auto [bf16, fma] = measured_peaks(t);
+    peaks.push_back(bf16);
+    fma_peaks.push_back(fma);
   }
   const char* instruction = kernel == cpu::Bf16Kernel::amx_tiles ? "TDPBF16PS" : "VDPBF16PS";
   if (!options.json) {
