@@ -29,12 +29,12 @@ enum class Bf16Kernel {
 
 // The kernel gemm_bf16_batched runs on this machine, decided on the first call. AMX tiles where
 // amx_bf16_available(). Otherwise VDPBF16PS where the CPU has AVX512-BF16 and its rate measured
-// then on registers (a few milliseconds) beats the float32 FMA's: a VDPBF16PS does twice an FMA's
-// multiply-adds, but some cores (Sapphire and Emerald Rapids) issue it at half an FMA's rate or
-// less, and there the float32 GEMM on widened operands is the faster product. The environment
-// decides instead where it says so: QKV_CPU_AMX=0 rules AMX out, QKV_CPU_AVX512_BF16=0 rules
-// VDPBF16PS out and QKV_CPU_AVX512_BF16=1 takes it without measuring (to compare the kernels, or
-// the float32 path, on one machine).
+// then on registers (about 20 ms) beats the float32 FMA's: a VDPBF16PS does twice an FMA's
+// multiply-adds, but some cores issue it at half an FMA's rate (the Emerald Rapids one of
+// docs/CPU_KERNELS.md, whose AMX a VM hides), and there the float32 GEMM on widened operands is the
+// faster product. The environment decides instead where it says so: QKV_CPU_AMX=0 rules AMX out,
+// QKV_CPU_AVX512_BF16=0 rules VDPBF16PS out and QKV_CPU_AVX512_BF16=1 takes it without measuring
+// (to compare the kernels, or the float32 path, on one machine).
 Bf16Kernel bf16_kernel();
 // Its name in a few words, for `qkv info`, the benchmarks and test logs.
 const char* bf16_kernel_name(Bf16Kernel kernel);

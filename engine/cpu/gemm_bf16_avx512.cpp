@@ -25,7 +25,8 @@
 //
 // Subnormals: VDPBF16PS reads bfloat16 subnormal inputs as zero and flushes subnormal results to
 // zero whatever MXCSR says (the instruction is specified with DAZ and FTZ semantics, like
-// TDPBF16PS), so this kernel and the AMX one treat them alike.
+// TDPBF16PS), so this kernel and the AMX one treat them alike. It reads a subnormal accumulator as
+// zero too, so C += product also drops a subnormal already in C.
 //
 // The loop nest and the cache blocks are gemm_bf16_amx.cpp's, with a 32 x 32 block of C computed
 // by three register sub-tiles instead of four tile products. Functions carry target(...) instead
