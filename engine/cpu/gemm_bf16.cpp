@@ -44,6 +44,8 @@ Choice decide() {
   const std::string no_amx = std::string("no AMX: ") + amx_bf16_unavailable_reason();
   if (!avx512_bf16_supported()) return {Bf16Kernel::none, no_amx + "; no AVX512-BF16"};
   const char* env = std::getenv("QKV_CPU_AVX512_BF16");
+  QKV_CHECK(!env || std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0, "QKV_CPU_AVX512_BF16",
+            "expected 0 (off) or 1 (on without measuring), got '", env, "'");
   if (env && std::strcmp(env, "0") == 0)
     return {Bf16Kernel::none, no_amx + "; VDPBF16PS turned off by QKV_CPU_AVX512_BF16=0"};
   if (env && std::strcmp(env, "1") == 0)
