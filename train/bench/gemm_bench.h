@@ -26,7 +26,8 @@ double gflops(const GemmShape& s, double seconds);  // 2 m n k batch / seconds, 
 // Prints the results; returns 0 (nonzero only if a result disagreed with OpenBLAS).
 int run_gemm_bench(const GemmBenchOptions& options);
 
-// The bfloat16 rows (AMX or VDPBF16PS), printed by run_gemm_bench after the float ones; false on a mismatch.
+// The bfloat16 rows (AMX or VDPBF16PS), printed by run_gemm_bench after the float ones; false on a
+// mismatch.
 bool run_gemm_bf16_bench(const GemmBenchOptions& options);
 
 }  // namespace qkv::bench
