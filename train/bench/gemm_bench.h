@@ -1,5 +1,6 @@
 // `qkv bench gemm`: GFLOP/s of qkv's CPU GEMM beside OpenBLAS measured in the same run, and of the
-// bfloat16 GEMM on AMX beside float32 and the measured AMX peak.
+// bfloat16 GEMM (AMX or VDPBF16PS) beside float32 and the measured peaks of its instruction and the
+// FMA.
 #pragma once
 
 #include <string>
