@@ -1,7 +1,8 @@
 // AVX-512 helpers shared by the bfloat16 GEMM's packing (gemm_bf16_pack.cpp) and its few-rows
 // path (gemm_bf16_small_m.cpp): masked loads of bfloat16 or float32 values as bfloat16 (rounding
 // the latter), and interleaving two lines into (low, high) pairs. Include only in .cpp files whose
-// callers check amx_bf16_available() (engine/cpu/amx.h), which implies every feature used here.
+// callers check amx_bf16_available() (engine/cpu/amx.h) or avx512_bf16_supported()
+// (gemm_bf16_kernels.h), either of which implies every feature used here.
 #pragma once
 
 #include <immintrin.h>

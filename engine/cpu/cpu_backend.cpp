@@ -7,11 +7,10 @@
 #include <array>
 #include <cstdlib>
 
-#include "engine/cpu/amx.h"
-#include "engine/dispatch.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/gemm_bf16.h"
 #include "engine/device_loader.h"
+#include "engine/dispatch.h"
 
 namespace qkv {
 
@@ -100,16 +99,16 @@ void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out, boo
   });
 }
 
-// bfloat16 operands: the float32-accumulated product of the bfloat16 values, on AMX tiles where
-// the CPU has them (gemm_bf16.h); elsewhere the float32 GEMM on the operands widened (exactly),
-// which is the same product summed in another order.
+// bfloat16 operands: the float32-accumulated product of the bfloat16 values, on the bfloat16 kernel
+// the CPU has (AMX tiles or VDPBF16PS, bf16_kernel() in gemm_bf16.h); elsewhere the float32 GEMM
+// on the operands widened (exactly), which is the same product summed in another order.
 void CpuBackend::matmul_bf16(const Tensor& a, const Tensor& b, const Tensor& out, bool accumulate) {
   if (out.dtype() == DType::bf16) {  // float32 result, rounded to bfloat16 once at the end
     Tensor out32 = accumulate ? widened_to_float32(out) : Tensor::empty(out.shape(), DType::f32);
     matmul_bf16(a, b, out32, accumulate);
     return copy(out32, out);
   }
-  if (!amx_bf16_available())
+  if (bf16_kernel() == Bf16Kernel::none)
     return matmul(widened_to_float32(a), widened_to_float32(b), out, accumulate);
   const GemmOperands g = gemm_operands(a, b, out);
   gemm_bf16_batched(g.batch, g.trans_a, g.trans_b, g.m, g.n, g.k, a.data<bf16_t>(), g.lda,
@@ -119,7 +118,9 @@ void CpuBackend::matmul_bf16(const Tensor& a, const Tensor& b, const Tensor& out
 
 bool CpuBackend::supports_matmul_with_two_batch_dims() const { return true; }
 
-bool CpuBackend::supports_matmul_rounding_to_bf16() const { return amx_bf16_available(); }
+bool CpuBackend::supports_matmul_rounding_to_bf16() const {
+  return bf16_kernel() != Bf16Kernel::none;
+}
 
 void CpuBackend::matmul_rounding_to_bf16(const Tensor& a, const Tensor& b, const Tensor& out,
                                          bool accumulate) {

@@ -27,7 +27,7 @@ class CpuBackend final : public Backend {
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out,
               bool accumulate = false) override;
   bool supports_matmul_with_two_batch_dims() const override;  // yes
-  bool supports_matmul_rounding_to_bf16() const override;     // on AMX (engine/cpu/amx.h)
+  bool supports_matmul_rounding_to_bf16() const override;     // bf16_kernel() (gemm_bf16.h)
   void matmul_rounding_to_bf16(const Tensor& a, const Tensor& b, const Tensor& out,
                                bool accumulate = false) override;
   void im2col(const Tensor& x, const Window2d& window, const Tensor& cols,

@@ -25,7 +25,7 @@
 #include <algorithm>
 
 #include "engine/cpu/amx.h"
-#include "engine/cpu/gemm_bf16.h"
+#include "engine/cpu/gemm_bf16_kernels.h"
 #include "engine/cpu/gemm_bf16_pack.h"
 #include "engine/cpu/gemm_bf16_small_m.h"
 #include "engine/cpu/gemm_small_m.h"
@@ -173,11 +173,13 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
       kAmxMinParallelMacs);
 }
 
+}  // namespace
+
 template <typename Source>
-void gemm_bf16_batched_from(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n,
-                            int64_t k, const Source* a, int64_t lda, BatchStrides stride_a,
-                            const Source* b, int64_t ldb, BatchStrides stride_b, bool accumulate,
-                            float* c, int64_t ldc, BatchStrides stride_c) {
+void gemm_bf16_batched_amx(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                           int64_t k, const Source* a, int64_t lda, BatchStrides stride_a,
+                           const Source* b, int64_t ldb, BatchStrides stride_b, bool accumulate,
+                           float* c, int64_t ldc, BatchStrides stride_c) {
   // Without the permission amx_bf16_available() asks for, the first tile instruction is SIGILL.
   QKV_CHECK(amx_bf16_available(), "gemm_bf16", "AMX bf16 tiles are not available on this machine");
   for_each_product(
@@ -193,24 +195,13 @@ void gemm_bf16_batched_from(int64_t batch, bool trans_a, bool trans_b, int64_t m
       kAmxMinParallelMacs);
 }
 
-}  // namespace
-
-void gemm_bf16_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                       const bf16_t* a, int64_t lda, BatchStrides stride_a, const bf16_t* b,
-                       int64_t ldb, BatchStrides stride_b, bool accumulate, float* c, int64_t ldc,
-                       BatchStrides stride_c) {
-  static_assert(sizeof(bf16_t) == sizeof(uint16_t));
-  gemm_bf16_batched_from(batch, trans_a, trans_b, m, n, k, reinterpret_cast<const uint16_t*>(a),
-                         lda, stride_a, reinterpret_cast<const uint16_t*>(b), ldb, stride_b,
-                         accumulate, c, ldc, stride_c);
-}
-
-void gemm_bf16_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
-                       const float* a, int64_t lda, BatchStrides stride_a, const float* b,
-                       int64_t ldb, BatchStrides stride_b, bool accumulate, float* c, int64_t ldc,
-                       BatchStrides stride_c) {
-  gemm_bf16_batched_from(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb, stride_b,
-                         accumulate, c, ldc, stride_c);
-}
+template void gemm_bf16_batched_amx<uint16_t>(int64_t, bool, bool, int64_t, int64_t, int64_t,
+                                              const uint16_t*, int64_t, BatchStrides,
+                                              const uint16_t*, int64_t, BatchStrides, bool, float*,
+                                              int64_t, BatchStrides);
+template void gemm_bf16_batched_amx<float>(int64_t, bool, bool, int64_t, int64_t, int64_t,
+                                           const float*, int64_t, BatchStrides, const float*,
+                                           int64_t, BatchStrides, bool, float*, int64_t,
+                                           BatchStrides);
 
 }  // namespace qkv::cpu

@@ -1,4 +1,5 @@
-// Packing for the AMX bfloat16 GEMM (gemm_bf16_amx.cpp): copying blocks of the operands into the
+// Packing for the bfloat16 GEMMs (gemm_bf16_amx.cpp, and gemm_bf16_avx512.cpp, whose register
+// tiles read the same layout): copying blocks of the operands into the
 // order tile loads read them, zero-padded to whole tiles, and rounded to bfloat16 on the way when
 // the operand is float32.
 //
@@ -10,7 +11,8 @@
 //
 // Each operand comes as stored or transposed. The stored cases are straight copies (A) or an
 // interleave of two rows (B); the transposed ones go through 16 x 16 transposes of 32-bit words
-// in registers. Everything here uses AVX-512 and is called only when amx_bf16_available().
+// in registers. Everything here uses AVX-512 and AVX512-BF16, and is called only when
+// amx_bf16_available() or avx512_bf16_supported() (gemm_bf16_kernels.h).
 #pragma once
 
 #include <cstdint>

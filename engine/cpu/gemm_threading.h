@@ -1,6 +1,6 @@
 // How a GEMM's work is split between the pool's threads; shared by the float GEMM (gemm.cpp) and
-// the bfloat16 one (gemm_bf16_amx.cpp), whose serial loop nests differ but whose threading does
-// not.
+// the bfloat16 ones (gemm_bf16_amx.cpp, gemm_bf16_avx512.cpp), whose serial loop nests differ
+// but whose threading does not.
 #pragma once
 
 #include <cstdint>

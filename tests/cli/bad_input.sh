@@ -79,6 +79,9 @@ for n in abc 2x -3 0 1000000; do
   check "QKV_NUM_THREADS=$n" 1 "QKV_NUM_THREADS: expected a whole number in 1\.\.1024, got '$n'" \
     env QKV_NUM_THREADS=$n "$qkv" info
 done
+check "QKV_CPU_AVX512_BF16=yes" 1 \
+  "QKV_CPU_AVX512_BF16: expected 0 \(off\) or 1 \(on without measuring\), got 'yes'" \
+  env QKV_CPU_AMX=0 QKV_CPU_AVX512_BF16=yes "$qkv" info
 
 # A start that fails leaves no run folder behind.
 check_absent() {

@@ -1,9 +1,11 @@
-// The AMX bfloat16 GEMM (engine/cpu/gemm_bf16.h) against a double-precision product of the same
-// bfloat16 values: all four transpose combinations, shapes on and past every tile and cache block
-// edge, accumulation, padded and zero leading dimensions, broadcast batches, both thread counts,
-// and what NaN does; each with bfloat16 operands and with float32 ones (rounded as they are
-// packed: the reference rounds them with float_to_bf16). Skipped where the CPU or the OS does not
-// offer AMX.
+// The bfloat16 GEMM (engine/cpu/gemm_bf16.h): every kernel this CPU can run (AMX tiles,
+// VDPBF16PS), whichever one bf16_kernel() chose (the log names them), against
+// a double-precision product of the same bfloat16 values: all four transpose combinations, shapes
+// on and past every register tile, AMX tile and cache block edge, odd depths, accumulation, padded
+// and zero leading dimensions, broadcast batches, both thread counts, what NaN and infinity do,
+// and subnormals; each with bfloat16 operands and with float32 ones (rounded as they are packed:
+// the reference rounds them with float_to_bf16). Then the entry point: it runs the chosen kernel.
+// Skipped where the CPU has neither kernel.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
@@ -14,17 +16,49 @@
 
 #include "engine/cpu/amx.h"
 #include "engine/cpu/gemm_bf16.h"
+#include "engine/cpu/gemm_bf16_kernels.h"
 #include "engine/dtype.h"
+#include "engine/error.h"
 #include "engine/parallel.h"
 
 namespace {
 
 using qkv::bf16_t;
 
-boost::test_tools::assertion_result amx_available(boost::unit_test::test_unit_id) {
-  boost::test_tools::assertion_result result(qkv::cpu::amx_bf16_available());
-  result.message() << "this CPU or OS offers no AMX bf16 tiles (or QKV_CPU_AMX=0)";
+using qkv::cpu::Bf16Kernel;
+
+// The kernels this CPU can run, each tested whether or not bf16_kernel() chose it.
+std::vector<Bf16Kernel> runnable_kernels() {
+  std::vector<Bf16Kernel> kernels;
+  if (qkv::cpu::amx_bf16_available()) kernels.push_back(Bf16Kernel::amx_tiles);
+  if (qkv::cpu::avx512_bf16_supported()) kernels.push_back(Bf16Kernel::avx512_bf16);
+  return kernels;
+}
+
+boost::test_tools::assertion_result some_kernel_runs(boost::unit_test::test_unit_id) {
+  boost::test_tools::assertion_result result(!runnable_kernels().empty());
+  result.message() << "this CPU or OS offers neither AMX bf16 tiles nor AVX512-BF16";
+  for (Bf16Kernel kernel : runnable_kernels())
+    BOOST_TEST_MESSAGE("testing the bfloat16 kernel " << qkv::cpu::bf16_kernel_name(kernel));
+  BOOST_TEST_MESSAGE("chosen for products: " << qkv::cpu::bf16_kernel_name(qkv::cpu::bf16_kernel())
+                                             << " (" << qkv::cpu::bf16_kernel_reason() << ")");
   return result;
+}
+
+// gemm_bf16_batched's arguments, on one kernel.
+template <typename Source>
+void multiply(Bf16Kernel kernel, int64_t batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+              const Source* a, int64_t lda, int64_t stride_a, const Source* b, int64_t ldb,
+              int64_t stride_b, bool accumulate, float* c, int64_t ldc, int64_t stride_c) {
+  using Bits = std::conditional_t<std::is_same_v<Source, bf16_t>, uint16_t, float>;
+  const auto* a_bits = reinterpret_cast<const Bits*>(a);
+  const auto* b_bits = reinterpret_cast<const Bits*>(b);
+  if (kernel == Bf16Kernel::amx_tiles)
+    qkv::cpu::gemm_bf16_batched_amx(batch, ta, tb, m, n, k, a_bits, lda, stride_a, b_bits, ldb,
+                                    stride_b, accumulate, c, ldc, stride_c);
+  else
+    qkv::cpu::gemm_bf16_batched_avx512(batch, ta, tb, m, n, k, a_bits, lda, stride_a, b_bits, ldb,
+                                       stride_b, accumulate, c, ldc, stride_c);
 }
 
 struct Case {
@@ -70,7 +104,7 @@ double as_bf16(float x) { return qkv::bf16_to_float(qkv::float_to_bf16(x)); }
 // |terms|): float32 sums of k exact products meet it, a wrong index or a lost term does not.
 // Padding between rows of C must come back as it was.
 template <typename Source>
-double relative_error(const Case& c, std::mt19937& rng) {
+double relative_error(Bf16Kernel kernel, const Case& c, std::mt19937& rng) {
   const int64_t lda = (c.ta ? c.m : c.k) + c.pad_a, ldb = (c.tb ? c.k : c.n) + c.pad_b;
   const int64_t ldc = c.n + c.pad_c;
   const int64_t a_rows = c.ta ? c.k : c.m, b_rows = c.tb ? c.n : c.k;
@@ -87,8 +121,8 @@ double relative_error(const Case& c, std::mt19937& rng) {
       if (i % ldc < c.n) out[size_t(i)] = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> before = out;
 
-  qkv::cpu::gemm_bf16_batched(c.batch, c.ta, c.tb, c.m, c.n, c.k, a.data(), lda, stride_a, b.data(),
-                              ldb, stride_b, c.accumulate, out.data(), ldc, stride_c);
+  multiply(kernel, c.batch, c.ta, c.tb, c.m, c.n, c.k, a.data(), lda, stride_a, b.data(), ldb,
+           stride_b, c.accumulate, out.data(), ldc, stride_c);
 
   auto at = [](const std::vector<Source>& x, int64_t offset, bool trans, int64_t ld, int64_t r,
                int64_t col) {
@@ -120,13 +154,15 @@ double relative_error(const Case& c, std::mt19937& rng) {
   return worst;
 }
 
-// Shapes around the kernel's 32 x 32 block and 32-deep step, and past its cache blocks
+// Shapes around the kernels' 32 x 32 block and 32-deep step, the VDPBF16PS kernel's 12-row
+// register tiles (12, 13, 24, 25 rows) and depth pairs (odd depths), and past the cache blocks
 // (kMc = 256 rows, kKc = 256 deep, kNc = 1024 columns).
 std::vector<Case> edge_cases() {
-  const int64_t shapes[][3] = {{1, 1, 1},      {1, 37, 19},    {37, 1, 19},   {16, 16, 32},
-                               {32, 32, 32},   {33, 31, 33},   {31, 33, 63},  {13, 17, 1},
-                               {2, 3, 300},    {64, 96, 512},  {70, 40, 257}, {257, 33, 40},
-                               {40, 1030, 70}, {300, 45, 1100}};
+  const int64_t shapes[][3] = {
+      {1, 1, 1},      {1, 37, 19},     {37, 1, 19},   {16, 16, 32},  {32, 32, 32},  {33, 31, 33},
+      {31, 33, 63},   {13, 17, 1},     {2, 3, 300},   {64, 96, 512}, {70, 40, 257}, {257, 33, 40},
+      {40, 1030, 70}, {300, 45, 1100}, {12, 32, 3},   {13, 16, 255}, {24, 33, 31},  {25, 64, 513},
+      {36, 47, 5},    {5, 15, 2},      {268, 40, 259}};
   std::vector<Case> cases;
   for (bool ta : {false, true})
     for (bool tb : {false, true})
@@ -135,12 +171,16 @@ std::vector<Case> edge_cases() {
 }
 
 void check(const std::vector<Case>& cases) {
-  std::mt19937 rng(5);
-  for (const Case& c : cases) {
-    const double err = relative_error<bf16_t>(c, rng);
-    BOOST_TEST(err <= 1.0, describe(c) << ", bfloat16 operands: error " << err);
-    const double err_rounded = relative_error<float>(c, rng);
-    BOOST_TEST(err_rounded <= 1.0, describe(c) << ", float32 operands: error " << err_rounded);
+  for (Bf16Kernel kernel : runnable_kernels()) {
+    std::mt19937 rng(5);
+    const char* name = qkv::cpu::bf16_kernel_name(kernel);
+    for (const Case& c : cases) {
+      const double err = relative_error<bf16_t>(kernel, c, rng);
+      BOOST_TEST(err <= 1.0, name << ": " << describe(c) << ", bfloat16 operands: error " << err);
+      const double err_rounded = relative_error<float>(kernel, c, rng);
+      BOOST_TEST(err_rounded <= 1.0,
+                 name << ": " << describe(c) << ", float32 operands: error " << err_rounded);
+    }
   }
 }
 
@@ -152,7 +192,7 @@ struct ThreadCount {
 
 }  // namespace
 
-BOOST_AUTO_TEST_SUITE(gemm_bf16, *boost::unit_test::precondition(amx_available))
+BOOST_AUTO_TEST_SUITE(gemm_bf16, *boost::unit_test::precondition(some_kernel_runs))
 
 BOOST_AUTO_TEST_CASE(matches_the_double_product_on_edge_shapes) {
   ThreadCount restore;
@@ -223,14 +263,16 @@ BOOST_AUTO_TEST_CASE(zero_leading_dimension_repeats_a_row) {
   std::mt19937 rng(9);
   const int64_t m = 40, n = 36, k = 50;
   std::vector<bf16_t> a = random_bf16(k, rng), b = random_bf16(size_t(k * n), rng);
-  std::vector<float> c(size_t(m * n));
-  qkv::cpu::gemm_bf16_batched(1, false, false, m, n, k, a.data(), 0, 0, b.data(), n, 0, false,
-                              c.data(), n, 0);
-  for (int64_t j = 0; j < n; ++j) {
-    double want = 0;
-    for (int64_t p = 0; p < k; ++p)
-      want += double(qkv::bf16_to_float(a[size_t(p)])) * qkv::bf16_to_float(b[size_t(p * n + j)]);
-    for (int64_t i = 0; i < m; ++i) BOOST_TEST(std::abs(c[size_t(i * n + j)] - want) <= 1e-4);
+  for (Bf16Kernel kernel : runnable_kernels()) {
+    std::vector<float> c(size_t(m * n));
+    multiply(kernel, 1, false, false, m, n, k, a.data(), 0, 0, b.data(), n, 0, false, c.data(), n,
+             0);
+    for (int64_t j = 0; j < n; ++j) {
+      double want = 0;
+      for (int64_t p = 0; p < k; ++p)
+        want += double(qkv::bf16_to_float(a[size_t(p)])) * qkv::bf16_to_float(b[size_t(p * n + j)]);
+      for (int64_t i = 0; i < m; ++i) BOOST_TEST(std::abs(c[size_t(i * n + j)] - want) <= 1e-4);
+    }
   }
 }
 
@@ -260,30 +302,82 @@ BOOST_AUTO_TEST_CASE(nan_and_infinity_reach_exactly_their_outputs) {
         std::vector<bf16_t> a16(a.size()), b16(b.size());
         for (size_t i = 0; i < a.size(); ++i) a16[i] = qkv::float_to_bf16(a[i]);
         for (size_t i = 0; i < b.size(); ++i) b16[i] = qkv::float_to_bf16(b[i]);
-        for (bool rounded_while_packed : {false, true}) {
-          std::vector<float> c(size_t(m * n));
-          if (rounded_while_packed)
-            qkv::cpu::gemm_bf16_batched(1, ta, tb, m, n, k, a.data(), ta ? m : k, 0, b.data(),
-                                        tb ? k : n, 0, false, c.data(), n, 0);
-          else
-            qkv::cpu::gemm_bf16_batched(1, ta, tb, m, n, k, a16.data(), ta ? m : k, 0, b16.data(),
-                                        tb ? k : n, 0, false, c.data(), n, 0);
-          int64_t wrong = 0;
-          for (int64_t i = 0; i < m; ++i)
-            for (int64_t j = 0; j < n; ++j) {
-              const float v = c[size_t(i * n + j)];
-              if (i == 1)
-                wrong += !std::isnan(v);
-              else if (i == 2 || j == 5)
-                wrong += !(std::isinf(v) && v > 0);
-              else
-                wrong += !std::isfinite(v);
-            }
-          BOOST_TEST(wrong == 0, "m=" << m << " " << (ta ? "T" : "N") << (tb ? "T" : "N")
-                                      << (rounded_while_packed ? " float32" : " bfloat16") << ": "
-                                      << wrong << " outputs wrong");
-        }
+        for (Bf16Kernel kernel : runnable_kernels())
+          for (bool rounded_while_packed : {false, true}) {
+            std::vector<float> c(size_t(m * n));
+            if (rounded_while_packed)
+              multiply(kernel, 1, ta, tb, m, n, k, a.data(), ta ? m : k, 0, b.data(), tb ? k : n, 0,
+                       false, c.data(), n, 0);
+            else
+              multiply(kernel, 1, ta, tb, m, n, k, a16.data(), ta ? m : k, 0, b16.data(),
+                       tb ? k : n, 0, false, c.data(), n, 0);
+            int64_t wrong = 0;
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < n; ++j) {
+                const float v = c[size_t(i * n + j)];
+                if (i == 1)
+                  wrong += !std::isnan(v);
+                else if (i == 2 || j == 5)
+                  wrong += !(std::isinf(v) && v > 0);
+                else
+                  wrong += !std::isfinite(v);
+              }
+            BOOST_TEST(wrong == 0, qkv::cpu::bf16_kernel_name(kernel)
+                                       << ": m=" << m << " " << (ta ? "T" : "N") << (tb ? "T" : "N")
+                                       << (rounded_while_packed ? " float32" : " bfloat16") << ": "
+                                       << wrong << " outputs wrong");
+          }
       }
+}
+
+// Both instructions read bfloat16 subnormals as zero and flush subnormal float32 results to zero,
+// whatever MXCSR says (the Intel SDM specifies TDPBF16PS and VDPBF16PS so). A subnormal times 2^100
+// would be a normal 2^-33 and more; two products of 2^-70 would make 2^-139, a float32 subnormal.
+// Beside them, a normal product shows the output is not simply zero.
+BOOST_AUTO_TEST_CASE(subnormals_read_and_come_out_as_zero) {
+  const int64_t m = 8, n = 8, k = 2;
+  const bf16_t subnormal{uint16_t(0x0001)};  // 2^-133, the smallest
+  for (Bf16Kernel kernel : runnable_kernels()) {
+    std::vector<bf16_t> a(size_t(m * k), qkv::float_to_bf16(0)), b(size_t(k * n));
+    for (bf16_t& x : b) x = qkv::float_to_bf16(std::ldexp(1.0f, 100));
+    a[0] = subnormal;                                         // row 0: subnormal input
+    a[2] = a[3] = qkv::float_to_bf16(std::ldexp(1.0f, -70));  // row 1: subnormal result ...
+    for (int64_t j = 0; j < n; ++j)  // ... of columns < 4 (B = 2^-70 there)
+      if (j < 4) b[size_t(j)] = b[size_t(n + j)] = qkv::float_to_bf16(std::ldexp(1.0f, -70));
+    a[4] = qkv::float_to_bf16(1.0f);  // row 2: B's first row, ordinary products
+    std::vector<float> c(size_t(m * n), 1.0f);
+    multiply(kernel, 1, false, false, m, n, k, a.data(), k, 0, b.data(), n, 0, false, c.data(), n,
+             0);
+    const char* name = qkv::cpu::bf16_kernel_name(kernel);
+    for (int64_t j = 0; j < n; ++j) BOOST_TEST(c[size_t(j)] == 0.0f, name << " column " << j);
+    for (int64_t j = 0; j < 4; ++j) BOOST_TEST(c[size_t(n + j)] == 0.0f, name << " column " << j);
+    for (int64_t j = 0; j < n; ++j)
+      BOOST_TEST(c[size_t(2 * n + j)] == qkv::bf16_to_float(b[size_t(j)]), name << " column " << j);
+  }
+}
+
+// gemm_bf16_batched runs the kernel bf16_kernel() chose, to the bit; with none chosen it refuses
+// with the reason.
+BOOST_AUTO_TEST_CASE(the_entry_point_runs_the_chosen_kernel) {
+  std::mt19937 rng(21);
+  const int64_t m = 37, n = 45, k = 51;
+  std::vector<bf16_t> a = random_bf16(size_t(m * k), rng), b = random_bf16(size_t(k * n), rng);
+  std::vector<float> c(size_t(m * n)), want(c.size());
+  const Bf16Kernel chosen = qkv::cpu::bf16_kernel();
+  if (chosen == Bf16Kernel::none) {
+    BOOST_CHECK_EXCEPTION(qkv::cpu::gemm_bf16_batched(1, false, false, m, n, k, a.data(), k, 0,
+                                                      b.data(), n, 0, false, c.data(), n, 0),
+                          qkv::Error, [](const qkv::Error& e) {
+                            return std::string(e.what()).find(qkv::cpu::bf16_kernel_reason()) !=
+                                   std::string::npos;
+                          });
+    return;
+  }
+  qkv::cpu::gemm_bf16_batched(1, false, true, m, n, k, a.data(), k, 0, b.data(), k, 0, false,
+                              c.data(), n, 0);
+  multiply(chosen, 1, false, true, m, n, k, a.data(), k, 0, b.data(), k, 0, false, want.data(), n,
+           0);
+  BOOST_TEST(c == want, boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,5 +1,6 @@
 // `qkv bench gemm`: GFLOP/s of qkv's CPU GEMM beside OpenBLAS measured in the same run, and of the
-// bfloat16 GEMM on AMX beside float32 and the measured AMX peak.
+// bfloat16 GEMM (AMX or VDPBF16PS) beside float32 and the measured peaks of its instruction and the
+// FMA.
 #pragma once
 
 #include <string>
@@ -26,7 +27,8 @@ double gflops(const GemmShape& s, double seconds);  // 2 m n k batch / seconds, 
 // Prints the results; returns 0 (nonzero only if a result disagreed with OpenBLAS).
 int run_gemm_bench(const GemmBenchOptions& options);
 
-// The bfloat16 rows (AMX), printed by run_gemm_bench after the float ones; false on a mismatch.
+// The bfloat16 rows (AMX or VDPBF16PS), printed by run_gemm_bench after the float ones; false on a
+// mismatch.
 bool run_gemm_bf16_bench(const GemmBenchOptions& options);
 
 }  // namespace qkv::bench

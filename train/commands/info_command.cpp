@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "engine/cpu/amx.h"
+#include "engine/cpu/gemm_bf16.h"
 #include "engine/device_loader.h"
 #include "engine/parallel.h"
 #include "train/commands/commands.h"
@@ -37,13 +37,8 @@ int info_command() {
   QKV_PRINT_FEATURE("amx-bf16")
 #undef QKV_PRINT_FEATURE
   std::printf("\n");
-  if (cpu::amx_bf16_available())
-    std::printf(
-        "bf16:     AMX tiles (--precision bf16 products run on them; QKV_CPU_AMX=0 "
-        "turns them off)\n");
-  else
-    std::printf("bf16:     float32 GEMM on widened operands (no AMX: %s)\n",
-                cpu::amx_bf16_unavailable_reason());
+  std::printf("bf16:     %s for --precision bf16 products (%s)\n",
+              cpu::bf16_kernel_name(cpu::bf16_kernel()), cpu::bf16_kernel_reason());
   // loads libqkv_cuda.so (engine/device_loader.h); a CPU-only command never does
   std::printf("cuda:     %s\n", backend_status(DeviceKind::cuda).c_str());
   return 0;
