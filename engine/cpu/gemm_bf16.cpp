@@ -19,6 +19,9 @@ struct Choice {
   std::string reason;
 };
 
+// VDPBF16PS is taken only at this multiple of the FMA's rate or more (gemm_bf16.h says why).
+constexpr double kClearMargin = 1.25;
+
 // The measured comparison: each instruction's rate on registers, the best of ten 1 ms windows
 // taken in turn. Another process can only make a window read low, and on a busy machine it takes
 // the core for whole windows at a time; over ten of them spread across 20 ms, each instruction's
@@ -33,10 +36,11 @@ Choice measure_avx512_bf16() {
   std::snprintf(rates, sizeof rates,
                 "VDPBF16PS measured %.0f GFLOP/s on registers against the float32 FMA's %.0f",
                 bf16 * 1e-9, fma * 1e-9);
-  if (bf16 > fma) return {Bf16Kernel::avx512_bf16, std::string(rates) + "; no AMX"};
-  return {Bf16Kernel::none, std::string(rates) +
-                                ": the float32 GEMM on widened operands is faster (no AMX: " +
-                                amx_bf16_unavailable_reason() + ")"};
+  if (bf16 > kClearMargin * fma) return {Bf16Kernel::avx512_bf16, std::string(rates) + "; no AMX"};
+  return {Bf16Kernel::none,
+          std::string(rates) +
+              ": not 1.25x faster, so the float32 GEMM on widened operands (no AMX: " +
+              amx_bf16_unavailable_reason() + ")"};
 }
 
 Choice decide() {

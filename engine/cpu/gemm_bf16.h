@@ -29,7 +29,9 @@ enum class Bf16Kernel {
 
 // The kernel gemm_bf16_batched runs on this machine, decided on the first call. AMX tiles where
 // amx_bf16_available(). Otherwise VDPBF16PS where the CPU has AVX512-BF16 and its rate measured
-// then on registers (about 20 ms) beats the float32 FMA's: a VDPBF16PS does twice an FMA's
+// then on registers (about 20 ms) beats the float32 FMA's by a clear margin (1.25x, so that noise
+// is unlikely to make two processes on one machine choose differently, and sum in other orders: a
+// resumed run must end in the uninterrupted one's bytes): a VDPBF16PS does twice an FMA's
 // multiply-adds, but some cores issue it at half an FMA's rate (the Emerald Rapids one of
 // docs/CPU_KERNELS.md, whose AMX a VM hides), and there the float32 GEMM on widened operands is the
 // faster product. The environment decides instead where it says so: QKV_CPU_AMX=0 rules AMX out,

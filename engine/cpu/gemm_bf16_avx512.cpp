@@ -1,6 +1,7 @@
 // The bfloat16 GEMM on AVX512-BF16 (gemm_bf16.h), for CPUs without usable AMX tiles. bf16_kernel()
-// takes it only where VDPBF16PS measures faster than the float32 FMA: on some cores it issues at
-// half an FMA's rate, and the float32 GEMM on widened operands is then the faster product.
+// takes it only where VDPBF16PS measures clearly faster than the float32 FMA: on some cores it
+// issues at half an FMA's rate, and the float32 GEMM on widened operands is then the faster
+// product.
 //
 // VDPBF16PS multiplies the bfloat16 pairs in lanes 2L and 2L + 1 of two zmm registers and adds
 // both products to float32 lane L: 32 multiply-adds per instruction, twice a float32 FMA's 16.
