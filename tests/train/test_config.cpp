@@ -225,7 +225,7 @@ BOOST_AUTO_TEST_CASE(out_of_range_values_are_refused_by_flags_and_config_files_a
       {"threads", "-1", "0..1024"},
       {"threads", "100000", "0..1024"},
       {"max_len", "-1", "1..65536"},
-      {"target_value", "2", "[0, 1]"},
+      {"target_value", "-1", "[0, 1e+09]"},
       {"log_every", "0", "1..1000000000"},
       {"valid_size", "-1", "0..100000000"},
       {"test_size", "-1", "0..100000000"},
