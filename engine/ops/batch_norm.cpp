@@ -60,12 +60,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   Tensor rstd = Tensor::empty({channels}, x.dtype(), x.device());
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
   x.backend().batch_norm(xc, wc, bc, eps, training, mean, var, rstd, y);
-  if (training) {
-    NoGrad no_grad;
-    fold_in(running_mean, mean, momentum);
-    fold_in(running_var, mul(var, double(per_channel) / double(per_channel - 1)), momentum);
-  }
-  return record(
+  Tensor result = record(
       "batch_norm", {x, weight, bias}, y, [xc, wc, mean, rstd, training, bias](const Tensor& gy) {
         Tensor gx = Tensor::empty(xc.shape(), xc.dtype(), xc.device());
         Tensor gw = wc.defined() ? Tensor::empty(wc.shape(), wc.dtype(), wc.device()) : Tensor();
@@ -75,6 +70,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                                          gx, gw, gb);
         return grads{gx, gw, gb};
       });
+  // After record(): the profiler charges an op the time since the previous one finished, so the
+  // kernel's time stays batch_norm's instead of going to the small ops of the update.
+  if (training) {
+    NoGrad no_grad;
+    fold_in(running_mean, mean, momentum);
+    fold_in(running_var, mul(var, double(per_channel) / double(per_channel - 1)), momentum);
+  }
+  return result;
 }
 
 }  // namespace qkv
