@@ -171,6 +171,23 @@ class Backend {
                                    const Tensor& mean, const Tensor& rstd, const Tensor& gx,
                                    const Tensor& gweight, const Tensor& gbias) = 0;
 
+  // ---- batch normalization (x [N, C, ...] contiguous; statistics per channel c over N and the
+  // trailing dims; mean, var, rstd [C] contiguous in x's dtype)
+  // ------------------------------------- Training writes the batch's mean and biased variance into
+  // mean and var; eval reads them (the running statistics). Both write rstd = 1 / sqrt(var + eps)
+  // and out = (x - mean) * rstd * weight + bias; weight and bias [C] may be undefined. The default
+  // composes the formula from ops (a backend without the kernel still runs it); the CPU's is fused.
+  virtual void batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                          bool training, const Tensor& mean, const Tensor& var, const Tensor& rstd,
+                          const Tensor& out);
+  // From the saved mean and rstd, with xhat = (x - mean) * rstd: gweight = sum(gy * xhat) and
+  // gbias = sum(gy) per channel; gx = weight * rstd * (gy - mean(gy) - xhat * mean(gy * xhat)) in
+  // training (the statistics depend on x), weight * rstd * gy in eval. gx, gweight and gbias may
+  // each be undefined (not wanted); weight undefined means ones.
+  virtual void batch_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
+                                   const Tensor& mean, const Tensor& rstd, bool training,
+                                   const Tensor& gx, const Tensor& gweight, const Tensor& gbias);
+
   // ---- indexing (x contiguous, index int64 contiguous, bounds checked by the caller) ------------
   // out = x selected along `dim` at the 1-D `index`.
   virtual void index_select(const Tensor& x, int dim, const Tensor& index, const Tensor& out) = 0;

@@ -117,6 +117,24 @@ void register_engine_gradcheck_cases(OpRegistry& r) {
   add_case("layer_norm", {{{3, 6}}, {{6}}, {{6}}},
            [](X x) { return layer_norm(x[0], {6}, x[1], x[2]); });
   add_case("layer_norm", {{{2, 2, 3}}}, [](X x) { return layer_norm(x[0], {2, 3}); });
+  // batch_norm: training (the statistics depend on x) with and without the affine, eval (running
+  // statistics held constant), and a channel whose values are equal to within 1e-9 (gradcheck
+  // draws from a non-empty range): its variance, under 1e-18, vanishes beside eps, so rstd is
+  // 1 / sqrt(eps) and xhat about 0, the constant channel the closed form must still get right
+  add_case("batch_norm", {{{2, 3, 2, 2}}, {{3}}, {{3}}},
+           [](X x) { return batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], true); });
+  add_case("batch_norm", {{{4, 2, 3}}}, [](X x) {
+    return batch_norm(x[0], Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-3);
+  });
+  add_case("batch_norm", {{{2, 3, 2, 2}}, {{3}}, {{3}}}, [](X x) {
+    const Tensor running_mean = tensor({0.25, -0.5, 1.0}, {3}, {.dtype = DType::f64});
+    const Tensor running_var = tensor({0.6, 1.3, 2.0}, {3}, {.dtype = DType::f64});
+    return batch_norm(x[0], running_mean, running_var, x[1], x[2], false);
+  });
+  add_case("batch_norm", {{{2, 2, 2, 2}}, in_range({2, 1, 2, 2}, 0.7, 0.7 + 1e-9), {{3}}, {{3}}},
+           [](X x) {
+             return batch_norm(cat({x[0], x[1]}, 1), Tensor(), Tensor(), x[2], x[3], true);
+           });
   add_case("embedding", {{{5, 3}}, {{2, 4}, Domain::index, 5}},
            [](X x) { return embedding(x[0], x[1]); });
   add_case("dropout", {{{4, 5}}}, [](X x) {

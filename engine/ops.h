@@ -136,6 +136,14 @@ Tensor log_softmax(const Tensor& x, int dim);
 // Normalizes over the trailing dims given by normalized_shape; weight/bias optional.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);
+// torch.nn.functional.batch_norm over x [N, C, ...] (engine/ops/batch_norm.cpp): per channel,
+// training normalizes with the batch's mean and biased variance and, where running_mean /
+// running_var are defined, folds them in (running = (1 - momentum) * running + momentum * batch,
+// the variance unbiased); eval normalizes with running_mean / running_var (both required). Then
+// the affine weight / bias [C] (optional). The running statistics may be of any floating dtype.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  bool training = false, double momentum = 0.1, double eps = 1e-5);
 // Rows of weight [num, dim] at the int64 indices (any shape) -> indices.shape + [dim].
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 // Zeroes elements with probability p and scales the rest by 1/(1-p) when training.

@@ -16,28 +16,16 @@ BatchNorm2d::BatchNorm2d(int64_t c, double eps_, double momentum_)
 Tensor BatchNorm2d::forward(const Tensor& x) {
   QKV_CHECK(x.dim() == 4 && x.size(1) == num_features, "BatchNorm2d", "expected [B, ", num_features,
             ", H, W], got ", shape_str(x.shape()));
-  const Shape channel{1, num_features, 1, 1};
-  Tensor mu, variance;
-  if (is_training()) {
-    const int64_t n = x.size(0) * x.size(2) * x.size(3);
-    QKV_CHECK(n > 1, "BatchNorm2d", "training needs more than one value per channel");
-    mu = mean(x, {0, 2, 3}, true);
-    variance = mean(square(sub(x, mu)), {0, 2, 3}, true);
+  if (is_training())
+    QKV_CHECK(x.size(0) * x.size(2) * x.size(3) > 1, "BatchNorm2d",
+              "training needs more than one value per channel");
+  Tensor y = batch_norm(x, running_mean, running_var, weight.to(x.dtype()), bias.to(x.dtype()),
+                        is_training(), momentum, eps);
+  if (is_training()) {  // counted once the batch's statistics are folded in
     NoGrad no_grad;
-    Tensor unbiased = mul(variance.detach().reshape({num_features}), double(n) / double(n - 1));
-    copy_(running_mean,
-          add(mul(running_mean, 1 - momentum),
-              mul(mu.detach().reshape({num_features}).to(running_mean.dtype()), momentum)));
-    copy_(running_var,
-          add(mul(running_var, 1 - momentum), mul(unbiased.to(running_var.dtype()), momentum)));
     copy_(num_batches_tracked, add(num_batches_tracked.to(DType::f64), 1.0).to(DType::i64));
-  } else {
-    mu = running_mean.reshape(channel).to(x.dtype());
-    variance = running_var.reshape(channel).to(x.dtype());
   }
-  Tensor normalized = mul(sub(x, mu), rsqrt(add(variance, eps)));
-  return add(mul(normalized, weight.reshape(channel).to(x.dtype())),
-             bias.reshape(channel).to(x.dtype()));
+  return y;
 }
 
 }  // namespace qkv::nn

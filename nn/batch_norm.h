@@ -3,6 +3,7 @@
 // Training normalizes with the batch's statistics and folds them into running_mean / running_var
 // (running = (1 - momentum) * running + momentum * batch, the variance unbiased, as PyTorch);
 // eval normalizes with the running statistics, so a single example gives a deterministic answer.
+// The forward is one recorded batch_norm op (engine/ops.h), whose backward is the closed form.
 #pragma once
 
 #include "nn/module.h"

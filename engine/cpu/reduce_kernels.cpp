@@ -8,6 +8,61 @@
 
 namespace qkv::cpu {
 
+namespace {
+
+// max or min over the middle axis, NaN propagating (any NaN makes the result NaN), vectorized:
+// with inner == 1 (amax over trailing dims) along each contiguous row, with two reductions, the
+// extreme and whether a NaN was seen; otherwise across a block of the contiguous inner axis
+// (amax over channels), comparing row after row. x > best is false against a NaN best, so once
+// NaN a lane stays NaN.
+template <typename T>
+void extreme_values(const T* xp, int64_t outer, int64_t reduced, int64_t inner, bool is_max,
+                    T* out) {
+  const T sign = is_max ? T(1) : T(-1);  // min(x) = -max(-x): one loop for both
+  if (inner == 1) {
+    parallel_for(
+        0, outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(reduced, 1)),
+        [&](int64_t b, int64_t e) {
+          for (int64_t o = b; o < e; ++o) {
+            const T* row = xp + o * reduced;
+            T best = -std::numeric_limits<T>::infinity();
+            int nan = 0;
+            _Pragma("omp simd reduction(max : best) reduction(| : nan)") for (int64_t r = 0;
+                                                                              r < reduced; ++r) {
+              const T v = sign * row[r];
+              best = v > best ? v : best;
+              nan |= v != v;
+            }
+            out[o] = nan ? std::numeric_limits<T>::quiet_NaN() : sign * best;
+          }
+        });
+    return;
+  }
+  constexpr int64_t block = 256;  // inner values kept in registers/L1 across the reduced rows
+  const int64_t blocks = (inner + block - 1) / block;
+  parallel_for(0, outer * blocks, std::max<int64_t>(1, 64 / std::max<int64_t>(reduced, 1)),
+               [&](int64_t b, int64_t e) {
+                 T best[block];
+                 for (int64_t idx = b; idx < e; ++idx) {
+                   const int64_t o = idx / blocks, i0 = (idx % blocks) * block;
+                   const int64_t n = std::min(block, inner - i0);
+                   const T* base = xp + o * reduced * inner + i0;
+                   for (int64_t i = 0; i < n; ++i) best[i] = sign * base[i];
+                   for (int64_t r = 1; r < reduced; ++r) {
+                     const T* row = base + r * inner;
+                     _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
+                       const T v = sign * row[i];
+                       best[i] = (v > best[i] || v != v) ? v : best[i];
+                     }
+                   }
+                   T* dst = out + o * inner + i0;
+                   for (int64_t i = 0; i < n; ++i) dst[i] = sign * best[i];
+                 }
+               });
+}
+
+}  // namespace
+
 void CpuBackend::reduce(ReduceOp op, const Tensor& x, const Tensor& out) {
   const int64_t outer = x.size(0), reduced = x.size(1), inner = x.size(2);
   QKV_DISPATCH_ALL(x.dtype(), "reduce", [&] {
@@ -22,7 +77,12 @@ void CpuBackend::reduce(ReduceOp op, const Tensor& x, const Tensor& out) {
                        for (int64_t o = b; o < e; ++o) {
                          const T* row = xp + o * reduced;
                          Acc acc = 0;
-                         for (int64_t r = 0; r < reduced; ++r) acc += row[r];
+                         if constexpr (std::is_floating_point_v<T>) {
+                           _Pragma("omp simd reduction(+ : acc)") for (int64_t r = 0; r < reduced;
+                                                                       ++r) acc += row[r];
+                         } else {
+                           for (int64_t r = 0; r < reduced; ++r) acc += row[r];
+                         }
                          op_[o] = T(acc);
                        }
                        return;
@@ -44,6 +104,12 @@ void CpuBackend::reduce(ReduceOp op, const Tensor& x, const Tensor& out) {
     }
     const bool is_max = op == ReduceOp::max || op == ReduceOp::argmax;
     const bool want_index = op == ReduceOp::argmax || op == ReduceOp::argmin;
+    if constexpr (std::is_floating_point_v<T>) {
+      if (!want_index) {
+        extreme_values(xp, outer, reduced, inner, is_max, out.data<T>());
+        return;
+      }
+    }
     parallel_for(0, outer * inner, std::max<int64_t>(1, 16384 / std::max<int64_t>(reduced, 1)),
                  [&](int64_t b, int64_t e) {
                    for (int64_t idx = b; idx < e; ++idx) {
