@@ -10,13 +10,8 @@
 // bfloat16 on the way when they are float32.
 //
 // The loop nest around it is gemm_packed.cpp's (Goto / BLIS) with the loops reordered so that
-// each operand is packed once per call when the output fits one column block:
-//
-//   j0: columns in blocks of kNc       packed B block (kKc x kNc) stays in L2
-//   p0: depth in blocks of kKc         C is loaded (accumulate) or zeroed once, then added to
-//   i0: rows in blocks of kMc          packed A block (kMc x kKc)
-//   ir: rows in steps of 32            one A panel (32 x kKc, 16 KiB) stays in L1 ...
-//   jr: columns in steps of 32         ... while B panels stream past it from L2
+// each operand is packed once per call when the output fits one column block; the VDPBF16PS
+// kernel runs the same one (gemm_bf16_blocked.h).
 //
 // Functions that touch tiles carry target(...) instead of relying on -march: the file is compiled
 // into every build and only runs after amx_bf16_available() said yes.
@@ -25,12 +20,9 @@
 #include <algorithm>
 
 #include "engine/cpu/amx.h"
+#include "engine/cpu/gemm_bf16_blocked.h"
 #include "engine/cpu/gemm_bf16_kernels.h"
-#include "engine/cpu/gemm_bf16_pack.h"
-#include "engine/cpu/gemm_bf16_small_m.h"
-#include "engine/cpu/gemm_small_m.h"
 #include "engine/cpu/gemm_threading.h"
-#include "engine/cpu/scratch_buffer.h"
 #include "engine/error.h"
 
 #define QKV_AMX __attribute__((target("amx-tile,amx-bf16,avx512f")))
@@ -44,8 +36,6 @@ using amx::kBlock;
 using amx::kPanelStep;
 using amx::kStep;
 using amx::kTileValues;
-
-constexpr int64_t kKc = 256, kMc = 256, kNc = 1024;  // cache blocks, in values
 
 // AMX multiplies several times faster than the float32 kernel, so a product must be that much
 // larger than there (gemm_threading.h) before a second thread pays (docs/CPU_KERNELS.md, "bfloat16
@@ -116,61 +106,22 @@ QKV_AMX void multiply_block(int64_t steps, const uint16_t* a, const uint16_t* b,
   if (!full) copy_rows(edge, kBlock, c, ldc, rows, cols, /*zero_rest=*/false);
 }
 
-// The serial loop nest (see the top of the file) over all of C for one thread. m, n, k > 0.
-template <typename Source>
-void gemm_bf16_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Source* a,
-                      int64_t lda, const Source* b, int64_t ldb, bool accumulate, float* c,
-                      int64_t ldc) {
-  // Strides of op(A) along (row, depth) and of op(B) along (depth, column).
-  const int64_t a_row = trans_a ? 1 : lda, a_depth = trans_a ? lda : 1;
-  const int64_t b_depth = trans_b ? 1 : ldb, b_col = trans_b ? ldb : 1;
-  const int64_t kc_max = div_up(std::min(kKc, k), kStep) * kStep;
-  thread_local ScratchBuffer a_scratch, b_scratch;
-  auto* a_packed = static_cast<uint16_t*>(
-      a_scratch.get(sizeof(uint16_t) * div_up(std::min(kMc, m), kBlock) * kBlock * kc_max));
-  auto* b_packed = static_cast<uint16_t*>(
-      b_scratch.get(sizeof(uint16_t) * div_up(std::min(kNc, n), kBlock) * kBlock * kc_max));
-
-  AmxTileScope tiles;
-  for (int64_t j0 = 0; j0 < n; j0 += kNc) {
-    const int64_t nc = std::min(kNc, n - j0);
-    for (int64_t p0 = 0; p0 < k; p0 += kKc) {
-      const int64_t kc = std::min(kKc, k - p0), steps = div_up(kc, kStep);
-      amx::pack_b(b + p0 * b_depth + j0 * b_col, ldb, trans_b, kc, nc, b_packed);
-      const bool load_c = accumulate || p0 > 0;
-      for (int64_t i0 = 0; i0 < m; i0 += kMc) {
-        const int64_t mc = std::min(kMc, m - i0);
-        amx::pack_a(a + i0 * a_row + p0 * a_depth, lda, trans_a, mc, kc, a_packed);
-        for (int64_t ir = 0; ir < mc; ir += kBlock)
-          for (int64_t jr = 0; jr < nc; jr += kBlock)
-            multiply_block(steps, a_packed + ir * steps * kStep, b_packed + jr * steps * kStep,
-                           c + (i0 + ir) * ldc + j0 + jr, ldc, load_c,
-                           int(std::min<int64_t>(kBlock, mc - ir)),
-                           int(std::min<int64_t>(kBlock, nc - jr)));
-      }
-    }
-  }
+// multiply_block over `depth` values, as gemm_bf16_blocked.h calls it.
+void multiply_depth(int64_t depth, const uint16_t* a, const uint16_t* b, float* c, int64_t ldc,
+                    bool load_c, int rows, int cols) {
+  multiply_block(div_up(depth, kStep), a, b, c, ldc, load_c, rows, cols);
 }
 
+// One product: gemm_bf16_blocked.h's loop nest around multiply_block, in a tile configuration of
+// its own (nested inside the batch's, which makes it free).
 template <typename Source>
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Source* a,
                int64_t lda, const Source* b, int64_t ldb, bool accumulate, float* c, int64_t ldc) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    if (!accumulate)
-      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
-    return;
-  }
-  if (m <= kSmallM)  // a few rows (decoding): tiles would pack all of B for them
-    return gemm_bf16_small_m(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc);
-  const int64_t a_row = trans_a ? 1 : lda, b_col = trans_b ? ldb : 1;
-  split_into_bands(
-      m, n, k, kBlock, kBlock,
-      [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-        gemm_bf16_serial(trans_a, trans_b, i1 - i0, j1 - j0, k, a + i0 * a_row, lda, b + j0 * b_col,
-                         ldb, accumulate, c + i0 * ldc + j0, ldc);
-      },
-      kAmxMinParallelMacs);
+  amx::gemm_bf16_product(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc,
+                         kAmxMinParallelMacs, [](auto... args) {
+                           AmxTileScope tiles;
+                           amx::gemm_bf16_blocked(args..., multiply_depth);
+                         });
 }
 
 }  // namespace
@@ -182,17 +133,11 @@ void gemm_bf16_batched_amx(int64_t batch, bool trans_a, bool trans_b, int64_t m,
                            float* c, int64_t ldc, BatchStrides stride_c) {
   // Without the permission amx_bf16_available() asks for, the first tile instruction is SIGILL.
   QKV_CHECK(amx_bf16_available(), "gemm_bf16", "AMX bf16 tiles are not available on this machine");
-  for_each_product(
-      batch, m, n, k,
-      [&](int64_t i0, int64_t i1) {
-        // One tile configuration for the whole range: the products' own scopes nest inside it, so
-        // a batch of small products does not configure and release the tiles once per product.
-        AmxTileScope tiles;
-        for (int64_t i = i0; i < i1; ++i)
-          gemm_bf16(trans_a, trans_b, m, n, k, a + stride_a.offset(i), lda, b + stride_b.offset(i),
-                    ldb, accumulate, c + stride_c.offset(i), ldc);
-      },
-      kAmxMinParallelMacs);
+  // One tile configuration per range of products: each product's own scope nests inside it, so a
+  // batch of small products does not configure and release the tiles once per product.
+  amx::gemm_bf16_each<AmxTileScope>(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb,
+                                    stride_b, accumulate, c, ldc, stride_c, kAmxMinParallelMacs,
+                                    gemm_bf16<Source>);
 }
 
 template void gemm_bf16_batched_amx<uint16_t>(int64_t, bool, bool, int64_t, int64_t, int64_t,

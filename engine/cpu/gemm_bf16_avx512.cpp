@@ -42,12 +42,9 @@
 #include <utility>
 
 #include "engine/cpu/bf16_vectors.h"
+#include "engine/cpu/gemm_bf16_blocked.h"
 #include "engine/cpu/gemm_bf16_kernels.h"
-#include "engine/cpu/gemm_bf16_pack.h"
-#include "engine/cpu/gemm_bf16_small_m.h"
-#include "engine/cpu/gemm_small_m.h"
 #include "engine/cpu/gemm_threading.h"
-#include "engine/cpu/scratch_buffer.h"
 
 namespace qkv::cpu {
 namespace {
@@ -61,7 +58,6 @@ using amx::kTileValues;
 constexpr int kRows = 12;          // rows of the register tile
 constexpr int kPairs = kStep / 2;  // depth pairs per packed step
 constexpr int kTileRow = 32;       // values in a row of a B tile: 16 columns x 2 depths
-constexpr int64_t kKc = 256, kMc = 256, kNc = 1024;  // cache blocks, in values
 
 // About twice the float32 kernel's rate, so a product must be about twice as large before a
 // second thread pays (gemm_threading.h).
@@ -127,59 +123,13 @@ void multiply_block(int64_t depth, const uint16_t* a, const uint16_t* b, float* 
                                                          ldc, load_c, cols);
 }
 
-// The serial loop nest over all of C for one thread (gemm_bf16_amx.cpp's). m, n, k > 0.
-template <typename Source>
-void gemm_bf16_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Source* a,
-                      int64_t lda, const Source* b, int64_t ldb, bool accumulate, float* c,
-                      int64_t ldc) {
-  const int64_t a_row = trans_a ? 1 : lda, a_depth = trans_a ? lda : 1;
-  const int64_t b_depth = trans_b ? 1 : ldb, b_col = trans_b ? ldb : 1;
-  const int64_t kc_max = div_up(std::min(kKc, k), kStep) * kStep;
-  thread_local ScratchBuffer a_scratch, b_scratch;
-  auto* a_packed = static_cast<uint16_t*>(
-      a_scratch.get(sizeof(uint16_t) * div_up(std::min(kMc, m), kBlock) * kBlock * kc_max));
-  auto* b_packed = static_cast<uint16_t*>(
-      b_scratch.get(sizeof(uint16_t) * div_up(std::min(kNc, n), kBlock) * kBlock * kc_max));
-
-  for (int64_t j0 = 0; j0 < n; j0 += kNc) {
-    const int64_t nc = std::min(kNc, n - j0);
-    for (int64_t p0 = 0; p0 < k; p0 += kKc) {
-      const int64_t kc = std::min(kKc, k - p0), steps = div_up(kc, kStep);
-      amx::pack_b(b + p0 * b_depth + j0 * b_col, ldb, trans_b, kc, nc, b_packed);
-      const bool load_c = accumulate || p0 > 0;
-      for (int64_t i0 = 0; i0 < m; i0 += kMc) {
-        const int64_t mc = std::min(kMc, m - i0);
-        amx::pack_a(a + i0 * a_row + p0 * a_depth, lda, trans_a, mc, kc, a_packed);
-        for (int64_t ir = 0; ir < mc; ir += kBlock)
-          for (int64_t jr = 0; jr < nc; jr += kBlock)
-            multiply_block(kc, a_packed + ir * steps * kStep, b_packed + jr * steps * kStep,
-                           c + (i0 + ir) * ldc + j0 + jr, ldc, load_c,
-                           int(std::min<int64_t>(kBlock, mc - ir)),
-                           int(std::min<int64_t>(kBlock, nc - jr)));
-      }
-    }
-  }
-}
-
+// One product: gemm_bf16_blocked.h's loop nest around multiply_block.
 template <typename Source>
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Source* a,
                int64_t lda, const Source* b, int64_t ldb, bool accumulate, float* c, int64_t ldc) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    if (!accumulate)
-      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
-    return;
-  }
-  if (m <= kSmallM)  // a few rows (decoding): packing all of B for them costs more than it saves
-    return gemm_bf16_small_m(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc);
-  const int64_t a_row = trans_a ? 1 : lda, b_col = trans_b ? ldb : 1;
-  split_into_bands(
-      m, n, k, kBlock, kBlock,
-      [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-        gemm_bf16_serial(trans_a, trans_b, i1 - i0, j1 - j0, k, a + i0 * a_row, lda, b + j0 * b_col,
-                         ldb, accumulate, c + i0 * ldc + j0, ldc);
-      },
-      kMinParallelMacsBf16);
+  amx::gemm_bf16_product(trans_a, trans_b, m, n, k, a, lda, b, ldb, accumulate, c, ldc,
+                         kMinParallelMacsBf16,
+                         [](auto... args) { amx::gemm_bf16_blocked(args..., multiply_block); });
 }
 
 // `rounds` x 24 instructions on zeros in registers, 24 accumulators as in the kernel:
@@ -224,14 +174,9 @@ void gemm_bf16_batched_avx512(int64_t batch, bool trans_a, bool trans_b, int64_t
                               int64_t k, const Source* a, int64_t lda, BatchStrides stride_a,
                               const Source* b, int64_t ldb, BatchStrides stride_b, bool accumulate,
                               float* c, int64_t ldc, BatchStrides stride_c) {
-  for_each_product(
-      batch, m, n, k,
-      [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i)
-          gemm_bf16(trans_a, trans_b, m, n, k, a + stride_a.offset(i), lda, b + stride_b.offset(i),
-                    ldb, accumulate, c + stride_c.offset(i), ldc);
-      },
-      kMinParallelMacsBf16);
+  amx::gemm_bf16_each<amx::NoScope>(batch, trans_a, trans_b, m, n, k, a, lda, stride_a, b, ldb,
+                                    stride_b, accumulate, c, ldc, stride_c, kMinParallelMacsBf16,
+                                    gemm_bf16<Source>);
 }
 
 template void gemm_bf16_batched_avx512<uint16_t>(int64_t, bool, bool, int64_t, int64_t, int64_t,
