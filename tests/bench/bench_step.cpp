@@ -102,8 +102,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int warm_up = std::min(5, timed_steps);
-  const int64_t batch = bench::kStepBatch, len = bench::kStepLength, vocab = bench::kStepVocab,
-                pad = bench::kStepPad;
+  const int64_t len = bench::kStepLength, vocab = bench::kStepVocab, pad = bench::kStepPad;
   manual_seed(0);
   const models::Seq2SeqConfig cfg = bench::step_model_config(dropout);
   models::Seq2SeqTransformer model(cfg);
@@ -111,19 +110,8 @@ int main(int argc, char** argv) {
   model.train();
   nn::Adam opt(model.parameters(), 1e-3);
 
-  // random tokens in [1, vocab), the last 3 source positions padding (as in torch_step.py)
-  Generator gen(1);
-  auto tokens = [&](int64_t n) {
-    std::vector<int64_t> ids;
-    for (double v : uniform({n}, 1, double(vocab), {DType::f64}, &gen).to_vector<double>())
-      ids.push_back(int64_t(v));
-    return ids;
-  };
-  std::vector<int64_t> s = tokens(batch * len);
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t t = len - 3; t < len; ++t) s[size_t(b * len + t)] = pad;
-  Tensor src = tensor_i64(s, {batch, len}).to(device);
-  Tensor tgt = tensor_i64(tokens(batch * (len + 1)), {batch, len + 1}).to(device);
+  const bench::StepBatch step_batch = bench::step_batch();
+  Tensor src = step_batch.source.to(device), tgt = step_batch.target.to(device);
   Tensor tgt_in = narrow(tgt, 1, 0, len), tgt_out = contiguous(narrow(tgt, 1, 1, len));
   Tensor src_mask = eq(src, double(pad)), tgt_mask = eq(tgt_in, double(pad));
 

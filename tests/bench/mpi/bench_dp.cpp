@@ -86,22 +86,11 @@ int main(int argc, char** argv) {
           .bucket_bytes = size_t(bucket_kib) << 10, .overlap = overlap == "on", .average = true});
   dp.broadcast_parameters();
 
-  // The global batch (random tokens, the last 3 source positions padding, as bench_step), and
-  // this rank's contiguous share of its rows.
-  Generator gen(1);
-  auto tokens = [&](int64_t n) {
-    std::vector<int64_t> ids;
-    for (double v : uniform({n}, 1, double(vocab), {DType::f64}, &gen).to_vector<double>())
-      ids.push_back(int64_t(v));
-    return ids;
-  };
-  std::vector<int64_t> s = tokens(batch * len);
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t t = len - 3; t < len; ++t) s[size_t(b * len + t)] = pad;
+  // The global batch (bench_step's), and this rank's contiguous share of its rows.
+  const bench::StepBatch step_batch = bench::step_batch();
   const int64_t share = batch / ranks;
-  Tensor src = narrow(tensor_i64(s, {batch, len}), 0, rank * share, share).contiguous();
-  Tensor tgt =
-      narrow(tensor_i64(tokens(batch * (len + 1)), {batch, len + 1}), 0, rank * share, share);
+  Tensor src = narrow(step_batch.source, 0, rank * share, share).contiguous();
+  Tensor tgt = narrow(step_batch.target, 0, rank * share, share);
   Tensor tgt_in = contiguous(narrow(tgt, 1, 0, len)), tgt_out = contiguous(narrow(tgt, 1, 1, len));
   Tensor src_mask = eq(src, double(pad)), tgt_mask = eq(tgt_in, double(pad));
 
