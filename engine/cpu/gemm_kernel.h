@@ -34,6 +34,12 @@ struct GemmMicrokernel {
   // when the kernel has no such variant.
   void (*run_a_in_place)(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
                          int64_t ldc, T alpha, T beta, int rows, int cols) = nullptr;
+  // Like run, but reading op(A) = A^T in place: a[p * lda + i], the rows of the stored matrix
+  // being the depth steps. A packed panel is this layout with lda == mr, so no transpose is
+  // needed: only reuse decides whether packing pays. nullptr when the kernel has no such variant.
+  void (*run_a_transposed_in_place)(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb,
+                                    T* c, int64_t ldc, T alpha, T beta, int rows,
+                                    int cols) = nullptr;
 };
 
 // Each returns nullptr when this CPU cannot run that kernel.

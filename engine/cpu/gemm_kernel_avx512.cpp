@@ -67,8 +67,9 @@ QKV_AVX512_INLINE __mmask16 first_lanes(int count) {
 // R rows (R <= MR, the packed panel's row stride) x NV vectors of C, of which the first `cols`
 // columns are stored. Ragged edges of C are handled here, with masked loads and stores and a
 // smaller R, so the driver never needs a scratch tile and the edge costs only what it computes.
-// A is a packed panel (lda == 0: a[p * MR + i]) or, for small products, read in place
-// (a[i * lda + p]).
+// A is read depth-major, a[p * lda + i]: a packed panel (lda == MR) or, for products with few
+// column tiles, op(A) = A^T read in place; or, with kAInPlace, row-major as stored (a[i * lda +
+// p]).
 template <typename T, int MR, int R, int NV, bool kAInPlace>
 QKV_AVX512 void avx512_tile(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
                             int64_t ldc, T alpha, T beta, int cols) {
@@ -81,7 +82,7 @@ QKV_AVX512 void avx512_tile(int64_t kc, const T* a, int64_t lda, const T* b, int
     for (int j = 0; j < NV; ++j) acc[i][j] = V::zero();
 
 #pragma GCC unroll 2
-  for (int64_t p = 0; p < kc; ++p, a += kAInPlace ? 1 : MR, b += ldb) {
+  for (int64_t p = 0; p < kc; ++p, a += kAInPlace ? 1 : lda, b += ldb) {
     typename V::Vec bv[NV];
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) bv[j] = V::loadu(b + j * W);
@@ -125,7 +126,15 @@ template <typename T, int MR, int NV>
 void avx512_kernel(int64_t kc, const T* a, const T* b, int64_t ldb, T* c, int64_t ldc, T alpha,
                    T beta, int rows, int cols) {
   static constexpr auto tiles = tile_table<T, MR, NV, false>(std::make_integer_sequence<int, MR>());
-  tiles[rows - 1](kc, a, 0, b, ldb, c, ldc, alpha, beta, cols);
+  tiles[rows - 1](kc, a, MR, b, ldb, c, ldc, alpha, beta, cols);
+}
+
+template <typename T, int MR, int NV>
+void avx512_kernel_a_transposed_in_place(int64_t kc, const T* a, int64_t lda, const T* b,
+                                         int64_t ldb, T* c, int64_t ldc, T alpha, T beta, int rows,
+                                         int cols) {
+  static constexpr auto tiles = tile_table<T, MR, NV, false>(std::make_integer_sequence<int, MR>());
+  tiles[rows - 1](kc, a, lda, b, ldb, c, ldc, alpha, beta, cols);
 }
 
 template <typename T, int MR, int NV>
@@ -149,7 +158,8 @@ const GemmMicrokernel<float>* gemm_kernel_avx512<float>() {
                                         512,
                                         avx512_kernel<float, 12, 2>,
                                         pack_transposed_avx512<float>,
-                                        avx512_kernel_a_in_place<float, 12, 2>};
+                                        avx512_kernel_a_in_place<float, 12, 2>,
+                                        avx512_kernel_a_transposed_in_place<float, 12, 2>};
   return cpu_has_avx512() ? &k : nullptr;
 }
 
@@ -163,7 +173,8 @@ const GemmMicrokernel<double>* gemm_kernel_avx512<double>() {
                                          384,
                                          avx512_kernel<double, 12, 2>,
                                          pack_transposed_avx512<double>,
-                                         avx512_kernel_a_in_place<double, 12, 2>};
+                                         avx512_kernel_a_in_place<double, 12, 2>,
+                                         avx512_kernel_a_transposed_in_place<double, 12, 2>};
   return cpu_has_avx512() ? &k : nullptr;
 }
 

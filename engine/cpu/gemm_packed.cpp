@@ -30,8 +30,9 @@ constexpr int64_t kInPlaceABytes = 256 * 1024;
 // side, reading the operand in place costs less than copying it first: the mr rows of A (or the kc
 // rows of a B panel) a kernel call reads stay in L1/L2 for the few calls that read them. This is
 // the case of a Linear layer's products: [rows, 128] @ [128, 128] forward and dx, and
-// dW = dy^T x with m = 128. (A B panel is wider and deeper than an A panel, so it takes more
-// reuse, more row tiles, before packing it pays.)
+// dW = dy^T x with m = 128, whose A = dy^T needs no copy at all: stored A^T is already laid out
+// depth-major like a packed panel, its rows lda apart instead of mr. (A B panel is wider and
+// deeper than an A panel, so it takes more reuse, more row tiles, before packing it pays.)
 constexpr int64_t kInPlaceAMaxColumnTiles = 8;
 constexpr int64_t kInPlaceBMaxRowTiles = 16;
 
@@ -50,9 +51,11 @@ void gemm_packed(const GemmMicrokernel<T>& kernel, bool trans_a, bool trans_b, i
 
   const bool b_in_place =
       !trans_b && (int64_t(sizeof(T)) * k * n <= kInPlaceBBytes || m <= kInPlaceBMaxRowTiles * mr);
-  const bool a_in_place =
-      kernel.run_a_in_place && !trans_a && lda > 0 &&
-      (int64_t(sizeof(T)) * m * lda <= kInPlaceABytes || n <= kInPlaceAMaxColumnTiles * nr);
+  const bool few_column_tiles = n <= kInPlaceAMaxColumnTiles * nr;
+  const bool a_in_place = kernel.run_a_in_place && !trans_a && lda > 0 &&
+                          (int64_t(sizeof(T)) * m * lda <= kInPlaceABytes || few_column_tiles);
+  const bool a_transposed_in_place =
+      kernel.run_a_transposed_in_place && trans_a && few_column_tiles;
 
   thread_local ScratchBuffer a_scratch, b_scratch;
   const int64_t kc_max = std::min(kernel.kc, k);
@@ -66,7 +69,7 @@ void gemm_packed(const GemmMicrokernel<T>& kernel, bool trans_a, bool trans_b, i
     for (int64_t p0 = 0; p0 < k; p0 += kernel.kc) {
       const int64_t kc = std::min(kernel.kc, k - p0);
       const T beta_block = p0 == 0 ? beta : T(1);
-      if (!a_in_place)
+      if (!a_in_place && !a_transposed_in_place)
         pack_panels(a + i0 * a_row + p0 * a_depth, a_row, a_depth, mc, kc, mr, a_packed,
                     kernel.pack_transposed);
       for (int64_t j0 = 0; j0 < n; j0 += kernel.nc) {
@@ -88,6 +91,10 @@ void gemm_packed(const GemmMicrokernel<T>& kernel, bool trans_a, bool trans_b, i
             if (a_in_place)
               kernel.run_a_in_place(kc, a + (i0 + ir) * lda + p0, lda, b_panel, in_place ? ldb : nr,
                                     c_tile, ldc, alpha, beta_block, int(rows), int(cols));
+            else if (a_transposed_in_place)
+              kernel.run_a_transposed_in_place(kc, a + p0 * lda + i0 + ir, lda, b_panel,
+                                               in_place ? ldb : nr, c_tile, ldc, alpha, beta_block,
+                                               int(rows), int(cols));
             else
               kernel.run(kc, a_panel, b_panel, in_place ? ldb : nr, c_tile, ldc, alpha, beta_block,
                          int(rows), int(cols));
