@@ -99,6 +99,18 @@ void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out, boo
   });
 }
 
+void CpuBackend::matmul_plus_bias(const Tensor& a, const Tensor& b, const Tensor& bias,
+                                  const Tensor& out) {
+  const GemmOperands g = gemm_operands(a, b, out);
+  if (a.dtype() != out.dtype() || bias.dtype() != out.dtype() || g.batch != 1 ||
+      (bias.strides()[0] != 1 && g.n > 1))
+    return Backend::matmul_plus_bias(a, b, bias, out);
+  QKV_DISPATCH_FLOAT(out.dtype(), "matmul", [&] {
+    gemm<T>(g.trans_a, g.trans_b, g.m, g.n, g.k, T(1), a.data<T>(), g.lda, b.data<T>(), g.ldb, T(0),
+            out.data<T>(), g.n, bias.data<T>());
+  });
+}
+
 // bfloat16 operands: the float32-accumulated product of the bfloat16 values, on the bfloat16 kernel
 // the CPU has (AMX tiles or VDPBF16PS, bf16_kernel() in gemm_bf16.h); elsewhere the float32 GEMM
 // on the operands widened (exactly), which is the same product summed in another order.

@@ -217,20 +217,33 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   Tensor y = Tensor::empty(out_shape, x_in.dtype(), x.device());
   if (y.numel() > 0) {
     Tensor y3 = make_view(y, {1, rows, out_features}, {0, out_features, 1}, 0);
-    if (bias_in.defined())  // y starts as the bias, repeated on every row; the GEMM adds to it
+    const Tensor bias = bias_in.defined() ? bias_in.detach() : Tensor();
+    // y = the bias repeated on every row, for the paths that accumulate the product over it
+    auto start_from_bias = [&] {
       y.backend().copy(
-          make_view(bias_in.detach(), {1, rows, out_features}, {0, 0, 1}, bias_in.offset()), y3);
-    else
-      y.backend().fill(y, 0.0);
-    if (in > 0) {
+          make_view(bias, {1, rows, out_features}, {0, 0, bias.strides()[0]}, bias.offset()), y3);
+    };
+    if (in == 0) {  // no product: the bias alone (or zeros)
+      if (bias.defined())
+        start_from_bias();
+      else
+        y.backend().fill(y, 0.0);
+    } else {
       const Tensor w = as_product_operand(weight_in.detach(), compute);
       // weight^T read in place: [in, out] with unit stride down its rows.
       Tensor w_t =
           make_view(w, {1, in, out_features}, {0, w.strides()[1], w.strides()[0]}, w.offset());
       if (w.strides()[1] != 1 && w.strides()[0] != 1)
         w_t = make_view(detail::contiguous_data(w), {1, in, out_features}, {0, 1, in}, 0);
-      backend_matmul(make_view(x, {1, rows, in}, {0, in, 1}, x.offset()), w_t, y3, compute,
-                     /*accumulate=*/true);
+      const Tensor x3 = make_view(x, {1, rows, in}, {0, in, 1}, x.offset());
+      if (!bias.defined()) {
+        backend_matmul(x3, w_t, y3, compute);
+      } else if (compute == x3.dtype() && compute == y3.dtype()) {
+        y.backend().matmul_plus_bias(x3, w_t, bias, y3);  // the GEMM adds it as it stores y
+      } else {
+        start_from_bias();  // bfloat16 products: the GEMM accumulates over the bias
+        backend_matmul(x3, w_t, y3, compute, /*accumulate=*/true);
+      }
     }
   }
   return record(op, {x_in, weight_in, bias_in}, y,

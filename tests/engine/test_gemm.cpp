@@ -49,13 +49,15 @@ struct Case {
   double alpha = 1, beta = 0;
   int64_t pad_a = 0, pad_b = 0, pad_c = 0;
   int64_t lda = -1, ldb = -1;  // >= 0 overrides the padded minimal leading dimension
+  bool bias = false;           // a bias of n values, added to every row
 };
 
 std::string describe(const Case& c) {
   return std::string(c.ta ? "T" : "N") + (c.tb ? "T" : "N") + " m=" + std::to_string(c.m) +
          " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
          " alpha=" + std::to_string(c.alpha) + " beta=" + std::to_string(c.beta) +
-         " lda=" + std::to_string(c.lda) + " ldb=" + std::to_string(c.ldb);
+         " lda=" + std::to_string(c.lda) + " ldb=" + std::to_string(c.ldb) +
+         (c.bias ? " +bias" : "");
 }
 
 // Runs `multiply` (a gemm-shaped callable) on random data for case `c` and returns the largest
@@ -72,8 +74,9 @@ double relative_error(const Case& c, std::mt19937& rng, Multiply multiply) {
   if (c.beta == 0)  // beta == 0 means C is not read: NaN there must not leak into the result
     for (T& v : out.data) v = std::numeric_limits<T>::quiet_NaN();
   const Operand<T> before = out;
+  const Operand<T> bias = random_operand<T>(1, c.bias ? c.n : 0, false, c.n, rng);
   multiply(c.ta, c.tb, c.m, c.n, c.k, T(c.alpha), a.data.data(), lda, b.data.data(), ldb, T(c.beta),
-           out.data.data(), ldc);
+           out.data.data(), ldc, c.bias ? bias.data.data() : nullptr);
   double worst = 0;
   const double eps = std::numeric_limits<T>::epsilon();
   for (int64_t i = 0; i < c.m; ++i)
@@ -83,10 +86,13 @@ double relative_error(const Case& c, std::mt19937& rng, Multiply multiply) {
         sum += a.at(i, p) * b.at(p, j);
         magnitude += std::abs(a.at(i, p) * b.at(p, j));
       }
-      const double prior = c.beta == 0 ? 0 : c.beta * before.at(i, j);
-      const double want = c.alpha * sum + prior;
+      const double scaled = c.beta == 0 ? 0 : c.beta * before.at(i, j);
+      const double added = c.bias ? bias.at(0, j) : 0;
+      const double want = c.alpha * sum + scaled + added;
       const double allowed =
-          eps * double(c.k + 2) * (std::abs(c.alpha) * magnitude + std::abs(prior)) + 1e-300;
+          eps * double(c.k + 3) *
+              (std::abs(c.alpha) * magnitude + std::abs(scaled) + std::abs(added)) +
+          1e-300;
       const double err = std::abs(double(out.at(i, j)) - want) / allowed;
       worst = std::max(worst, std::isnan(err) ? 1e30 : err);
     }
@@ -199,6 +205,40 @@ BOOST_AUTO_TEST_CASE(alpha_beta_and_padded_leading_dimensions) {
       }
   check_gemm<float>(cases);
   check_gemm<double>(cases);
+  check_all_kernels<float>(cases);
+}
+
+// The bias is added once to each element, whatever the path: the packed loop nest over several
+// depth blocks (k > kc), few rows, k = 0, beta, ragged tiles, and C split between threads.
+BOOST_AUTO_TEST_CASE(a_bias_is_added_to_every_row_once) {
+  std::vector<Case> cases;
+  for (Case c : edge_cases()) {
+    c.bias = true;
+    cases.push_back(c);
+    c.beta = 1;
+    cases.push_back(c);
+  }
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      Case deep{ta, tb, 40, 45, 900, 0.5, 0};  // four depth blocks of the float kernels
+      deep.bias = true;
+      cases.push_back(deep);
+      Case few{ta, tb, 3, 130, 70, 1, -1};  // the few-rows path
+      few.bias = true;
+      cases.push_back(few);
+      Case empty{ta, tb, 5, 7, 0, 1, 2};  // k = 0: beta * C + bias
+      empty.bias = true;
+      cases.push_back(empty);
+      Case threaded{ta, tb, 301, 67, 150};
+      threaded.bias = true;
+      cases.push_back(threaded);
+    }
+  ThreadCount restore;
+  for (int threads : {1, 2}) {
+    qkv::set_num_threads(threads);
+    check_gemm<float>(cases);
+    check_gemm<double>(cases);
+  }
   check_all_kernels<float>(cases);
 }
 
