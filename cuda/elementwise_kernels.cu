@@ -165,6 +165,8 @@ struct Arithmetic {
         return x > y ? x : y;
       case BinaryOp::minimum:
         return x < y ? x : y;
+      case BinaryOp::relu_backward:  // x is the gradient, y relu's input
+        return y <= T(0) ? T(0) : x;
       default:  // pow, floating only (checked on the host)
         if constexpr (std::is_floating_point_v<T>) return std::pow(x, y);
         return x;

@@ -55,7 +55,9 @@ enum class BinaryOp {
   div,
   maximum,
   minimum,
-  pow,  // same dtype in and out
+  pow,
+  relu_backward,  // a where b > 0, else 0 (PyTorch's threshold_backward at 0); same dtype in and
+                  // out
   eq,
   ne,
   lt,

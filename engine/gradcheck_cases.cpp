@@ -58,6 +58,11 @@ void register_engine_gradcheck_cases(OpRegistry& r) {
   add_case("sigmoid", {{{3, 4}}}, [](X x) { return sigmoid(x[0]); });
   add_case("sigmoid", {in_range({3, 4}, -800, 800)}, [](X x) { return sigmoid(x[0]); });
   add_case("relu", {{{3, 4}, away}}, [](X x) { return relu(x[0]); });
+  // relu's backward op records only when a gradient is taken with create_graph
+  add_case("relu_backward", {{{3, 4}, away}}, [](X x) {
+    EnableGrad recording;
+    return grad(sum(mul(relu(x[0]), x[0])), {x[0]}, Tensor(), false, /*create_graph=*/true)[0];
+  });
   for (GeluApprox a : {GeluApprox::none, GeluApprox::tanh}) {
     add_case("gelu", {{{3, 4}}}, [a](X x) { return gelu(x[0], a); });
     add_case("gelu", {in_range({3, 4}, -7, 7)}, [a](X x) { return gelu(x[0], a); });

@@ -249,6 +249,8 @@ void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Ten
         if constexpr (std::is_floating_point_v<T>)
           return map2<T, T, T>(a, b, out, [](T x, T y) { return std::pow(x, y); });
         throw Error("pow: needs a floating tensor");
+      case BinaryOp::relu_backward:  // a NaN input passes the gradient, as in PyTorch
+        return map2<T, T, T>(a, b, out, [](T g, T x) { return x <= T(0) ? T(0) : g; });
       default:
         throw Error("binary: unsupported op");
     }

@@ -108,13 +108,6 @@ Tensor sigmoid(const Tensor& x) {
   });
 }
 
-QKV_RECORDED_OP("relu", "engine", composed);
-Tensor relu(const Tensor& x) {
-  Tensor y = unary_floating(UnaryOp::relu, x, "relu");
-  return record("relu", {x}, y,
-                [x](const Tensor& gy) { return grads{mul(gy, unary_kernel(UnaryOp::step, x))}; });
-}
-
 namespace {
 
 // gelu's second derivative, composed of recorded ops (so a third one exists too).
@@ -176,7 +169,24 @@ Tensor arithmetic(BinaryOp op, const Tensor& a, const Tensor& b, const char* nam
   return binary_kernel(op, a, b, name, false);
 }
 
+// relu's gradient in one pass: gy where x > 0, else 0, even where gy is inf or NaN (PyTorch's
+// threshold_backward; gy * step(x) would give NaN there). Recorded, so that a gradient taken with
+// create_graph can be differentiated again: linear in gy, flat in x.
+QKV_RECORDED_OP("relu_backward", "engine", composed);
+Tensor relu_backward(const Tensor& gy, const Tensor& x) {
+  Tensor g = binary_kernel(BinaryOp::relu_backward, gy, x, "relu_backward", false);
+  return record("relu_backward", {gy, x}, g, [x](const Tensor& gg) {
+    return grads{relu_backward(gg, x), Tensor()};
+  });
+}
+
 }  // namespace
+
+QKV_RECORDED_OP("relu", "engine", composed);
+Tensor relu(const Tensor& x) {
+  Tensor y = unary_floating(UnaryOp::relu, x, "relu");
+  return record("relu", {x}, y, [x](const Tensor& gy) { return grads{relu_backward(gy, x)}; });
+}
 
 QKV_RECORDED_OP("add", "engine", composed);
 Tensor add(const Tensor& a, const Tensor& b) {

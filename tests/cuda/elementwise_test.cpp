@@ -152,8 +152,9 @@ BOOST_AUTO_TEST_CASE(integer_comparison_and_logical_unary_ops, *utf::preconditio
 }
 
 BOOST_AUTO_TEST_CASE(binary_ops_with_broadcast_operands, *utf::precondition(gpu_present)) {
-  const BinaryOp arithmetic[] = {BinaryOp::add,     BinaryOp::sub,     BinaryOp::mul, BinaryOp::div,
-                                 BinaryOp::maximum, BinaryOp::minimum, BinaryOp::pow};
+  const BinaryOp arithmetic[] = {BinaryOp::add, BinaryOp::sub,          BinaryOp::mul,
+                                 BinaryOp::div, BinaryOp::maximum,      BinaryOp::minimum,
+                                 BinaryOp::pow, BinaryOp::relu_backward};
   const BinaryOp comparisons[] = {BinaryOp::eq, BinaryOp::ne, BinaryOp::lt,
                                   BinaryOp::le, BinaryOp::gt, BinaryOp::ge};
   for (DType t : {DType::f32, DType::f64, DType::i64}) {

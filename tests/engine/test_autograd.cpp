@@ -1,5 +1,6 @@
 // Autograd semantics: accumulation, retain_graph, NoGrad, detach, errors, DOT export.
 #include <boost/test/unit_test.hpp>
+#include <cmath>
 
 #include "engine/autograd.h"
 #include "engine/ops.h"
@@ -19,6 +20,19 @@ BOOST_AUTO_TEST_CASE(chain_rule_by_hand) {
   y.backward();
   check_values(w.grad(), {2 + std::exp(0.5), 3 + std::exp(-1.0)}, 1e-6);
   check_values(x.grad(), {0.5, -1.0});
+}
+
+// relu's gradient is PyTorch's threshold_backward: the incoming gradient where x > 0 and 0 where
+// x <= 0, even where that gradient is NaN or inf (a product with a 0/1 mask would give NaN), and
+// a NaN x passes it through. torch 1.13: x = [-1, 0, 2, nan], relu(x).backward([nan, inf, nan,
+// 1]) gives x.grad = [0, 0, nan, 1]; also on float32, the kernel the step runs.
+BOOST_AUTO_TEST_CASE(relu_gradient_is_zero_where_the_input_is_not_positive) {
+  const double nan = std::nan(""), inf = INFINITY;
+  for (DType dtype : {DType::f64, DType::f32}) {
+    Tensor x = tensor({-1.0, 0.0, 2.0, nan}).to(dtype).requires_grad_();
+    relu(x).backward(tensor({nan, inf, nan, 1.0}).to(dtype));
+    check_values(x.grad(), {0, 0, nan, 1});
+  }
 }
 
 BOOST_AUTO_TEST_CASE(gradients_accumulate_until_zeroed) {

@@ -54,7 +54,7 @@ BOOST_AUTO_TEST_CASE(ops_and_backward_rules_are_events_with_their_costs) {
   BOOST_CHECK_EQUAL(mm_bw[0].flops, 2 * mm[0].flops);
   BOOST_CHECK_EQUAL(of(events, "relu", ProfilePhase::backward).size(), 1u);
   BOOST_CHECK_EQUAL(of(events, "sum", ProfilePhase::backward).size(), 1u);
-  // The ops a rule calls (relu's backward multiplies by a mask) belong to the rule's event.
+  // The ops a rule calls (relu's backward calls relu_backward) belong to the rule's event.
   for (const ProfileEvent& e : events)
     if (e.phase == ProfilePhase::backward && !e.scope && e.thread == 0)
       BOOST_CHECK_MESSAGE(e.name == "matmul" || e.name == "relu" || e.name == "sum",
