@@ -32,14 +32,18 @@ namespace {
 #define QKV_AVX512_BMI2 __attribute__((target("avx512f,bmi2")))
 #define QKV_AVX512_BMI2_INLINE __attribute__((target("avx512f,bmi2"), always_inline)) inline
 
-// The high and low 32 bits of a * m on each of the sixteen lanes. VPMULUDQ multiplies the even
-// lanes (the low halves of 64-bit pairs); the odd lanes are shifted down and multiplied apart.
+// The high and low 32 bits of a * m on each of the sixteen lanes (m the same on all). VPMULUDQ
+// multiplies the even lanes (the low halves of 64-bit pairs) into 64-bit products; the odd lanes
+// are swapped into even places and multiplied apart. The halves go back to their lanes by
+// swapping the two words of each pair under a mask (VPSHUFD, which runs beside the multiplies;
+// 64-bit shifts would compete with them for one port).
 QKV_AVX512_BMI2_INLINE void mulhilo(__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
+  constexpr _MM_PERM_ENUM kSwapPairs = _MM_PERM_CDAB;
+  constexpr __mmask16 kOddLanes = 0xAAAA, kEvenLanes = 0x5555;
   const __m512i even = _mm512_mul_epu32(a, m);
-  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
-  constexpr __mmask16 kOddLanes = 0xAAAA;
-  lo = _mm512_mask_blend_epi32(kOddLanes, even, _mm512_slli_epi64(odd, 32));
-  hi = _mm512_mask_blend_epi32(kOddLanes, _mm512_srli_epi64(even, 32), odd);
+  const __m512i odd = _mm512_mul_epu32(_mm512_shuffle_epi32(a, kSwapPairs), m);
+  lo = _mm512_mask_shuffle_epi32(even, kOddLanes, odd, kSwapPairs);
+  hi = _mm512_mask_shuffle_epi32(odd, kEvenLanes, even, kSwapPairs);
 }
 
 // x ^ y ^ z in one instruction (truth table 0x96).
