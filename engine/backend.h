@@ -96,6 +96,16 @@ struct Window2d {
   }
 };
 
+// Where dropout's keep decisions come from (engine/random.h): element i of the sequential stream at
+// counter `offset` of `seed`, as random_bernoulli draws it, or, when `examples` is defined (int64,
+// one id per row of the first dim, on the device), by example under `key`, as
+// random_bernoulli_by_example draws it.
+struct DropoutDraws {
+  uint64_t seed = 0, offset = 0;
+  uint64_t key = 0;
+  Tensor examples;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -220,6 +230,17 @@ class Backend {
   // philox::example_bernoulli(key, examples[b], c1..c4), the trailing dims right-aligned.
   virtual void random_bernoulli_by_example(const Tensor& out, uint64_t key, const Tensor& examples,
                                            double p, double value) = 0;
+
+  // ---- dropout (x and gy contiguous, float32 or float64; 0 < p < 1) -----------------------------
+  // out = x * m, m being the fill random_bernoulli (or random_bernoulli_by_example) draws from
+  // `draws` with probability 1 - p and value 1 / (1 - p): bitwise that multiply. Returns the mask
+  // dropout_backward reads, of x's shape in a form the backend chooses. The default draws the
+  // float mask, multiplies and returns the mask; the CPU's fused kernel writes out and one byte
+  // per element (bool: kept) in one pass.
+  virtual Tensor dropout_forward(const Tensor& x, const DropoutDraws& draws, double p,
+                                 const Tensor& out);
+  // gx = gy * m from the mask dropout_forward returned: bitwise the multiply's backward.
+  virtual void dropout_backward(const Tensor& gy, const Tensor& mask, double p, const Tensor& gx);
 
   // ---- optimizer ------------------------------------------------------------------------------
   // One fused Adam/AdamW step over a contiguous parameter and its state (all same shape/dtype).

@@ -3,6 +3,7 @@
 // wrong: broadcasting, non-contiguous inputs, batch dims, masks, ignored targets, and the branches
 // of a formula that lie outside [-2, 2] (in_range).
 #include "engine/autograd.h"
+#include "engine/example_draws.h"
 #include "engine/op_registry.h"
 #include "engine/ops.h"
 
@@ -145,6 +146,11 @@ void register_engine_gradcheck_cases(OpRegistry& r) {
   add_case("dropout", {{{4, 5}}}, [](X x) {
     Generator gen(7);  // the same mask on every evaluation
     return dropout(x[0], 0.3, true, &gen);
+  });
+  add_case("dropout", {{{3, 2, 5}}}, [](X x) {
+    Generator gen(7);
+    const ExampleDraws draws(gen, {4, 0, 9});  // the rows' masks drawn by example
+    return dropout(x[0], 0.5, true, &gen);
   });
   add_case("cross_entropy", {{{4, 5}}, {{4}, Domain::index, 5}},
            [](X x) { return cross_entropy(x[0], x[1]); });

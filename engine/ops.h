@@ -28,7 +28,8 @@ Tensor rand(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullpt
 Tensor randn(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);  // N(0,1)
 Tensor uniform(const Shape& shape, double low, double high, TensorOptions opts = {},
                Generator* gen = nullptr);
-// `value` (1 unless given) with probability p, else 0; dropout asks for 1 / (1 - p), its scale.
+// `value` (1 unless given) with probability p, else 0 (dropout's mask holds 1 / (1 - p), its scale:
+// dropout(x) is bitwise mul(x, bernoulli(x.shape(), 1 - p, ..., 1 / (1 - p))).
 Tensor bernoulli(const Shape& shape, double p, TensorOptions opts = {}, Generator* gen = nullptr,
                  double value = 1);
 // From host values (row-major), converted to opts.dtype. numel(shape) must equal values.size();
@@ -146,7 +147,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   bool training = false, double momentum = 0.1, double eps = 1e-5);
 // Rows of weight [num, dim] at the int64 indices (any shape) -> indices.shape + [dim].
 Tensor embedding(const Tensor& weight, const Tensor& indices);
-// Zeroes elements with probability p and scales the rest by 1/(1-p) when training.
+// Zeroes elements with probability p and scales the rest by 1/(1-p) when training: one recorded op
+// drawing its decisions as that Bernoulli fill would (engine/ops/dropout.cpp). x itself when not
+// training or p = 0, x * 0 when p = 1 (PyTorch's F.dropout); float32 or float64.
 Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
 // Mean (or sum/none) of -log_softmax(logits)[target], logits [N, C] or [N, C, d...] and targets
 // [N] or [N, d...] int64; ignore_index targets contribute nothing (mean divides by the others).

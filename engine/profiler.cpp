@@ -57,7 +57,10 @@ bool is(const std::string& op, const char* name) { return op == name; }
 // How much a backward rule does, as a multiple of its forward's cost (see profiler.h).
 double backward_factor(const std::string& op) {
   // Attention's backward recomputes the scores and runs four more products: five against two.
-  return is(op, "efficient_attention") ? 2.5 : 2.0;
+  if (is(op, "efficient_attention")) return 2.5;
+  // Dropout's reads the gradient and the mask and writes one tensor, as its forward does.
+  if (is(op, "dropout")) return 1.0;
+  return 2.0;
 }
 
 }  // namespace
@@ -112,6 +115,8 @@ OpCost profile_cost(const std::string& op, const std::vector<Tensor>& inputs,
     if (!view) {
       for (const Tensor& t : inputs) cost.bytes += bytes_of(t);
       cost.bytes += bytes_of(output);
+      // and dropout writes its mask for the backward (one byte per element on the CPU)
+      if (is(op, "dropout")) cost.bytes += out;
     }
   }
   return cost;

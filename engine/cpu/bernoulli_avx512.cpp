@@ -1,5 +1,4 @@
 // Bernoulli fills with Philox-4x32-10, sixteen counters a vector, two vectors at a time (AVX-512).
-// (AVX-512).
 //
 // The numbers are engine/random.h's, bit for bit: lane l of a vector holds one 32-bit word of the
 // block for counter base + l, and each round is the scalar round on sixteen lanes. What the
@@ -33,14 +32,18 @@ namespace {
 #define QKV_AVX512_BMI2 __attribute__((target("avx512f,bmi2")))
 #define QKV_AVX512_BMI2_INLINE __attribute__((target("avx512f,bmi2"), always_inline)) inline
 
-// The high and low 32 bits of a * m on each of the sixteen lanes. VPMULUDQ multiplies the even
-// lanes (the low halves of 64-bit pairs); the odd lanes are shifted down and multiplied apart.
+// The high and low 32 bits of a * m on each of the sixteen lanes (m the same on all). VPMULUDQ
+// multiplies the even lanes (the low halves of 64-bit pairs) into 64-bit products; the odd lanes
+// are swapped into even places and multiplied apart. The halves go back to their lanes by
+// swapping the two words of each pair under a mask (VPSHUFD, which runs beside the multiplies;
+// 64-bit shifts would compete with them for one port).
 QKV_AVX512_BMI2_INLINE void mulhilo(__m512i a, __m512i m, __m512i& hi, __m512i& lo) {
+  constexpr _MM_PERM_ENUM kSwapPairs = _MM_PERM_CDAB;
+  constexpr __mmask16 kOddLanes = 0xAAAA, kEvenLanes = 0x5555;
   const __m512i even = _mm512_mul_epu32(a, m);
-  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
-  constexpr __mmask16 kOddLanes = 0xAAAA;
-  lo = _mm512_mask_blend_epi32(kOddLanes, even, _mm512_slli_epi64(odd, 32));
-  hi = _mm512_mask_blend_epi32(kOddLanes, _mm512_srli_epi64(even, 32), odd);
+  const __m512i odd = _mm512_mul_epu32(_mm512_shuffle_epi32(a, kSwapPairs), m);
+  lo = _mm512_mask_shuffle_epi32(even, kOddLanes, odd, kSwapPairs);
+  hi = _mm512_mask_shuffle_epi32(odd, kEvenLanes, even, kSwapPairs);
 }
 
 // x ^ y ^ z in one instruction (truth table 0x96).
@@ -48,12 +51,13 @@ QKV_AVX512_BMI2_INLINE __m512i xor3(__m512i x, __m512i y, __m512i z) {
   return _mm512_ternarylogic_epi32(x, y, z, 0x96);
 }
 
-// philox::generate on the 16 G counters first .. first + 16 G - 1; words[g][j] holds word j of
-// counters first + 16 g .. first + 16 g + 15. One group's ten rounds are a chain of dependent
-// multiplies (about 11 cycles a round), so G independent groups are interleaved round by round to
-// keep the multiplier busy: two groups run in nearly the time of one.
+// philox::generate on the 16 G counters first .. first + 16 G - 1 (high 64 bits `high`);
+// words[g][j] holds word j of counters first + 16 g .. first + 16 g + 15. One group's ten rounds
+// are a chain of dependent multiplies (about 11 cycles a round), so G independent groups are
+// interleaved round by round to keep the multiplier busy: two groups run in nearly the time of one.
 template <int G>
-QKV_AVX512_BMI2_INLINE void philox16(uint64_t seed, uint64_t first, __m512i words[G][4]) {
+QKV_AVX512_BMI2_INLINE void philox16(uint64_t seed, uint64_t first, uint64_t high,
+                                     __m512i words[G][4]) {
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   __m512i c0[G], c1[G], c2[G], c3[G];
   for (int g = 0; g < G; ++g) {
@@ -64,7 +68,8 @@ QKV_AVX512_BMI2_INLINE void philox16(uint64_t seed, uint64_t first, __m512i word
     const __mmask16 carry = _mm512_cmplt_epu32_mask(c0[g], first_lo);
     const __m512i first_hi = _mm512_set1_epi32(int(uint32_t(group_first >> 32)));
     c1[g] = _mm512_mask_add_epi32(first_hi, carry, first_hi, _mm512_set1_epi32(1));
-    c2[g] = _mm512_setzero_si512(), c3[g] = _mm512_setzero_si512();
+    c2[g] = _mm512_set1_epi32(int(uint32_t(high)));
+    c3[g] = _mm512_set1_epi32(int(uint32_t(high >> 32)));
   }
   uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
   const __m512i m0 = _mm512_set1_epi32(int(0xD2511F53u)), m1 = _mm512_set1_epi32(int(0xCD9E8D57u));
@@ -88,10 +93,10 @@ QKV_AVX512_BMI2_INLINE void philox16(uint64_t seed, uint64_t first, __m512i word
 
 // Writes the 64 G values of blocks first .. first + 16 G - 1 to out.
 template <int G>
-QKV_AVX512_BMI2_INLINE void fill_groups(float* out, uint64_t seed, uint64_t first, bool always,
-                                        __m512i t, __m512 v) {
+QKV_AVX512_BMI2_INLINE void fill_groups(float* out, uint64_t seed, uint64_t first, uint64_t high,
+                                        bool always, __m512i t, __m512 v) {
   __m512i words[G][4];
-  philox16<G>(seed, first, words);
+  philox16<G>(seed, first, high, words);
   for (int g = 0; g < G; ++g) {
     uint64_t kept = always ? ~uint64_t(0) : 0;
     if (!always)
@@ -108,7 +113,8 @@ QKV_AVX512_BMI2_INLINE void fill_groups(float* out, uint64_t seed, uint64_t firs
 }  // namespace
 
 QKV_AVX512_BMI2 int64_t fill_bernoulli_avx512(float* out, uint64_t seed, uint64_t first_block,
-                                              int64_t blocks, uint64_t threshold, float value) {
+                                              int64_t blocks, uint64_t threshold, float value,
+                                              uint64_t high) {
   const int64_t whole = blocks / 16 * 16;
   const __m512 v = _mm512_set1_ps(value);
   // threshold is at most 2^32 (p = 1): then every word is below it
@@ -116,8 +122,8 @@ QKV_AVX512_BMI2 int64_t fill_bernoulli_avx512(float* out, uint64_t seed, uint64_
   const __m512i t = _mm512_set1_epi32(int(uint32_t(always ? 0 : threshold)));
   int64_t b = 0;
   for (; b + 32 <= whole; b += 32)
-    fill_groups<2>(out + 4 * b, seed, first_block + uint64_t(b), always, t, v);
-  if (b < whole) fill_groups<1>(out + 4 * b, seed, first_block + uint64_t(b), always, t, v);
+    fill_groups<2>(out + 4 * b, seed, first_block + uint64_t(b), high, always, t, v);
+  if (b < whole) fill_groups<1>(out + 4 * b, seed, first_block + uint64_t(b), high, always, t, v);
   return whole;
 }
 

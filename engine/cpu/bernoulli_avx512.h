@@ -1,5 +1,6 @@
-// Bernoulli fills sixteen Philox blocks at a time (AVX-512F + BMI2), for CpuBackend's
-// random_bernoulli on float32 tensors: the largest random fill of a training step (dropout).
+// Bernoulli fills sixteen Philox blocks at a time (AVX-512F + BMI2), for CpuBackend's float32
+// Bernoulli fills and dropout (engine/cpu/bernoulli_range.h): the largest random fills of a
+// training step.
 #pragma once
 
 #include <cstdint>
@@ -10,11 +11,13 @@ namespace qkv::cpu {
 bool bernoulli_avx512_available();
 
 // Writes the values of the blocks first_block .. first_block + blocks - 1 (counters of
-// philox::generate with `seed`) as philox::bernoulli defines them: out[4 b + j] = value when word
-// j of block first_block + b is below `threshold` (philox::bernoulli_threshold), else 0. Only
-// whole groups of sixteen blocks are written; returns how many blocks were (a multiple of 16),
-// and the caller does the rest.
+// philox::generate with `seed`, their high 64 bits `high`) as philox::bernoulli defines them:
+// out[4 b + j] = value when word j of block first_block + b is below `threshold`
+// (philox::bernoulli_threshold), else 0. Only whole groups of sixteen blocks are written; returns
+// how many blocks were (a multiple of 16), and the caller does the rest. A sequential fill's
+// counters have high 0; a line of a fill by example has its example's id there
+// (philox::example_bernoulli).
 int64_t fill_bernoulli_avx512(float* out, uint64_t seed, uint64_t first_block, int64_t blocks,
-                              uint64_t threshold, float value);
+                              uint64_t threshold, float value, uint64_t high = 0);
 
 }  // namespace qkv::cpu

@@ -1,10 +1,12 @@
-// A stretch of a Bernoulli fill, for kernels that draw a dropout mask piece by piece.
+// Stretches of a Bernoulli fill, for kernels that draw a dropout mask piece by piece.
 //
 // A fill that starts at counter `offset` gives element i the value philox::bernoulli(seed,
 // offset, i, threshold) defines (word i % 4 of block offset + i / 4). fill_bernoulli_range writes
 // elements [first, first + count) of such a fill, so a mask can be drawn where it is used - one
-// row of a tile of attention scores at a time (nn/efficient_attention.cpp) - and be the very mask
+// row of a tile of attention scores at a time (nn/efficient_attention.cpp), a few thousand
+// elements at a time by the fused dropout (engine/cpu/dropout_kernels.cpp) - and be the very mask
 // a whole-tensor fill (CpuBackend::random_bernoulli, which runs on it per thread) would give.
+// fill_bernoulli_example_line does the same for one line of a fill by example.
 #pragma once
 
 #include <cstdint>
@@ -16,5 +18,13 @@ namespace qkv::cpu {
 template <typename T>
 void fill_bernoulli_range(T* out, uint64_t seed, uint64_t offset, uint64_t first, int64_t count,
                           uint64_t threshold, T value);
+
+// out[c] = value when philox::example_bernoulli(key, example, c1, c2, c3, c, threshold), else 0,
+// for c in [0, width): the line (c1, c2, c3) of example `example`'s row in a fill by example
+// (CpuBackend::random_bernoulli_by_example). Its blocks are consecutive counters, sixteen at a
+// time through AVX-512 where the CPU has it (float32).
+template <typename T>
+void fill_bernoulli_example_line(T* out, uint64_t key, uint64_t example, uint64_t c1, uint64_t c2,
+                                 uint64_t c3, uint64_t width, uint64_t threshold, T value);
 
 }  // namespace qkv::cpu

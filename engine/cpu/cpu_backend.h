@@ -61,6 +61,10 @@ class CpuBackend final : public Backend {
                         double value) override;
   void random_bernoulli_by_example(const Tensor& out, uint64_t key, const Tensor& examples,
                                    double p, double value) override;
+  // dropout_kernels.cpp: float32 and float64 fused (a one-byte mask), the default otherwise.
+  Tensor dropout_forward(const Tensor& x, const DropoutDraws& draws, double p,
+                         const Tensor& out) override;
+  void dropout_backward(const Tensor& gy, const Tensor& mask, double p, const Tensor& gx) override;
   void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                  const Tensor& exp_avg_sq, double lr, double beta1, double beta2, double eps,
                  double weight_decay, bool decoupled, int64_t step) override;

@@ -27,12 +27,13 @@ void fill_with(const Tensor& out, F value_at) {
 // Whole blocks from the start of `blocks`, sixteen at a time where the CPU has AVX-512 (float32
 // only); returns how many it wrote, and the caller's loop does the rest.
 int64_t fill_bernoulli_vectorized(float* out, uint64_t seed, uint64_t first_block, int64_t blocks,
-                                  uint64_t threshold, float value) {
+                                  uint64_t threshold, float value, uint64_t high = 0) {
   static const bool available = bernoulli_avx512_available();
-  return available ? fill_bernoulli_avx512(out, seed, first_block, blocks, threshold, value) : 0;
+  return available ? fill_bernoulli_avx512(out, seed, first_block, blocks, threshold, value, high)
+                   : 0;
 }
 template <typename T>
-int64_t fill_bernoulli_vectorized(T*, uint64_t, uint64_t, int64_t, uint64_t, T) {
+int64_t fill_bernoulli_vectorized(T*, uint64_t, uint64_t, int64_t, uint64_t, T, uint64_t = 0) {
   return 0;
 }
 }  // namespace
@@ -79,6 +80,26 @@ template void fill_bernoulli_range<float>(float*, uint64_t, uint64_t, uint64_t, 
 template void fill_bernoulli_range<double>(double*, uint64_t, uint64_t, uint64_t, int64_t, uint64_t,
                                            double);
 
+template <typename T>
+void fill_bernoulli_example_line(T* out, uint64_t key, uint64_t example, uint64_t c1, uint64_t c2,
+                                 uint64_t c3, uint64_t width, uint64_t threshold, T value) {
+  // the line's blocks: counters example_position(c1, c2, c3, 4 k) = first + k, high word example
+  const uint64_t first = philox::example_position(c1, c2, c3, 0), blocks = width / 4;
+  const int64_t vectorized =
+      fill_bernoulli_vectorized(out, key, first, int64_t(blocks), threshold, value, example);
+  for (uint64_t k = uint64_t(vectorized); k < blocks; ++k) {
+    const philox::Block w = philox::generate(key, first + k, example);
+    for (int j = 0; j < 4; ++j) out[4 * k + uint64_t(j)] = w.v[j] < threshold ? value : T(0);
+  }
+  if (width % 4 == 0) return;
+  const philox::Block w = philox::generate(key, first + blocks, example);
+  for (uint64_t c = 4 * blocks; c < width; ++c) out[c] = w.v[c % 4] < threshold ? value : T(0);
+}
+template void fill_bernoulli_example_line<float>(float*, uint64_t, uint64_t, uint64_t, uint64_t,
+                                                 uint64_t, uint64_t, uint64_t, float);
+template void fill_bernoulli_example_line<double>(double*, uint64_t, uint64_t, uint64_t, uint64_t,
+                                                  uint64_t, uint64_t, uint64_t, double);
+
 void CpuBackend::random_bernoulli(const Tensor& out, uint64_t seed, uint64_t offset, double p,
                                   double value) {
   const uint64_t threshold = philox::bernoulli_threshold(p);
@@ -103,17 +124,12 @@ void CpuBackend::random_bernoulli_by_example(const Tensor& out, uint64_t key,
     const T v = T(value);
     parallel_for(0, lines, std::max<int64_t>(1, 16384 / int64_t(width)), [&](int64_t b, int64_t e) {
       for (int64_t line = b; line < e; ++line) {
-        // one line of the last dim: four elements per Philox block, as example_bernoulli draws
+        // one line of the last dim
         const uint64_t row = uint64_t(line) / lines_per_row, rest = uint64_t(line) % lines_per_row;
         const uint64_t c3 = rest % l.d[2], c2 = rest / l.d[2] % l.d[1],
                        c1 = rest / (l.d[2] * l.d[1]);
-        T* dst = o + line * int64_t(width);
-        for (uint64_t c = 0; c < width; c += 4) {
-          const philox::Block w = philox::generate(key, philox::example_position(c1, c2, c3, c),
-                                                   uint64_t(example[row]));
-          for (uint64_t j = 0; j < 4 && c + j < width; ++j)
-            dst[c + j] = w.v[j] < threshold ? v : T(0);
-        }
+        fill_bernoulli_example_line(o + line * int64_t(width), key, uint64_t(example[row]), c1, c2,
+                                    c3, width, threshold, v);
       }
     });
   });

@@ -1,11 +1,10 @@
-// Neural-network primitives: softmax, log_softmax, layer_norm, embedding, dropout, cross_entropy.
-// softmax and layer_norm run fused row kernels forward and backward; the others are composed from
-// primitive ops, so their backward comes from the primitives'.
-#include "engine/example_draws.h"
+// Neural-network primitives: softmax, log_softmax, layer_norm, embedding, cross_entropy (dropout
+// has a file of its own, engine/ops/dropout.cpp). softmax and layer_norm run fused row kernels
+// forward and backward; the others are composed from primitive ops, so their backward comes from
+// the primitives'.
 #include "engine/op_declaration.h"
 #include "engine/ops.h"
 #include "engine/ops/op_helpers.h"
-#include "engine/profiler.h"
 
 namespace qkv {
 
@@ -89,27 +88,6 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
     s.push_back(weight.shape()[1]);
     return s;
   }());
-}
-
-Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
-  detail::check_defined(x, "dropout");
-  QKV_CHECK(p >= 0 && p <= 1, "dropout", "probability ", p, " is outside [0, 1]");
-  if (!training || p == 0) return x;
-  if (p == 1) return mul(x, 0.0);
-  // keep with probability 1-p, scaled so the expectation is unchanged: the mask holds the scale
-  Generator& g = gen ? *gen : default_generator();
-  if (g.example_ids().empty())
-    return mul(x, bernoulli(x.shape(), 1 - p, {x.dtype(), x.device()}, &g, 1.0 / (1 - p)));
-  // row b from example b's id (engine/example_draws.h): one counter per call, its own key
-  const std::vector<uint64_t>& ids = g.example_ids();
-  example_layout(x.shape(), ids.size(), "dropout");
-  Tensor mask = Tensor::empty(x.shape(), x.dtype(), x.device());
-  const std::vector<int64_t> examples(ids.begin(), ids.end());
-  mask.backend().random_bernoulli_by_example(
-      mask, philox::call_key(g.seed(), g.take(1)),
-      tensor_i64(examples, {int64_t(examples.size())}, x.device()), 1 - p, 1.0 / (1 - p));
-  if (profiling()) profile_hooks::op_finished("bernoulli", {}, mask);  // as the sequential fill
-  return mul(x, mask);
 }
 
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index,

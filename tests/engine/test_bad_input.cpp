@@ -277,6 +277,11 @@ BOOST_AUTO_TEST_CASE(loss_targets_and_dtypes) {
        },
        {"layer_norm", "float32", "float64"}},
       {"dropout p", [] { dropout(zeros({2}), -0.1); }, {"dropout", "-0.1", "[0, 1]"}},
+      {"dropout of integers",
+       [] {
+         dropout(tensor_i64({1, 2}), 0.5);
+       },
+       {"dropout", "float32 or float64", "int64"}},
       {"item of empty", [] { zeros({0}).item(); }, {"item", "[0]"}},
       {"negative shape",
        [] {

@@ -62,32 +62,35 @@ BOOST_AUTO_TEST_CASE(attention_weights_keep_their_mask_when_both_lengths_are_pad
 BOOST_AUTO_TEST_CASE(the_fill_is_example_bernoulli_element_by_element_on_any_thread_count) {
   const int saved = num_threads();
   const uint64_t key = philox::call_key(91, 12), threshold = philox::bernoulli_threshold(0.7);
-  const Shape shape{3, 2, 4, 7, 9};  // every trailing slot used; rows not a multiple of 4
+  // every trailing slot used, rows not a multiple of 4; and lines long enough for the float32
+  // fill's sixteen-block AVX-512 groups (133: two groups, a block, one more), an id above 2^32
+  // in the counters' high word
   const std::vector<uint64_t> ids{5, (uint64_t(1) << 40) + 2, 0};
-  for (int threads : {1, 2})
-    for (DType dtype : {DType::f32, DType::f64}) {
-      set_num_threads(threads);
-      Generator gen(91);
-      gen.set_offset(12);
-      const ExampleDraws draws(gen, ids);
-      const std::vector<double> got =
-          dropout(ones(shape, {dtype}), 0.3, true, &gen).to_vector<double>();
-      const double kept = dtype == DType::f32 ? double(float(1 / 0.7)) : 1 / 0.7;
-      int64_t wrong = 0, ones_drawn = 0;
-      for (int64_t b = 0, i = 0; b < 3; ++b)
-        for (uint64_t c1 = 0; c1 < 2; ++c1)
-          for (uint64_t c2 = 0; c2 < 4; ++c2)
-            for (uint64_t c3 = 0; c3 < 7; ++c3)
-              for (uint64_t c4 = 0; c4 < 9; ++c4, ++i) {
-                const bool draw =
-                    philox::example_bernoulli(key, ids[size_t(b)], c1, c2, c3, c4, threshold);
-                wrong += got[size_t(i)] != (draw ? kept : 0.0);
-                ones_drawn += draw;
-              }
-      BOOST_TEST(wrong == 0, threads << " threads, " << dtype_name(dtype));
-      BOOST_TEST(double(ones_drawn) / double(got.size()) == 0.7,
-                 boost::test_tools::tolerance(0.05));
-    }
+  for (const Shape& shape : {Shape{3, 2, 4, 7, 9}, Shape{3, 5, 133}})
+    for (int threads : {1, 2})
+      for (DType dtype : {DType::f32, DType::f64}) {
+        set_num_threads(threads);
+        Generator gen(91);
+        gen.set_offset(12);
+        const ExampleDraws draws(gen, ids);
+        const std::vector<double> got =
+            dropout(ones(shape, {dtype}), 0.3, true, &gen).to_vector<double>();
+        const double kept = dtype == DType::f32 ? double(float(1 / 0.7)) : 1 / 0.7;
+        const philox::ExampleLayout l = example_layout(shape, ids.size(), "test");
+        int64_t wrong = 0, ones_drawn = 0;
+        for (uint64_t i = 0; i < got.size(); ++i) {
+          const uint64_t c4 = i % l.d[3], c3 = i / l.d[3] % l.d[2],
+                         c2 = i / (l.d[3] * l.d[2]) % l.d[1],
+                         c1 = i / (l.d[3] * l.d[2] * l.d[1]) % l.d[0], b = i / l.row();
+          const bool draw = philox::example_bernoulli(key, ids[b], c1, c2, c3, c4, threshold);
+          wrong += got[i] != (draw ? kept : 0.0);
+          ones_drawn += draw;
+        }
+        BOOST_TEST(wrong == 0, shape_str(shape)
+                                   << ", " << threads << " threads, " << dtype_name(dtype));
+        BOOST_TEST(double(ones_drawn) / double(got.size()) == 0.7,
+                   boost::test_tools::tolerance(0.05));
+      }
   set_num_threads(saved);
 }
 

@@ -1,0 +1,114 @@
+// Dropout in one pass over memory. Each thread draws its stretch of the keep decisions a thousand
+// elements at a time into a buffer that stays in L1, with the Bernoulli fills' own code
+// (engine/cpu/bernoulli_range.h, AVX-512 Philox where the CPU has it), so the decisions are the
+// fill's bit for bit; then it multiplies x by the buffer, writing y, and one byte per element (1:
+// kept) for the backward. The composed path writes a float mask to memory, reads it back in the
+// multiply and again in the multiply's backward; here the backward reads a quarter of that.
+#include <algorithm>
+#include <vector>
+
+#include "engine/cpu/bernoulli_range.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/dispatch.h"
+#include "engine/example_draws.h"
+#include "engine/parallel.h"
+#include "engine/random.h"
+
+namespace qkv::cpu {
+
+namespace {
+
+constexpr int64_t kStretch = 1024;  // elements drawn at a time (a multiple of 64: whole groups)
+
+// y = x * mask and keep = (mask != 0) over n elements: mask is the fill's value (the scale) or 0,
+// so y is bitwise the composed multiply.
+template <typename T>
+void apply(const T* x, const T* mask, T* y, uint8_t* keep, int64_t n) {
+  _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
+    y[i] = x[i] * mask[i];
+    keep[i] = mask[i] != T(0);
+  }
+}
+
+// Elements [begin, end) of the sequential stream, in stretches aligned to kStretch so that the
+// fill's sixteen-block groups start on whole blocks.
+template <typename T>
+void dropout_sequential(const T* x, T* y, uint8_t* keep, uint64_t seed, uint64_t offset,
+                        int64_t begin, int64_t end, uint64_t threshold, T scale) {
+  T mask[kStretch];
+  for (int64_t first = begin; first < end;) {
+    const int64_t last = std::min(end, (first / kStretch + 1) * kStretch);
+    fill_bernoulli_range(mask, seed, offset, uint64_t(first), last - first, threshold, scale);
+    apply(x + first, mask, y + first, keep + first, last - first);
+    first = last;
+  }
+}
+
+// Lines [begin, end) of the last dim (width l.d[3]) of a fill by example.
+template <typename T>
+void dropout_by_example(const T* x, T* y, uint8_t* keep, uint64_t key, const int64_t* examples,
+                        const philox::ExampleLayout& l, int64_t begin, int64_t end,
+                        uint64_t threshold, T scale) {
+  const uint64_t width = l.d[3], lines_per_row = l.d[0] * l.d[1] * l.d[2];
+  std::vector<T> mask(width);
+  for (int64_t line = begin; line < end; ++line) {
+    const uint64_t row = uint64_t(line) / lines_per_row, rest = uint64_t(line) % lines_per_row;
+    const uint64_t c3 = rest % l.d[2], c2 = rest / l.d[2] % l.d[1], c1 = rest / (l.d[2] * l.d[1]);
+    fill_bernoulli_example_line(mask.data(), key, uint64_t(examples[row]), c1, c2, c3, width,
+                                threshold, scale);
+    const int64_t at = line * int64_t(width);
+    apply(x + at, mask.data(), y + at, keep + at, int64_t(width));
+  }
+}
+
+}  // namespace
+
+Tensor CpuBackend::dropout_forward(const Tensor& x, const DropoutDraws& draws, double p,
+                                   const Tensor& out) {
+  if (x.dtype() != DType::f32 && x.dtype() != DType::f64)
+    return Backend::dropout_forward(x, draws, p, out);
+  Tensor keep = Tensor::empty(x.shape(), DType::b8, device());
+  const int64_t n = x.numel();
+  if (n == 0) return keep;
+  // the probabilities and the scale exactly as the composed fill computes them
+  const uint64_t threshold = philox::bernoulli_threshold(1 - p);
+  const double scale = 1.0 / (1 - p);
+  uint8_t* k = keep.data<uint8_t>();
+  QKV_DISPATCH_FLOAT(x.dtype(), "dropout", [&] {
+    const T* xp = x.data<T>();
+    T* yp = out.data<T>();
+    if (!draws.examples.defined()) {
+      parallel_for(0, n, 16384, [&](int64_t b, int64_t e) {
+        dropout_sequential(xp, yp, k, draws.seed, draws.offset, b, e, threshold, T(scale));
+      });
+      return;
+    }
+    const philox::ExampleLayout l =
+        example_layout(x.shape(), size_t(draws.examples.numel()), "dropout");
+    const int64_t width = int64_t(l.d[3]);
+    const int64_t* examples = draws.examples.data<int64_t>();
+    parallel_for(0, n / width, std::max<int64_t>(1, 16384 / width), [&](int64_t b, int64_t e) {
+      dropout_by_example(xp, yp, k, draws.key, examples, l, b, e, threshold, T(scale));
+    });
+  });
+  return keep;
+}
+
+void CpuBackend::dropout_backward(const Tensor& gy, const Tensor& mask, double p,
+                                  const Tensor& gx) {
+  if (mask.dtype() != DType::b8) return Backend::dropout_backward(gy, mask, p, gx);
+  const double scale = 1.0 / (1 - p);
+  const uint8_t* k = mask.data<uint8_t>();
+  QKV_DISPATCH_FLOAT(gy.dtype(), "dropout_backward", [&] {
+    const T* g = gy.data<T>();
+    T* o = gx.data<T>();
+    const T kept = T(scale);
+    parallel_for(0, gy.numel(), 16384, [&](int64_t b, int64_t e) {
+      // g times the mask's value, kept * 1 or kept * 0 = +0: bitwise the composed backward's
+      // multiply, without a branch on the random decision
+      _Pragma("omp simd") for (int64_t i = b; i < e; ++i) o[i] = g[i] * (T(k[i]) * kept);
+    });
+  });
+}
+
+}  // namespace qkv::cpu

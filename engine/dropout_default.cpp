@@ -1,0 +1,24 @@
+// Backend's default dropout kernels, composed of its other kernels: the Bernoulli fill of the
+// scaled mask, then a multiply by it, forward and backward. A backend without a fused kernel
+// (CUDA) runs these; the CPU backend overrides both (engine/cpu/dropout_kernels.cpp), and its
+// tests hold the fused kernels to these, bit for bit.
+#include "engine/backend.h"
+
+namespace qkv {
+
+Tensor Backend::dropout_forward(const Tensor& x, const DropoutDraws& draws, double p,
+                                const Tensor& out) {
+  Tensor mask = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (draws.examples.defined())
+    random_bernoulli_by_example(mask, draws.key, draws.examples, 1 - p, 1.0 / (1 - p));
+  else
+    random_bernoulli(mask, draws.seed, draws.offset, 1 - p, 1.0 / (1 - p));
+  binary(BinaryOp::mul, x, mask, out);
+  return mask;
+}
+
+void Backend::dropout_backward(const Tensor& gy, const Tensor& mask, double, const Tensor& gx) {
+  binary(BinaryOp::mul, gy, mask, gx);
+}
+
+}  // namespace qkv

@@ -1,0 +1,57 @@
+// dropout: one recorded op over the backend's dropout kernels, forward and backward. The forward
+// draws the keep decisions from the generator exactly as a Bernoulli fill of x's shape would (the
+// sequential stream, or by example while an ExampleDraws lives, engine/example_draws.h), so the
+// output is bitwise mul(x, bernoulli(...)); the backend keeps the mask in the form its backward
+// reads (one byte per element on the CPU).
+#include <vector>
+
+#include "engine/autograd.h"
+#include "engine/backend.h"
+#include "engine/example_draws.h"
+#include "engine/op_declaration.h"
+#include "engine/ops.h"
+#include "engine/ops/op_helpers.h"
+
+namespace qkv {
+
+// The backward applies the forward's mask to the gradient: linear in it, so it is its own
+// derivative, recorded as dropout again.
+QKV_RECORDED_OP("dropout", "engine", composed);
+
+namespace {
+
+Tensor apply_mask(const Tensor& gy, const Tensor& mask, double p) {
+  Tensor gx = Tensor::empty(gy.shape(), gy.dtype(), gy.device());
+  gy.backend().dropout_backward(detail::contiguous_data(gy), mask, p, gx);
+  return record("dropout", {gy}, gx,
+                [mask, p](const Tensor& g) { return grads{apply_mask(g, mask, p)}; });
+}
+
+}  // namespace
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  detail::check_defined(x, "dropout");
+  QKV_CHECK(p >= 0 && p <= 1, "dropout", "probability ", p, " is outside [0, 1]");
+  if (!training || p == 0) return x;
+  if (p == 1) return mul(x, 0.0);
+  detail::check_f32_or_f64(x, "dropout");
+  Generator& g = gen ? *gen : default_generator();
+  DropoutDraws draws;
+  if (g.example_ids().empty()) {
+    draws.seed = g.seed();
+    draws.offset = g.take(uint64_t(x.numel()));
+  } else {
+    // row b from example b's id: one counter per call, its own key
+    const std::vector<uint64_t>& ids = g.example_ids();
+    example_layout(x.shape(), ids.size(), "dropout");
+    draws.key = philox::call_key(g.seed(), g.take(1));
+    draws.examples =
+        tensor_i64(std::vector<int64_t>(ids.begin(), ids.end()), {int64_t(ids.size())}, x.device());
+  }
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor mask = x.backend().dropout_forward(detail::contiguous_data(x), draws, p, y);
+  return record("dropout", {x}, y,
+                [mask, p](const Tensor& gy) { return grads{apply_mask(gy, mask, p)}; });
+}
+
+}  // namespace qkv
