@@ -88,8 +88,8 @@ struct FloatUnary {
         return std::tanh(v);
       case UnaryOp::sigmoid:  // two-sided: never exp of a large positive number
         return v >= 0 ? T(1) / (T(1) + std::exp(-v)) : std::exp(v) / (T(1) + std::exp(v));
-      case UnaryOp::relu:
-        return v > 0 ? v : T(0);
+      case UnaryOp::relu:  // as PyTorch: NaN and -0 pass
+        return v < T(0) ? T(0) : v;
       case UnaryOp::step:
         return v > 0 ? T(1) : T(0);
       case UnaryOp::gelu_erf:

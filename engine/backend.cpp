@@ -12,12 +12,13 @@ void Backend::synchronize() {}
 bool Backend::supports_matmul_with_two_batch_dims() const { return false; }
 
 void Backend::matmul_plus_bias(const Tensor& a, const Tensor& b, const Tensor& bias,
-                               const Tensor& out) {
+                               const Tensor& out, bool relu) {
   const Shape& s = out.shape();  // [B, M, N] (or [B1, B2, M, N]): the bias repeated on each row
   Strides repeat(s.size(), 0);
   repeat.back() = bias.strides()[0];
   copy(make_view(bias, s, repeat, bias.offset()), out);
   matmul(a, b, out, /*accumulate=*/true);
+  if (relu) unary(UnaryOp::relu, out, out, 0);
 }
 
 bool Backend::supports_matmul_rounding_to_bf16() const { return false; }

@@ -145,12 +145,13 @@ class Backend {
   // precision: bfloat16 products accumulated and returned in float32, engine/autocast.h).
   virtual void matmul(const Tensor& a, const Tensor& b, const Tensor& out,
                       bool accumulate = false) = 0;
-  // out[b] = a[b] @ b[b] + bias, the [N] bias added to every row: linear()'s forward, operands as
-  // for matmul. The default writes the bias into out and accumulates the product over it (a pass
-  // of its own over out, which the GEMM then reads back); a backend whose GEMM adds the bias to
-  // each tile of out as it stores it overrides this.
+  // out[b] = a[b] @ b[b] + bias, the [N] bias added to every row, then with relu max(out, 0):
+  // linear()'s and linear_relu()'s forward, operands as for matmul. The default writes the bias
+  // into out, accumulates the product over it and applies unary relu (passes of their own over out,
+  // which the GEMM reads back); a backend whose GEMM finishes each tile of out as it stores it
+  // overrides this.
   virtual void matmul_plus_bias(const Tensor& a, const Tensor& b, const Tensor& bias,
-                                const Tensor& out);
+                                const Tensor& out, bool relu = false);
   // Optional: a, b and out given as [B1, B2, M, K], [B1, B2, K, N] and [B1, B2, M, N] too, a grid
   // of products with a stride per batch dim (either may be 0), for operands whose batch dims do
   // not collapse to one stride: attention's heads, [B, T, H, d] viewed as [B, H, T, d], are then

@@ -112,6 +112,10 @@ void register_engine_gradcheck_cases(OpRegistry& r) {
   add_case("linear", {{{4}}, {{3, 4}}, {{3}}}, [](X x) { return linear(x[0], x[1], x[2]); });
   add_case("linear", {{{3, 4}}, {{4, 5}}, {{5}}},
            [](X x) { return linear(x[0], transpose(x[1], 0, 1), x[2]); });
+  // linear_relu: the ReLU in the GEMM's epilogue (with a bias), composed after it (without)
+  add_case("linear_relu", {{{2, 3, 4}}, {{5, 4}}, {{5}}},
+           [](X x) { return linear_relu(x[0], x[1], x[2]); });
+  add_case("linear_relu", {{{3, 4}}, {{2, 4}}}, [](X x) { return linear_relu(x[0], x[1]); });
 
   // neural-network primitives
   add_case("softmax", {{{3, 5}}}, [](X x) { return softmax(x[0], 1); });

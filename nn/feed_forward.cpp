@@ -1,5 +1,7 @@
 #include "nn/feed_forward.h"
 
+#include <typeinfo>
+
 namespace qkv::nn {
 
 FeedForward::FeedForward(int64_t d_model, int64_t dim_ff, double p, const std::string& act) {
@@ -10,7 +12,13 @@ FeedForward::FeedForward(int64_t d_model, int64_t dim_ff, double p, const std::s
 }
 
 Tensor FeedForward::forward(const Tensor& x) {
-  return linear2->forward(dropout->forward(activation->forward(linear1->forward(x))));
+  // A ReLU goes into linear1's product (one pass over the hidden activations fewer); any other
+  // activation module, or one that replaced it, runs as a module of its own.
+  const Layer& act = *activation;
+  const bool relu_follows = typeid(act) == typeid(ReLU);
+  Tensor hidden =
+      relu_follows ? linear1->forward_relu(x) : activation->forward(linear1->forward(x));
+  return linear2->forward(dropout->forward(hidden));
 }
 
 }  // namespace qkv::nn

@@ -26,6 +26,13 @@ Tensor Linear::forward(const Tensor& x) {
   return linear(x, weight, bias);
 }
 
+Tensor Linear::forward_relu(const Tensor& x) {
+  QKV_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "Linear", "expected last dim ", in_features,
+            ", got input ", shape_str(x.shape()));
+  if (quantized && !grad_enabled()) return relu(quantized->forward(x));
+  return linear_relu(x, weight, bias);
+}
+
 std::string Linear::describe() const {
   return "Linear(" + std::to_string(in_features) + " -> " + std::to_string(out_features) +
          (bias.defined() ? "" : ", no bias") + ")";

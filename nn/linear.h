@@ -9,6 +9,8 @@ class Linear : public Layer {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
   Tensor forward(const Tensor& x) override;
+  // relu(forward(x)), the ReLU in the product's epilogue (linear_relu) where the float weights run.
+  Tensor forward_relu(const Tensor& x);
   std::string describe() const override;
 
   int64_t in_features, out_features;

@@ -100,14 +100,14 @@ void CpuBackend::matmul(const Tensor& a, const Tensor& b, const Tensor& out, boo
 }
 
 void CpuBackend::matmul_plus_bias(const Tensor& a, const Tensor& b, const Tensor& bias,
-                                  const Tensor& out) {
+                                  const Tensor& out, bool relu) {
   const GemmOperands g = gemm_operands(a, b, out);
   if (a.dtype() != out.dtype() || bias.dtype() != out.dtype() || g.batch != 1 ||
       (bias.strides()[0] != 1 && g.n > 1))
-    return Backend::matmul_plus_bias(a, b, bias, out);
+    return Backend::matmul_plus_bias(a, b, bias, out, relu);
   QKV_DISPATCH_FLOAT(out.dtype(), "matmul", [&] {
     gemm<T>(g.trans_a, g.trans_b, g.m, g.n, g.k, T(1), a.data<T>(), g.lda, b.data<T>(), g.ldb, T(0),
-            out.data<T>(), g.n, bias.data<T>());
+            out.data<T>(), g.n, {bias.data<T>(), relu});
   });
 }
 

@@ -26,9 +26,9 @@ class CpuBackend final : public Backend {
   void reduce(ReduceOp op, const Tensor& x, const Tensor& out) override;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out,
               bool accumulate = false) override;
-  // One product with a float bias: added by the GEMM to each tile as it is stored (gemm.h).
-  void matmul_plus_bias(const Tensor& a, const Tensor& b, const Tensor& bias,
-                        const Tensor& out) override;
+  // One product with a float bias (and ReLU): the GEMM's epilogue, on each tile as it is stored.
+  void matmul_plus_bias(const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& out,
+                        bool relu) override;
   bool supports_matmul_with_two_batch_dims() const override;  // yes
   bool supports_matmul_rounding_to_bf16() const override;     // bf16_kernel() (gemm_bf16.h)
   void matmul_rounding_to_bf16(const Tensor& a, const Tensor& b, const Tensor& out,

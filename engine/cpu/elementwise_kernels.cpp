@@ -167,8 +167,8 @@ void CpuBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double sc
           // the two-sided form never evaluates exp of a large positive number
           return v >= 0 ? T(1) / (T(1) + std::exp(-v)) : std::exp(v) / (T(1) + std::exp(v));
         });
-      case UnaryOp::relu:
-        return map1<T, T>(x, out, [](T v) { return v > 0 ? v : T(0); });
+      case UnaryOp::relu:  // as PyTorch: NaN and -0 pass
+        return map1<T, T>(x, out, [](T v) { return v < T(0) ? T(0) : v; });
       case UnaryOp::step:
         return map1<T, T>(x, out, [](T v) { return v > 0 ? T(1) : T(0); });
       case UnaryOp::gelu_erf:

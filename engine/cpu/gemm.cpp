@@ -54,11 +54,12 @@ void for_each_product(int64_t batch, int64_t m, int64_t n, int64_t k,
 
 template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
-          int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc, const T* bias) {
+          int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc,
+          GemmEpilogue<T> epilogue) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0 || alpha == T(0)) {
     scale_c(m, n, beta, c, ldc);
-    if (bias) add_row_bias(m, n, bias, c, ldc);
+    finish_tile(epilogue, 0, true, true, m, n, c, ldc);
     return;
   }
   if (m <= kSmallM) {
@@ -66,7 +67,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
     // columns in blocks of 64, the width of one register block of the kernel.
     return split_into_bands(m, n, k, 64, 64, [&](int64_t, int64_t, int64_t j0, int64_t j1) {
       gemm_small_m(trans_a, trans_b, m, j0, j1, k, alpha, a, lda, b, ldb, beta, c, ldc);
-      if (bias) add_row_bias(m, j1 - j0, bias + j0, c + j0, ldc);
+      finish_tile(epilogue, j0, true, true, m, j1 - j0, c + j0, ldc);
     });
   }
   const GemmMicrokernel<T>& kernel = *gemm_kernels<T>().front();
@@ -75,7 +76,8 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
   split_into_bands(
       m, n, k, kernel.mr, kernel.nr, [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
         gemm_packed(kernel, trans_a, trans_b, i1 - i0, j1 - j0, k, alpha, a + i0 * a_row, lda,
-                    b + j0 * b_col, ldb, beta, c + i0 * ldc + j0, ldc, bias ? bias + j0 : nullptr);
+                    b + j0 * b_col, ldb, beta, c + i0 * ldc + j0, ldc,
+                    {epilogue.bias ? epilogue.bias + j0 : nullptr, epilogue.relu});
       });
 }
 
@@ -91,9 +93,9 @@ void gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t 
 }
 
 template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
-                          const float*, int64_t, float, float*, int64_t, const float*);
+                          const float*, int64_t, float, float*, int64_t, GemmEpilogue<float>);
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
-                           const double*, int64_t, double, double*, int64_t, const double*);
+                           const double*, int64_t, double, double*, int64_t, GemmEpilogue<double>);
 template void gemm_batched<float>(int64_t, bool, bool, int64_t, int64_t, int64_t, float,
                                   const float*, int64_t, BatchStrides, const float*, int64_t,
                                   BatchStrides, float, float*, int64_t, BatchStrides);

@@ -4,9 +4,11 @@
 // (trans_a = true, lda >= M); likewise op(B) is K x N. Transposes are read in place, never
 // materialized. The batched form repeats the product over `batch` matrices, where each operand's
 // BatchStrides say where its i-th matrix starts (one stride, or two for a grid of matrices such as
-// attention's heads; a stride of 0 broadcasts that operand). A `bias` of n values, when given, is
-// added to every row of the result (C = alpha * op(A) @ op(B) + beta * C + bias), as each tile of
-// C is stored: Linear's bias without a pass of its own.
+// attention's heads; a stride of 0 broadcasts that operand).
+//
+// An epilogue finishes each tile of C while it is in L1, as it is stored: a bias of n values added
+// to every row (C = alpha * op(A) @ op(B) + beta * C + bias), then, with relu, max(C, 0). A Linear
+// layer's bias and a ReLU after it then cost no pass of their own over C.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +18,15 @@
 namespace qkv::cpu {
 
 template <typename T>
+struct GemmEpilogue {
+  const T* bias = nullptr;  // n values, or none
+  bool relu = false;
+};
+
+template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
-          int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc, const T* bias = nullptr);
+          int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc,
+          GemmEpilogue<T> epilogue = {});
 
 template <typename T>
 void gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,

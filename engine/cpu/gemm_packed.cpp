@@ -43,7 +43,7 @@ int64_t round_up(int64_t x, int64_t step) { return (x + step - 1) / step * step;
 template <typename T>
 void gemm_packed(const GemmMicrokernel<T>& kernel, bool trans_a, bool trans_b, int64_t m, int64_t n,
                  int64_t k, T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c,
-                 int64_t ldc, const T* bias) {
+                 int64_t ldc, GemmEpilogue<T> epilogue) {
   const int mr = kernel.mr, nr = kernel.nr;
   // Strides of op(A) along (row, depth) and of op(B) along (column, depth).
   const int64_t a_row = trans_a ? 1 : lda, a_depth = trans_a ? lda : 1;
@@ -98,8 +98,8 @@ void gemm_packed(const GemmMicrokernel<T>& kernel, bool trans_a, bool trans_b, i
             else
               kernel.run(kc, a_panel, b_panel, in_place ? ldb : nr, c_tile, ldc, alpha, beta_block,
                          int(rows), int(cols));
-            // while the tile just stored is in L1: the bias costs no pass of its own over C
-            if (bias && p0 == 0) add_row_bias(rows, cols, bias + j0 + jr, c_tile, ldc);
+            // while the tile just stored is in L1
+            finish_tile(epilogue, j0 + jr, p0 == 0, p0 + kc >= k, rows, cols, c_tile, ldc);
           }
         }
       }
@@ -109,9 +109,9 @@ void gemm_packed(const GemmMicrokernel<T>& kernel, bool trans_a, bool trans_b, i
 
 template void gemm_packed<float>(const GemmMicrokernel<float>&, bool, bool, int64_t, int64_t,
                                  int64_t, float, const float*, int64_t, const float*, int64_t,
-                                 float, float*, int64_t, const float*);
+                                 float, float*, int64_t, GemmEpilogue<float>);
 template void gemm_packed<double>(const GemmMicrokernel<double>&, bool, bool, int64_t, int64_t,
                                   int64_t, double, const double*, int64_t, const double*, int64_t,
-                                  double, double*, int64_t, const double*);
+                                  double, double*, int64_t, GemmEpilogue<double>);
 
 }  // namespace qkv::cpu

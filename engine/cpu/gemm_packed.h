@@ -6,22 +6,31 @@
 
 #include <cstdint>
 
+#include "engine/cpu/gemm.h"
 #include "engine/cpu/gemm_kernel.h"
 
 namespace qkv::cpu {
 
-// C[i, j] += bias[j] for i < m, j < n.
+// Applies the epilogue (gemm.h) to C[i, j] for i < m, j < n, bias + j0 being column j's: the bias
+// when `first` (the tile's first depth block), the ReLU when `last`.
 template <typename T>
-void add_row_bias(int64_t m, int64_t n, const T* bias, T* c, int64_t ldc) {
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) c[i * ldc + j] += bias[j];
+void finish_tile(const GemmEpilogue<T>& e, int64_t j0, bool first, bool last, int64_t m, int64_t n,
+                 T* c, int64_t ldc) {
+  if (e.bias && first)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] += e.bias[j0 + j];
+  if (e.relu && last)  // NaN stays NaN, as relu() leaves it
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = c[i * ldc + j] < T(0) ? T(0) : c[i * ldc + j];
 }
 
-// C = alpha * op(A) @ op(B) + beta * C (+ bias[j] on every row, when bias is given) on the calling
-// thread, with the same conventions as gemm() in gemm.h. Requires m, n, k > 0.
+// C = alpha * op(A) @ op(B) + beta * C and its epilogue on the calling thread, with the same
+// conventions as gemm() in gemm.h; epilogue.bias points at C's first column's. Requires m, n, k >
+// 0.
 template <typename T>
 void gemm_packed(const GemmMicrokernel<T>& kernel, bool trans_a, bool trans_b, int64_t m, int64_t n,
                  int64_t k, T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c,
-                 int64_t ldc, const T* bias = nullptr);
+                 int64_t ldc, GemmEpilogue<T> epilogue = {});
 
 }  // namespace qkv::cpu

@@ -169,6 +169,8 @@ Tensor arithmetic(BinaryOp op, const Tensor& a, const Tensor& b, const char* nam
   return binary_kernel(op, a, b, name, false);
 }
 
+}  // namespace
+
 // relu's gradient in one pass: gy where x > 0, else 0, even where gy is inf or NaN (PyTorch's
 // threshold_backward; gy * step(x) would give NaN there). Recorded, so that a gradient taken with
 // create_graph can be differentiated again: linear in gy, flat in x.
@@ -179,8 +181,6 @@ Tensor relu_backward(const Tensor& gy, const Tensor& x) {
     return grads{relu_backward(gg, x), Tensor()};
   });
 }
-
-}  // namespace
 
 QKV_RECORDED_OP("relu", "engine", composed);
 Tensor relu(const Tensor& x) {

@@ -188,9 +188,11 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   });
 }
 
-QKV_RECORDED_OP("linear", "engine", composed);
-Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
-  const char* op = "linear";
+namespace {
+
+// y = x @ weight^T + bias, then max(y, 0) with relu: the forward of linear and linear_relu.
+Tensor linear_product(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, bool relu,
+                      const char* op) {
   detail::check_defined(x_in, op);
   detail::check_defined(weight_in, op);
   detail::check_same_device(x_in, weight_in, op);
@@ -223,7 +225,8 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
       y.backend().copy(
           make_view(bias, {1, rows, out_features}, {0, 0, bias.strides()[0]}, bias.offset()), y3);
     };
-    if (in == 0) {  // no product: the bias alone (or zeros)
+    bool relu_applied = false;  // by the GEMM's epilogue
+    if (in == 0) {              // no product: the bias alone (or zeros)
       if (bias.defined())
         start_from_bias();
       else
@@ -239,22 +242,47 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
       if (!bias.defined()) {
         backend_matmul(x3, w_t, y3, compute);
       } else if (compute == x3.dtype() && compute == y3.dtype()) {
-        y.backend().matmul_plus_bias(x3, w_t, bias, y3);  // the GEMM adds it as it stores y
+        y.backend().matmul_plus_bias(x3, w_t, bias, y3, relu);  // the GEMM's epilogue
+        relu_applied = true;
       } else {
         start_from_bias();  // bfloat16 products: the GEMM accumulates over the bias
         backend_matmul(x3, w_t, y3, compute, /*accumulate=*/true);
       }
     }
+    if (relu && !relu_applied) y.backend().unary(UnaryOp::relu, y, y, 0);
   }
-  return record(op, {x_in, weight_in, bias_in}, y,
-                [x = x_in, w = weight_in, b = bias_in, in, out_features](const Tensor& gy) {
-                  // With g = dL/dy as [rows, out]: dx = g @ W, dW = g^T @ x, db = column sums of g.
-                  Tensor g2 = reshape(gy, {-1, out_features});
-                  Tensor gx, gw, gb;
-                  if (x.requires_grad()) gx = reshape(matmul(g2, w), x.shape());
-                  if (w.requires_grad()) gw = matmul(transpose(g2, 0, 1), reshape(x, {-1, in}));
-                  if (b.defined() && b.requires_grad()) gb = sum(g2, {0});
-                  return grads{gx, gw, gb};
+  return y;
+}
+
+// With g = dL/dy as [rows, out]: dx = g @ W, dW = g^T @ x, db = column sums of g.
+grads linear_gradients(const Tensor& gy, const Tensor& x, const Tensor& w, const Tensor& b) {
+  const int64_t in = w.size(1), out_features = w.size(0);
+  Tensor g2 = reshape(gy, {-1, out_features});
+  Tensor gx, gw, gb;
+  if (x.requires_grad()) gx = reshape(matmul(g2, w), x.shape());
+  if (w.requires_grad()) gw = matmul(transpose(g2, 0, 1), reshape(x, {-1, in}));
+  if (b.defined() && b.requires_grad()) gb = sum(g2, {0});
+  return grads{gx, gw, gb};
+}
+
+}  // namespace
+
+QKV_RECORDED_OP("linear", "engine", composed);
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  Tensor y = linear_product(x, weight, bias, /*relu=*/false, "linear");
+  return record("linear", {x, weight, bias}, y, [x, weight, bias](const Tensor& gy) {
+    return linear_gradients(gy, x, weight, bias);
+  });
+}
+
+// relu(linear(x, weight, bias)) with the ReLU in the GEMM's epilogue; the backward masks the
+// gradient by the output (y > 0 exactly where x W^T + b > 0) and is linear's.
+QKV_RECORDED_OP("linear_relu", "engine", composed);
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  Tensor y = linear_product(x, weight, bias, /*relu=*/true, "linear_relu");
+  return record("linear_relu", {x, weight, bias}, y,
+                [x, weight, bias, y = y.detach()](const Tensor& gy) {
+                  return linear_gradients(relu_backward(gy, y), x, weight, bias);
                 });
 }
 

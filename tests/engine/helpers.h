@@ -8,8 +8,28 @@
 
 #include "engine/error.h"
 #include "engine/ops.h"
+#include "engine/parallel.h"
 
 namespace qkv::testing {
+
+// Restores the thread count a test changed; given a count, sets it for the test's scope first.
+struct ThreadCount {
+  ThreadCount() = default;
+  explicit ThreadCount(int n) { set_num_threads(n); }
+  ~ThreadCount() { set_num_threads(saved); }
+  int saved = num_threads();
+};
+
+// The same shape and the same values bit for bit (NaN equal to NaN), read as doubles.
+inline bool equal_values(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return false;
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!(x[i] == y[i] && std::signbit(x[i]) == std::signbit(y[i])) &&
+        !(std::isnan(x[i]) && std::isnan(y[i])))
+      return false;
+  return true;
+}
 
 // Every element of t within tol of expected (row-major), with a message naming the first miss.
 inline void check_values(const Tensor& t, const std::vector<double>& expected, double tol = 1e-6) {

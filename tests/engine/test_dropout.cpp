@@ -17,6 +17,7 @@
 
 using namespace qkv;
 using qkv::testing::check_error;
+using qkv::testing::ThreadCount;
 
 namespace {
 
@@ -61,12 +62,6 @@ Tensor awkward_input(const Shape& shape, DType dtype, uint64_t seed) {
     copy_(flat.narrow(0, (i * 7919) % x.numel(), 1), full({1}, specials[i], {dtype}));
   return x;
 }
-
-struct ThreadCount {
-  explicit ThreadCount(int n) : saved(num_threads()) { set_num_threads(n); }
-  ~ThreadCount() { set_num_threads(saved); }
-  int saved;
-};
 
 // dropout and the composed path from two generators in the same state, forward and backward:
 // outputs, gradients and the generators' offsets must agree exactly.

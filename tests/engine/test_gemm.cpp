@@ -12,6 +12,9 @@
 #include "engine/cpu/gemm_kernel.h"
 #include "engine/cpu/gemm_packed.h"
 #include "engine/parallel.h"
+#include "tests/engine/helpers.h"
+
+using qkv::testing::ThreadCount;
 
 namespace {
 
@@ -50,6 +53,7 @@ struct Case {
   int64_t pad_a = 0, pad_b = 0, pad_c = 0;
   int64_t lda = -1, ldb = -1;  // >= 0 overrides the padded minimal leading dimension
   bool bias = false;           // a bias of n values, added to every row
+  bool relu = false;           // then max(C, 0)
 };
 
 std::string describe(const Case& c) {
@@ -57,7 +61,7 @@ std::string describe(const Case& c) {
          " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
          " alpha=" + std::to_string(c.alpha) + " beta=" + std::to_string(c.beta) +
          " lda=" + std::to_string(c.lda) + " ldb=" + std::to_string(c.ldb) +
-         (c.bias ? " +bias" : "");
+         (c.bias ? " +bias" : "") + (c.relu ? " relu" : "");
 }
 
 // Runs `multiply` (a gemm-shaped callable) on random data for case `c` and returns the largest
@@ -76,7 +80,8 @@ double relative_error(const Case& c, std::mt19937& rng, Multiply multiply) {
   const Operand<T> before = out;
   const Operand<T> bias = random_operand<T>(1, c.bias ? c.n : 0, false, c.n, rng);
   multiply(c.ta, c.tb, c.m, c.n, c.k, T(c.alpha), a.data.data(), lda, b.data.data(), ldb, T(c.beta),
-           out.data.data(), ldc, c.bias ? bias.data.data() : nullptr);
+           out.data.data(), ldc,
+           qkv::cpu::GemmEpilogue<T>{c.bias ? bias.data.data() : nullptr, c.relu});
   double worst = 0;
   const double eps = std::numeric_limits<T>::epsilon();
   for (int64_t i = 0; i < c.m; ++i)
@@ -88,7 +93,8 @@ double relative_error(const Case& c, std::mt19937& rng, Multiply multiply) {
       }
       const double scaled = c.beta == 0 ? 0 : c.beta * before.at(i, j);
       const double added = c.bias ? bias.at(0, j) : 0;
-      const double want = c.alpha * sum + scaled + added;
+      const double sum_total = c.alpha * sum + scaled + added;
+      const double want = c.relu && sum_total < 0 ? 0 : sum_total;
       const double allowed =
           eps * double(c.k + 3) *
               (std::abs(c.alpha) * magnitude + std::abs(scaled) + std::abs(added)) +
@@ -142,12 +148,6 @@ void check_gemm(const std::vector<Case>& cases) {
     BOOST_TEST(err <= 1.0, describe(c) << ": error " << err);
   }
 }
-
-// Restores the thread count a test changed.
-struct ThreadCount {
-  int saved = qkv::num_threads();
-  ~ThreadCount() { qkv::set_num_threads(saved); }
-};
 
 }  // namespace
 
@@ -208,14 +208,19 @@ BOOST_AUTO_TEST_CASE(alpha_beta_and_padded_leading_dimensions) {
   check_all_kernels<float>(cases);
 }
 
-// The bias is added once to each element, whatever the path: the packed loop nest over several
-// depth blocks (k > kc), few rows, k = 0, beta, ragged tiles, and C split between threads.
-BOOST_AUTO_TEST_CASE(a_bias_is_added_to_every_row_once) {
+// The epilogue, whatever the path: the bias added once to each element and the ReLU applied to
+// the finished sum, in the packed loop nest over several depth blocks (k > kc), with few rows,
+// k = 0, beta, ragged tiles, and C split between threads.
+BOOST_AUTO_TEST_CASE(the_epilogue_adds_the_bias_once_and_rectifies_the_sum) {
   std::vector<Case> cases;
   for (Case c : edge_cases()) {
     c.bias = true;
     cases.push_back(c);
     c.beta = 1;
+    cases.push_back(c);
+    c.relu = true;
+    cases.push_back(c);
+    c.bias = false;
     cases.push_back(c);
   }
   for (bool ta : {false, true})
@@ -232,6 +237,10 @@ BOOST_AUTO_TEST_CASE(a_bias_is_added_to_every_row_once) {
       Case threaded{ta, tb, 301, 67, 150};
       threaded.bias = true;
       cases.push_back(threaded);
+      for (Case relu : {deep, few, empty, threaded}) {
+        relu.relu = true;
+        cases.push_back(relu);
+      }
     }
   ThreadCount restore;
   for (int threads : {1, 2}) {

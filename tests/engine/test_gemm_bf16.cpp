@@ -20,6 +20,9 @@
 #include "engine/dtype.h"
 #include "engine/error.h"
 #include "engine/parallel.h"
+#include "tests/engine/helpers.h"
+
+using qkv::testing::ThreadCount;
 
 namespace {
 
@@ -183,12 +186,6 @@ void check(const std::vector<Case>& cases) {
     }
   }
 }
-
-// Restores the thread count a test changed.
-struct ThreadCount {
-  int saved = qkv::num_threads();
-  ~ThreadCount() { qkv::set_num_threads(saved); }
-};
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 // Forward values of the ops against hand-computed or independently computed numbers, and the
 // errors that misuse raises.
 #include <algorithm>
+#include <array>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <numeric>
@@ -15,6 +16,8 @@
 using namespace qkv;
 using qkv::testing::check_error;
 using qkv::testing::check_values;
+using qkv::testing::equal_values;
+using qkv::testing::ThreadCount;
 
 BOOST_AUTO_TEST_SUITE(ops)
 
@@ -24,6 +27,12 @@ BOOST_AUTO_TEST_CASE(unary_values) {
   check_values(exp(x), {std::exp(-1.0), 1, std::exp(0.5), std::exp(2.0)}, 1e-5);
   check_values(abs(x), {1, 0, 0.5, 2});
   check_values(relu(x), {0, 0, 0.5, 2});
+  // as torch 1.13's relu: NaN stays NaN and -0 stays -0 (its sign shows in 1 / relu(x))
+  for (DType dtype : {DType::f32, DType::f64}) {
+    Tensor odd = relu(tensor({std::nan(""), -0.0, -1.0}).to(dtype));
+    check_values(odd, {std::nan(""), 0, 0});
+    check_values(div(tensor({1.0, 1.0, 1.0}).to(dtype), odd), {std::nan(""), -INFINITY, INFINITY});
+  }
   check_values(sigmoid(x),
                {1 / (1 + std::exp(1.0)), 0.5, 1 / (1 + std::exp(-0.5)), 1 / (1 + std::exp(-2.0))},
                1e-6);
@@ -113,6 +122,41 @@ BOOST_AUTO_TEST_CASE(matmul_values) {
   check_values(select(select(ab, 0, 1), 0, 2), {116, 128, 278, 308});
   check_error([&] { matmul(a, a); }, {"matmul", "inner dimensions differ", "[2,3] @ [2,3]"});
   check_error([&] { matmul(zeros({2, 3, 4}), zeros({5, 4, 2})); }, {"matmul", "broadcast"});
+}
+
+// linear_relu is relu(linear) bit for bit on every path: the GEMM's epilogue (a float bias), the
+// composed ReLU (no bias, in_features 0, bfloat16 products under autocast), ragged shapes, a
+// transposed weight, and both thread counts.
+BOOST_AUTO_TEST_CASE(linear_relu_equals_relu_of_linear) {
+  manual_seed(23);
+  ThreadCount restore;
+  for (int threads : {1, 2})
+    for (DType dtype : {DType::f32, DType::f64})
+      for (const auto& s : std::vector<std::array<int64_t, 3>>{
+               {1, 7, 5}, {37, 70, 129}, {1280, 128, 256}, {300, 64, 0}}) {
+        set_num_threads(threads);
+        const int64_t rows = s[0], in = s[1], out = s[2];
+        Tensor x = randn({rows, in}).to(dtype), w = randn({out, in}).to(dtype);
+        Tensor b = randn({out}).to(dtype);
+        const std::string what = "threads " + std::to_string(threads) + " " + dtype_name(dtype) +
+                                 " [" + std::to_string(rows) + "," + std::to_string(in) + "] -> " +
+                                 std::to_string(out);
+        auto same = [&](const Tensor& got, const Tensor& want, const std::string& how) {
+          BOOST_TEST(equal_values(got, want), what << " " << how);
+        };
+        same(linear_relu(x, w, b), relu(linear(x, w, b)), "bias");
+        same(linear_relu(x, w), relu(linear(x, w)), "no bias");
+        Tensor wt = randn({in, out}).to(dtype).transpose(0, 1);
+        same(linear_relu(x, wt, b), relu(linear(x, wt, b)), "transposed weight");
+        if (dtype == DType::f32) {
+          Autocast bf16(DType::bf16);
+          same(linear_relu(x, w, b), relu(linear(x, w, b)), "autocast bf16");
+        }
+      }
+  // and some outputs are rectified, some not: the comparison has both kinds
+  Tensor y = linear_relu(randn({64, 16}), randn({16, 16}), randn({16}));
+  BOOST_TEST(sum(eq(y, 0.0).to(DType::f32)).item() > 0);
+  BOOST_TEST(sum(gt(y, 0.0).to(DType::f32)).item() > 0);
 }
 
 BOOST_AUTO_TEST_CASE(matmul_against_naive_loops) {

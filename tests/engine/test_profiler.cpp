@@ -9,6 +9,7 @@
 #include "tests/engine/helpers.h"
 
 using namespace qkv;
+using qkv::testing::ThreadCount;
 
 namespace {
 
@@ -19,12 +20,6 @@ std::vector<ProfileEvent> of(const std::vector<ProfileEvent>& events, const std:
     if (e.name == name && e.phase == phase && !e.scope && e.thread == 0) found.push_back(e);
   return found;
 }
-
-struct ThreadCount {
-  explicit ThreadCount(int n) : saved(num_threads()) { set_num_threads(n); }
-  ~ThreadCount() { set_num_threads(saved); }
-  int saved;
-};
 
 }  // namespace
 
