@@ -96,7 +96,8 @@ OpCost profile_cost(const std::string& op, const std::vector<Tensor>& inputs,
   const double out = output.defined() ? double(output.numel()) : 0;
   if (is(op, "matmul") && inputs.size() == 2 && in(0).dim() >= 1) {
     cost.flops = 2 * out * double(in(0).shape().back());  // each output sums K products
-  } else if (is(op, "linear") && inputs.size() >= 2 && in(1).dim() == 2) {
+  } else if ((is(op, "linear") || is(op, "linear_relu")) && inputs.size() >= 2 &&
+             in(1).dim() == 2) {
     cost.flops = 2 * out * double(in(1).shape()[1]);  // weight [out, in]
   } else if (is(op, "conv2d") && inputs.size() >= 2 && in(1).dim() == 4 && in(1).shape()[0] > 0) {
     cost.flops = 2 * out * double(in(1).numel() / in(1).shape()[0]);  // Cin/groups x kh x kw

@@ -101,9 +101,23 @@ BOOST_AUTO_TEST_CASE(an_op_built_from_ops_is_one_event) {
   BOOST_CHECK_EQUAL(forward_flops, conv[0].flops);
 }
 
+// A fused op that runs a product is charged its FLOPs like the op it fuses (a product counted as
+// memory traffic would lower the step's MFU line without a sign).
+BOOST_AUTO_TEST_CASE(a_linear_with_its_relu_is_charged_its_products) {
+  ThreadCount one(1);
+  Tensor x = uniform({6, 8}, -1, 1), w = uniform({5, 8}, -1, 1), b = uniform({5}, -1, 1);
+  Profiler profiler;
+  linear_relu(x, w, b);
+  auto fused = of(profiler.events(), "linear_relu", ProfilePhase::forward);
+  BOOST_REQUIRE_EQUAL(fused.size(), 1u);
+  BOOST_CHECK_EQUAL(fused[0].flops, 2.0 * 6 * 5 * 8);
+}
+
 BOOST_AUTO_TEST_CASE(costs_of_products_and_views) {
   Tensor x = zeros({2, 5, 8}), w = zeros({3, 8}), bias = zeros({3});
   BOOST_CHECK_EQUAL(profile_cost("linear", {x, w, bias}, zeros({2, 5, 3})).flops, 2.0 * 30 * 8);
+  BOOST_CHECK_EQUAL(profile_cost("linear_relu", {x, w, bias}, zeros({2, 5, 3})).flops,
+                    2.0 * 30 * 8);
   Tensor img = zeros({1, 4, 6, 6}), kernel = zeros({8, 4, 3, 3});
   BOOST_CHECK_EQUAL(profile_cost("conv2d", {img, kernel}, zeros({1, 8, 4, 4})).flops,
                     2.0 * 8 * 16 * 36);
