@@ -127,12 +127,12 @@ ValuesIndices min(const Tensor& x, int dim, bool keepdim = false);
 // promoted, batch dimensions broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b);
 // torch.nn.functional.linear: x [..., in] @ weight [out, in]^T + bias [out] (bias may be
-// undefined). One GEMM that starts from the broadcast bias, so the bias costs no extra pass.
+// undefined). One GEMM; the CPU's adds the bias as it stores each tile (Backend::matmul_plus_bias).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 // relu(linear(x, weight, bias)), the ReLU applied by the same GEMM as it stores each tile (a
 // feed-forward block's first layer): the same values, one pass over the output fewer.
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
-// relu's gradient: gy where x > 0, else 0 (PyTorch's threshold_backward at 0).
+// relu's gradient: 0 where x <= 0, else gy (PyTorch's threshold_backward at 0: a NaN x passes gy).
 Tensor relu_backward(const Tensor& gy, const Tensor& x);
 
 // ---- neural-network primitives (engine/ops/nn_ops.cpp)

@@ -19,16 +19,19 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias) : in_features(in), out_fe
   }
 }
 
-Tensor Linear::forward(const Tensor& x) {
+void Linear::check_input(const Tensor& x) const {
   QKV_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "Linear", "expected last dim ", in_features,
             ", got input ", shape_str(x.shape()));
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  check_input(x);
   if (quantized && !grad_enabled()) return quantized->forward(x);
   return linear(x, weight, bias);
 }
 
 Tensor Linear::forward_relu(const Tensor& x) {
-  QKV_CHECK(x.dim() >= 1 && x.size(-1) == in_features, "Linear", "expected last dim ", in_features,
-            ", got input ", shape_str(x.shape()));
+  check_input(x);
   if (quantized && !grad_enabled()) return relu(quantized->forward(x));
   return linear_relu(x, weight, bias);
 }

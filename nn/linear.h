@@ -19,6 +19,9 @@ class Linear : public Layer {
   // Set by quantize_linear_layers (nn/quantized.h): forward runs this int8 version instead
   // whenever no graph is recorded (inference); training keeps using the float weights.
   std::shared_ptr<Layer> quantized;
+
+ private:
+  void check_input(const Tensor& x) const;
 };
 
 }  // namespace qkv::nn

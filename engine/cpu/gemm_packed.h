@@ -26,8 +26,8 @@ void finish_tile(const GemmEpilogue<T>& e, int64_t j0, bool first, bool last, in
 }
 
 // C = alpha * op(A) @ op(B) + beta * C and its epilogue on the calling thread, with the same
-// conventions as gemm() in gemm.h; epilogue.bias points at C's first column's. Requires m, n, k >
-// 0.
+// conventions as gemm() in gemm.h (epilogue.bias: the value of C's first column first).
+// Requires m, n, k > 0.
 template <typename T>
 void gemm_packed(const GemmMicrokernel<T>& kernel, bool trans_a, bool trans_b, int64_t m, int64_t n,
                  int64_t k, T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c,
