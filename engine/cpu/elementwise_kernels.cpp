@@ -21,11 +21,12 @@ T* ptr(const Tensor& t) {
 
 }  // namespace
 
+// An empty tensor may have no storage: memcpy's pointers must not be null even for 0 bytes.
 void CpuBackend::copy_to_host(const void* src, void* dst, size_t bytes) {
-  std::memcpy(dst, src, bytes);
+  if (bytes > 0) std::memcpy(dst, src, bytes);
 }
 void CpuBackend::copy_from_host(const void* src, void* dst, size_t bytes) {
-  std::memcpy(dst, src, bytes);
+  if (bytes > 0) std::memcpy(dst, src, bytes);
 }
 
 void CpuBackend::copy(const Tensor& src, const Tensor& dst) {
