@@ -90,8 +90,6 @@ struct FloatUnary {
         return v >= 0 ? T(1) / (T(1) + std::exp(-v)) : std::exp(v) / (T(1) + std::exp(v));
       case UnaryOp::relu:  // as PyTorch: NaN and -0 pass
         return v < T(0) ? T(0) : v;
-      case UnaryOp::step:
-        return v > 0 ? T(1) : T(0);
       case UnaryOp::gelu_erf:
         return gelu_erf(v);
       case UnaryOp::gelu_tanh:

@@ -31,7 +31,6 @@ enum class UnaryOp {
   tanh,
   sigmoid,
   relu,
-  step,  // step(x) = x > 0
   gelu_erf,
   gelu_tanh,
   gelu_erf_grad,

@@ -28,7 +28,7 @@ Tensor rand(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullpt
 Tensor randn(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);  // N(0,1)
 Tensor uniform(const Shape& shape, double low, double high, TensorOptions opts = {},
                Generator* gen = nullptr);
-// `value` (1 unless given) with probability p, else 0 (dropout's mask holds 1 / (1 - p), its scale:
+// `value` (1 unless given) with probability p, else 0. Dropout's mask holds 1 / (1 - p), its scale:
 // dropout(x) is bitwise mul(x, bernoulli(x.shape(), 1 - p, ..., 1 / (1 - p))).
 Tensor bernoulli(const Shape& shape, double p, TensorOptions opts = {}, Generator* gen = nullptr,
                  double value = 1);

@@ -170,8 +170,6 @@ void CpuBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double sc
         });
       case UnaryOp::relu:  // as PyTorch: NaN and -0 pass
         return map1<T, T>(x, out, [](T v) { return v < T(0) ? T(0) : v; });
-      case UnaryOp::step:
-        return map1<T, T>(x, out, [](T v) { return v > 0 ? T(1) : T(0); });
       case UnaryOp::gelu_erf:
         return map1<T, T>(x, out, [](T v) { return gelu_erf<CpuMath>(v); });
       case UnaryOp::gelu_tanh:

@@ -122,19 +122,20 @@ constexpr auto tile_table(std::integer_sequence<int, R...>) {
   return std::array<Tile, MR>{avx512_tile<T, MR, R + 1, NV, kAInPlace>...};
 }
 
-template <typename T, int MR, int NV>
-void avx512_kernel(int64_t kc, const T* a, const T* b, int64_t ldb, T* c, int64_t ldc, T alpha,
-                   T beta, int rows, int cols) {
-  static constexpr auto tiles = tile_table<T, MR, NV, false>(std::make_integer_sequence<int, MR>());
-  tiles[rows - 1](kc, a, MR, b, ldb, c, ldc, alpha, beta, cols);
-}
-
+// op(A) = A^T read in place, its rows lda apart; a packed panel is the case lda == MR.
 template <typename T, int MR, int NV>
 void avx512_kernel_a_transposed_in_place(int64_t kc, const T* a, int64_t lda, const T* b,
                                          int64_t ldb, T* c, int64_t ldc, T alpha, T beta, int rows,
                                          int cols) {
   static constexpr auto tiles = tile_table<T, MR, NV, false>(std::make_integer_sequence<int, MR>());
   tiles[rows - 1](kc, a, lda, b, ldb, c, ldc, alpha, beta, cols);
+}
+
+template <typename T, int MR, int NV>
+void avx512_kernel(int64_t kc, const T* a, const T* b, int64_t ldb, T* c, int64_t ldc, T alpha,
+                   T beta, int rows, int cols) {
+  avx512_kernel_a_transposed_in_place<T, MR, NV>(kc, a, MR, b, ldb, c, ldc, alpha, beta, rows,
+                                                 cols);
 }
 
 template <typename T, int MR, int NV>

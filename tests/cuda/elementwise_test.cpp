@@ -97,7 +97,6 @@ BOOST_AUTO_TEST_CASE(floating_unary_ops_match_the_cpu, *utf::precondition(gpu_pr
       {UnaryOp::tanh, "tanh", false, 0},
       {UnaryOp::sigmoid, "sigmoid", false, 0},
       {UnaryOp::relu, "relu", false, 0},
-      {UnaryOp::step, "step", false, 0},
       {UnaryOp::gelu_erf, "gelu_erf", false, 0},
       {UnaryOp::gelu_tanh, "gelu_tanh", false, 0},
       {UnaryOp::gelu_erf_grad, "gelu_erf_grad", false, 0},

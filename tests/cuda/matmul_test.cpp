@@ -116,7 +116,8 @@ BOOST_AUTO_TEST_CASE(permuted_attention_heads_go_through_the_op, *utf::precondit
 }
 
 BOOST_AUTO_TEST_CASE(linear_accumulates_onto_its_bias, *utf::precondition(gpu_present)) {
-  // linear() starts the output as the broadcast bias and asks the backend to accumulate the GEMM
+  // linear() asks the backend for the product plus the bias (matmul_plus_bias): CUDA's default
+  // starts the output as the broadcast bias and accumulates the GEMM over it
   Tensor x = random_tensor({2, 7, 16}, DType::f32, -1, 1, 80);
   Tensor w = random_tensor({12, 16}, DType::f32, -1, 1, 81);
   Tensor b = random_tensor({12}, DType::f32, -1, 1, 82);
