@@ -124,6 +124,11 @@ BOOST_AUTO_TEST_CASE(linear_accumulates_onto_its_bias, *utf::precondition(gpu_pr
   check_close(qkv::linear(on_gpu(x), on_gpu(w), on_gpu(b)), qkv::linear(x, w, b), 1e-4,
               "linear with bias");
   check_close(qkv::linear(on_gpu(x), on_gpu(w)), qkv::linear(x, w), 1e-4, "linear without bias");
+  // linear_relu: the default rectifies after the product, the CPU in its GEMM's epilogue
+  check_close(qkv::linear_relu(on_gpu(x), on_gpu(w), on_gpu(b)), qkv::linear_relu(x, w, b), 1e-4,
+              "linear_relu with bias");
+  check_close(qkv::linear_relu(on_gpu(x), on_gpu(w)), qkv::linear_relu(x, w), 1e-4,
+              "linear_relu without bias");
 }
 
 #ifdef QKV_WITH_CUDA
