@@ -13,7 +13,8 @@
 #    resuming it is refused, naming the world size.
 # 4. Rank 1 killed by SIGKILL mid-run ends the job within 20 s with a line naming rank 1, and the
 #    run's last checkpoint resumes.
-# 5. SIGTERM to mpirun stops every rank after the same step with one checkpoint, which resumes.
+# 5. SIGTERM to mpirun stops every rank after the same step with one checkpoint, which resumes,
+#    also when rank 0 has blocked writing progress to an mpirun no longer reading it.
 # 6. The ranks agree on what stops or bounds a step, as one process with --accumulate 2 does:
 #    clipping (the same bytes and metrics), early stopping (the same last step, before --steps),
 #    and a non-finite loss (the job fails naming the step one process names).
@@ -149,8 +150,14 @@ if [ $# -gt 0 ]; then
       fail "killed: the checkpoint of step $step does not resume: $(tail -1 "$scratch/killed_resumed.log")"
   fi
 
-  # ---- 5. SIGTERM to mpirun: every rank stops after the same step, one checkpoint, resumable
-  $mpirun -np 2 "$qkv" $killable --steps 5000 --out "$scratch/stopped" >"$scratch/stopped.log" 2>&1 &
+  # ---- 5. SIGTERM to mpirun: every rank stops after the same step, one checkpoint, resumable.
+  # Open MPI's mpirun stops reading the ranks' output at once, passes SIGTERM on
+  # odls_base_sigkill_timeout seconds later and SIGKILL as long after that (1 s by default,
+  # which a step and its checkpoint can outlast on a busy machine). At 25 s rank 0's progress
+  # lines fill the undrained pipe first (here after about 200 steps, 15 s): the signal must free
+  # the blocked write (interrupt.cpp) and the trainer print nothing more before its checkpoint.
+  # Other MPIs ignore the variable.
+  OMPI_MCA_odls_base_sigkill_timeout=25 $mpirun -np 2 "$qkv" $killable --steps 50000 --out "$scratch/stopped" >"$scratch/stopped.log" 2>&1 &
   job=$!
   i=0
   while [ ! -e "$scratch/stopped/trainer_state.json" ] && [ "$i" -lt 600 ]; do

@@ -3,6 +3,7 @@
 // the previous one current, a reader never sees two checkpoints mixed), the temporaries of killed
 // writers are removed, and a torn last line of metrics.jsonl does not break a resume.
 // (kill -9 and signals on the real command line: tests/cli/kill_resume.sh.)
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -326,6 +327,58 @@ BOOST_AUTO_TEST_CASE(a_stop_signal_is_recorded_and_a_second_one_ends_the_process
     BOOST_CHECK_MESSAGE(WIFSIGNALED(twice) && WTERMSIG(twice) == signal,
                         "signal " << signal << " twice: status " << twice);
   }
+}
+
+// A process blocked writing to a pipe nobody reads (mpirun stops reading its ranks' output once it
+// is told to stop, and passes the signal on later) must come back from the write when the stop
+// signal arrives, so the training loop can reach its checkpoint: the handler is installed
+// without SA_RESTART. The child fills a pipe the parent never reads and writes on; the parent
+// sends SIGTERM once the child has blocked (it stops reporting progress) and expects the child
+// to exit 0, having seen the write fail and the signal recorded.
+BOOST_AUTO_TEST_CASE(a_stop_signal_ends_a_write_blocked_on_a_full_pipe) {
+  int output[2], progress[2];
+  BOOST_REQUIRE(::pipe(output) == 0 && ::pipe(progress) == 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(output[0]);
+    ::close(progress[0]);
+    install_interrupt_handler();
+    const std::string chunk(4096, 'x');
+    for (;;) {
+      // a write that blocks until the signal comes back -1 (EINTR) or short
+      const ssize_t n = ::write(output[1], chunk.data(), chunk.size());
+      if (n < ssize_t(chunk.size())) break;
+      const char tick = 't';
+      if (::write(progress[1], &tick, 1) != 1) ::_exit(2);
+    }
+    ::_exit(interrupt_requested() && interrupt_signal() == SIGTERM ? 0 : 1);
+  }
+  ::close(output[1]);
+  ::close(progress[1]);
+  // Read the child's ticks until none comes for a second: it is blocked on the full pipe.
+  int64_t ticks = 0;
+  for (;;) {
+    pollfd p{.fd = progress[0], .events = POLLIN, .revents = 0};
+    if (::poll(&p, 1, 1000) <= 0) break;
+    char buf[256];
+    const ssize_t n = ::read(progress[0], buf, sizeof buf);
+    if (n <= 0) break;
+    ticks += n;
+  }
+  BOOST_TEST_MESSAGE("the child blocked after " << ticks << " writes of 4 KiB");
+  ::kill(pid, SIGTERM);
+  // Wait up to a minute (the child should return at once); a child still blocked is killed so
+  // the test fails instead of hanging.
+  int status = 0;
+  for (int i = 0; i < 600 && ::waitpid(pid, &status, WNOHANG) == 0; ++i) ::usleep(100000);
+  if (::waitpid(pid, &status, WNOHANG) == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  ::close(output[0]);
+  ::close(progress[0]);
+  BOOST_CHECK_MESSAGE(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                      "the blocked write did not return on SIGTERM: status " << status);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

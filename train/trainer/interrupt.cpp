@@ -1,5 +1,7 @@
 #include "train/trainer/interrupt.h"
 
+#include <signal.h>
+
 #include <csignal>
 
 namespace qkv::train {
@@ -20,7 +22,15 @@ void on_stop_signal(int signal) {
 }  // namespace
 
 void install_interrupt_handler() {
-  for (int s : {SIGINT, SIGTERM, SIGHUP}) std::signal(s, on_stop_signal);
+  // Without SA_RESTART: a write blocked on a terminal or pipe that nobody reads any more returns
+  // (EINTR) when the signal arrives instead of blocking again, so the loop reaches its
+  // checkpoint. Open MPI's mpirun stops reading its ranks' output once it is told to stop and
+  // only then passes the signal on: a rank printing progress meanwhile fills the pipe and waits.
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = 0;
+  for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &action, nullptr);
 }
 bool interrupt_requested() { return g_stop_signal != 0; }
 int interrupt_signal() { return g_stop_signal != 0 ? g_stop_signal : g_joined_signal; }

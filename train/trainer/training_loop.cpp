@@ -127,8 +127,8 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
         opt.step();
       }
       if (const std::string report = profile.after_step(state.step, run); !report.empty()) {
-        bar.message(report);
         run.log(report);
+        bar.message(report);
       }
       items_since_log += items;
 
@@ -144,14 +144,15 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
         auto attention = hooks.attention_stats();
         if (!attention.empty()) record["attention_entropy"] = entropy_record(attention);
         run.append_metrics(record);
-        bar.update({.step = state.step,
-                    .total = config.steps,
-                    .epoch = int64_t(epoch) + 1,
-                    .loss = loss_value,
-                    .metric = last_metric,
-                    .metric_name = hooks.metric_label,
-                    .items_per_second = throughput,
-                    .items_name = hooks.items_label});
+        if (interrupt_signal() == 0)  // a pending stop prints nothing (interrupt.h)
+          bar.update({.step = state.step,
+                      .total = config.steps,
+                      .epoch = int64_t(epoch) + 1,
+                      .loss = loss_value,
+                      .metric = last_metric,
+                      .metric_name = hooks.metric_label,
+                      .items_per_second = throughput,
+                      .items_name = hooks.items_label});
       }
 
       const bool last = state.step == config.steps;
@@ -185,8 +186,8 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
   micro.check_parameters_agree(state.step);  // the ranks ended in the same model
   bar.finish();
   if (const std::string d = micro.describe(); !d.empty()) {
-    std::printf("%s\n", d.c_str());
     run.log(d);
+    if (!result.interrupted) std::printf("%s\n", d.c_str());
   }
   result.steps = state.step;
   result.seconds = seconds_since(start);
