@@ -1,4 +1,4 @@
-// Random fills and the fused Adam step.
+// Random fills.
 #include <algorithm>
 #include <cmath>
 
@@ -130,36 +130,6 @@ void CpuBackend::random_bernoulli_by_example(const Tensor& out, uint64_t key,
                        c1 = rest / (l.d[2] * l.d[1]);
         fill_bernoulli_example_line(o + line * int64_t(width), key, uint64_t(example[row]), c1, c2,
                                     c3, width, threshold, v);
-      }
-    });
-  });
-}
-
-void CpuBackend::adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
-                           const Tensor& exp_avg_sq, double lr, double beta1, double beta2,
-                           double eps, double weight_decay, bool decoupled, int64_t step) {
-  const double bias1 = 1 - std::pow(beta1, double(step));
-  const double bias2 = 1 - std::pow(beta2, double(step));
-  QKV_DISPATCH_FLOAT(param.dtype(), "adam_step", [&] {
-    T* p = param.data<T>();
-    const T* g = grad.data<T>();
-    T* m = exp_avg.data<T>();
-    T* v = exp_avg_sq.data<T>();
-    // 1 - beta in double, as PyTorch passes it: in float32, 1 - 0.999f is 9.99987e-4:
-    // every second moment 1.3e-5 off.
-    const T b1 = T(beta1), b2 = T(beta2), omb1 = T(1 - beta1), omb2 = T(1 - beta2);
-    const T step_size = T(lr / bias1), wd = T(weight_decay);
-    const T rb2 = T(1 / std::sqrt(bias2)), e = T(eps), decay = T(1 - lr * weight_decay);
-    parallel_for(0, param.numel(), 16384, [&](int64_t b, int64_t end) {
-      for (int64_t i = b; i < end; ++i) {
-        T gi = g[i];
-        if (decoupled)
-          p[i] *= decay;
-        else
-          gi += wd * p[i];
-        m[i] = b1 * m[i] + omb1 * gi;
-        v[i] = b2 * v[i] + omb2 * gi * gi;
-        p[i] -= step_size * m[i] / (std::sqrt(v[i]) * rb2 + e);
       }
     });
   });

@@ -80,6 +80,45 @@ BOOST_AUTO_TEST_CASE(adam_and_adamw_by_hand) {
   }
 }
 
+// The fused float32 step over many elements (the kernel's vector loop, its remainder, several
+// threads' ranges) against the update written out per element in double, for Adam's L2 penalty
+// and AdamW's decoupled decay.
+BOOST_AUTO_TEST_CASE(adam_and_adamw_on_many_float32_elements_follow_the_formula) {
+  const qkv::testing::ThreadCount two(2);
+  const int64_t n = 40013;  // several 16384-element ranges and a ragged end
+  for (bool decoupled : {false, true}) {
+    Tensor p = randn({n}).requires_grad_();
+    std::vector<double> x = p.to_vector<double>(), m(size_t(n), 0.0), v(size_t(n), 0.0);
+    AdamOptions o{.beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8, .weight_decay = 0.1};
+    std::unique_ptr<Optimizer> opt;
+    if (decoupled)
+      opt = std::make_unique<AdamW>(std::vector<Tensor>{p}, 0.01, o);
+    else
+      opt = std::make_unique<Adam>(std::vector<Tensor>{p}, 0.01, o);
+    for (int t = 1; t <= 3; ++t) {
+      Tensor g = randn({n});
+      p.set_grad(g);
+      opt->step();
+      const std::vector<double> gv = g.to_vector<double>(), got = p.to_vector<double>();
+      double worst = 0;
+      for (size_t i = 0; i < size_t(n); ++i) {
+        double gi = gv[i];
+        if (decoupled)
+          x[i] *= 1 - 0.01 * 0.1;
+        else
+          gi += 0.1 * x[i];
+        m[i] = 0.9 * m[i] + 0.1 * gi;
+        v[i] = 0.99 * v[i] + 0.01 * gi * gi;
+        const double mh = m[i] / (1 - std::pow(0.9, t)), vh = v[i] / (1 - std::pow(0.99, t));
+        x[i] -= 0.01 * mh / (std::sqrt(vh) + 1e-8);
+        worst = std::max(worst, std::abs(got[i] - x[i]) / std::max(1.0, std::abs(x[i])));
+        x[i] = got[i];  // the next step starts from float32's parameter
+      }
+      BOOST_TEST(worst < 1e-6, (decoupled ? "AdamW" : "Adam") << " step " << t << ": " << worst);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(resume_from_state_dict_continues_exactly) {
   manual_seed(9);
   Linear a(3, 2);
