@@ -16,15 +16,17 @@ inline double row_exp(double v) { return std::exp(v); }
 
 int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)); }
 
-// The sum of term(c) for c < n in double, kept as sixteen partial sums (one per vector lane) that
-// are added up at the end. A single running sum puts one add per element on the critical path
-// and cannot be vectorized without reordering it; this order is fixed, so results stay
-// deterministic. (An `omp simd reduction` here is not vectorized by GCC inside the dispatch
-// macro's lambda.)
-template <typename Term>
-double lane_sum(int64_t n, Term term) {
+// The sum of term(c) for c < n, kept as sixteen partial sums (one per vector lane) that are added
+// up at the end. A single running sum puts one add per element on the critical path and cannot be
+// vectorized without reordering it; this order is fixed, so results stay deterministic. (An `omp
+// simd reduction` here is not vectorized by GCC inside the dispatch macro's lambda.) Float rows sum
+// in float, as PyTorch's CPU kernels do: sixteen lanes of at most cols / 16 terms each, then a
+// pairwise total, lose a few ulps where double lanes would halve the vector width and add a
+// conversion per element.
+template <typename Acc, typename Term>
+Acc lane_sum(int64_t n, Term term) {
   constexpr int64_t kLanes = 16;
-  double part[kLanes] = {};
+  Acc part[kLanes] = {};
   int64_t c = 0;
   for (; c + kLanes <= n; c += kLanes)
     for (int64_t l = 0; l < kLanes; ++l) part[l] += term(c + l);
@@ -33,6 +35,35 @@ double lane_sum(int64_t n, Term term) {
   for (int64_t half = kLanes / 2; half > 0; half /= 2)
     for (int64_t l = 0; l < half; ++l) part[l] += part[l + half];
   return part[0];
+}
+
+// layer_norm's backward takes rows in chunks of this many; each chunk sums its own share of the
+// weight and bias gradients, and the chunks' shares are added in order: the same sums whatever
+// the thread count.
+constexpr int64_t kLayerNormChunk = 32;
+
+// One row of layer_norm's backward: gx into o, and gy * h and gy added into the chunk's shares of
+// the weight and bias gradients (share_w null: no affine parameters asked for; the first row of
+// a chunk finds them zeroed by the caller's vector).
+template <typename T>
+void layer_norm_backward_row(const T* gr, const T* xr, const T* w, T mu, T rs, int64_t cols, T* o,
+                             T* share_w, T* share_b) {
+  const T mean_gh = lane_sum<T>(cols, [&](int64_t c) { return gr[c] * w[c]; }) / T(cols);
+  const T mean_ghh =
+      lane_sum<T>(cols, [&](int64_t c) { return gr[c] * w[c] * ((xr[c] - mu) * rs); }) / T(cols);
+  if (share_w) {
+    _Pragma("omp simd") for (int64_t c = 0; c < cols; ++c) {
+      const T h = (xr[c] - mu) * rs;
+      o[c] = rs * (gr[c] * w[c] - mean_gh - h * mean_ghh);
+      share_w[c] += gr[c] * h;
+      share_b[c] += gr[c];
+    }
+  } else {
+    _Pragma("omp simd") for (int64_t c = 0; c < cols; ++c) {
+      const T h = (xr[c] - mu) * rs;
+      o[c] = rs * (gr[c] * w[c] - mean_gh - h * mean_ghh);
+    }
+  }
 }
 }  // namespace
 
@@ -121,13 +152,12 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor&
         const T* xr = xp + r * cols;
         T* yr = yp + r * cols;
         // two passes (mean, then centered variance): stable where E[x^2]-E[x]^2 is not
-        const double s = lane_sum(cols, [&](int64_t c) { return double(xr[c]); });
-        T mu = T(s / cols);
-        const double v = lane_sum(cols, [&](int64_t c) {
-          const double d = xr[c] - mu;
+        const T mu = lane_sum<T>(cols, [&](int64_t c) { return xr[c]; }) / T(cols);
+        const T v = lane_sum<T>(cols, [&](int64_t c) {
+          const T d = xr[c] - mu;
           return d * d;
         });
-        T rs = T(1.0 / std::sqrt(v / cols + eps));
+        const T rs = T(1) / std::sqrt(v / T(cols) + T(eps));
         mp[r] = mu, rp[r] = rs;
         if (w && bb) {
           _Pragma("omp simd") for (int64_t c = 0; c < cols; ++c) yr[c] =
@@ -160,43 +190,31 @@ void CpuBackend::layer_norm_backward(const Tensor& gy, const Tensor& x, const Te
     T* o = gx.data<T>();
     // gx: per row, with h = normalized x and gh = gy * w:
     //   gx = rstd * (gh - mean(gh) - h * mean(gh * h))
-    parallel_for(0, rows, row_grain(cols), [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r) {
-        const T* gr = g + r * cols;
-        const T* xr = xp + r * cols;
-        T mu = mp[r], rs = rp[r];
-        const double sum_gh = lane_sum(cols, [&](int64_t c) { return double(gr[c] * w[c]); });
-        const double sum_ghh = lane_sum(
-            cols, [&](int64_t c) { return double(gr[c] * w[c]) * double((xr[c] - mu) * rs); });
-        T a = T(sum_gh / cols), bcoef = T(sum_ghh / cols);
-        _Pragma("omp simd") for (int64_t c = 0; c < cols; ++c) {
-          T gh = gr[c] * w[c];
-          T h = (xr[c] - mu) * rs;
-          o[r * cols + c] = rs * (gh - a - h * bcoef);
-        }
+    // and, in the same pass, each chunk's share of gweight = sum(gy * h) and gbias = sum(gy).
+    T* gw = gweight.defined() ? gweight.data<T>() : nullptr;
+    T* gb = gbias.defined() ? gbias.data<T>() : nullptr;
+    const int64_t chunks = (rows + kLayerNormChunk - 1) / kLayerNormChunk;
+    std::vector<T> shares(size_t(gw || gb ? chunks * 2 * cols : 0));
+    const int64_t grain = std::max<int64_t>(1, row_grain(cols) / kLayerNormChunk);
+    parallel_for(0, chunks, grain, [&](int64_t c0, int64_t c1) {
+      for (int64_t chunk = c0; chunk < c1; ++chunk) {
+        T* share_w = shares.empty() ? nullptr : shares.data() + chunk * 2 * cols;
+        T* share_b = share_w ? share_w + cols : nullptr;
+        const int64_t r1 = std::min(rows, (chunk + 1) * kLayerNormChunk);
+        for (int64_t r = chunk * kLayerNormChunk; r < r1; ++r)
+          layer_norm_backward_row(g + r * cols, xp + r * cols, w, mp[r], rp[r], cols, o + r * cols,
+                                  share_w, share_b);
       }
     });
-    // gweight / gbias: column sums over rows; each thread takes a band of columns so no two
-    // threads write the same accumulator.
-    if (gweight.defined() || gbias.defined()) {
-      T* gw = gweight.defined() ? gweight.data<T>() : nullptr;
-      T* gb = gbias.defined() ? gbias.data<T>() : nullptr;
-      parallel_for(0, cols, 64, [&](int64_t c0, int64_t c1) {
-        std::vector<double> aw(c1 - c0, 0.0), ab(c1 - c0, 0.0);
-        for (int64_t r = 0; r < rows; ++r) {
-          const T* gr = g + r * cols;
-          const T* xr = xp + r * cols;
-          T mu = mp[r], rs = rp[r];
-          for (int64_t c = c0; c < c1; ++c) {
-            aw[c - c0] += double(gr[c]) * ((xr[c] - mu) * rs);
-            ab[c - c0] += gr[c];
-          }
-        }
-        for (int64_t c = c0; c < c1; ++c) {
-          if (gw) gw[c] = T(aw[c - c0]);
-          if (gb) gb[c] = T(ab[c - c0]);
-        }
-      });
+    // the chunks' shares, in chunk order, in double
+    for (int64_t c = 0; c < cols && !shares.empty(); ++c) {
+      double sw = 0, sb = 0;
+      for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+        sw += shares[size_t(chunk * 2 * cols + c)];
+        sb += shares[size_t(chunk * 2 * cols + cols + c)];
+      }
+      if (gw) gw[c] = T(sw);
+      if (gb) gb[c] = T(sb);
     }
   });
 }

@@ -355,6 +355,37 @@ BOOST_AUTO_TEST_CASE(layer_norm_kernel_matches_its_definition_at_every_width) {
     }
 }
 
+// float32 rows sum in float lanes, and the backward sums the weight and bias gradients per chunk
+// of 32 rows: against the float64 kernel on the same values (within float32's rounding), over row
+// counts below, at and past whole chunks, and the same bits at one thread and two.
+BOOST_AUTO_TEST_CASE(layer_norm_float32_follows_float64_and_ignores_the_thread_count) {
+  for (int64_t rows : {1, 31, 32, 75, 1280})
+    for (int64_t cols : {5, 128, 301}) {
+      Tensor x = add(mul(randn({rows, cols}), 2.0), 0.5), w = add(randn({cols}), 1.0),
+             b = randn({cols}), g = randn({rows, cols});
+      auto run = [&](DType dtype, int threads) {
+        const ThreadCount count(threads);
+        Tensor xd = x.to(dtype).detach().requires_grad_(),
+               wd = w.to(dtype).detach().requires_grad_(),
+               bd = b.to(dtype).detach().requires_grad_();
+        Tensor y = layer_norm(xd, {cols}, wd, bd, 1e-5);
+        y.backward(g.to(dtype));
+        return std::vector<Tensor>{y, xd.grad(), wd.grad(), bd.grad()};
+      };
+      const std::vector<Tensor> one = run(DType::f32, 1), two = run(DType::f32, 2),
+                                exact = run(DType::f64, 1);
+      const char* names[] = {"y", "x.grad", "weight.grad", "bias.grad"};
+      for (size_t i = 0; i < one.size(); ++i) {
+        const std::string where =
+            std::to_string(rows) + "x" + std::to_string(cols) + " " + names[i];
+        BOOST_TEST(equal_values(one[i], two[i]), where << ": 1 and 2 threads differ");
+        const double scale = std::max(1.0, amax(abs(exact[i])).item());
+        const double err = amax(abs(sub(one[i].to(DType::f64), exact[i]))).item() / scale;
+        BOOST_TEST(err < 2e-6, where << ": " << err);
+      }
+    }
+}
+
 BOOST_AUTO_TEST_CASE(embedding_gather_index_select) {
   Tensor w = tensor({0, 1, 10, 11, 20, 21}, {3, 2});
   Tensor ids = tensor_i64({2, 0, 2, 1}, {2, 2});
