@@ -40,6 +40,13 @@ struct GemmMicrokernel {
   void (*run_a_transposed_in_place)(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb,
                                     T* c, int64_t ldc, T alpha, T beta, int rows,
                                     int cols) = nullptr;
+  // Like run_a_transposed_in_place, prefetching B's rows some steps ahead: for the first row tile
+  // over a B read in place, which finds B in memory (a saved activation, in dW = dy^T x), its rows
+  // ldb apart, a stride the hardware prefetchers follow poorly. Later row tiles find the panel in
+  // L2, where the prefetches would only cost issue slots. nullptr when the kernel has none.
+  void (*run_a_transposed_in_place_prefetching_b)(int64_t kc, const T* a, int64_t lda, const T* b,
+                                                  int64_t ldb, T* c, int64_t ldc, T alpha, T beta,
+                                                  int rows, int cols) = nullptr;
 };
 
 // Each returns nullptr when this CPU cannot run that kernel.

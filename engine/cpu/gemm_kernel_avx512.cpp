@@ -69,8 +69,9 @@ QKV_AVX512_INLINE __mmask16 first_lanes(int count) {
 // smaller R, so the driver never needs a scratch tile and the edge costs only what it computes.
 // A is read depth-major, a[p * lda + i]: a packed panel (lda == MR) or, for products with few
 // column tiles, op(A) = A^T read in place; or, with kAInPlace, row-major as stored (a[i * lda +
-// p]).
-template <typename T, int MR, int R, int NV, bool kAInPlace>
+// p]). kPrefetchB > 0 prefetches B's row that many depth steps ahead (both lines of a 32-float
+// row).
+template <typename T, int MR, int R, int NV, bool kAInPlace, int kPrefetchB = 0>
 QKV_AVX512 void avx512_tile(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
                             int64_t ldc, T alpha, T beta, int cols) {
   using V = Zmm<T>;
@@ -84,6 +85,10 @@ QKV_AVX512 void avx512_tile(int64_t kc, const T* a, int64_t lda, const T* b, int
 #pragma GCC unroll 2
   for (int64_t p = 0; p < kc; ++p, a += kAInPlace ? 1 : lda, b += ldb) {
     typename V::Vec bv[NV];
+    if constexpr (kPrefetchB > 0)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j)
+        _mm_prefetch(reinterpret_cast<const char*>(b + kPrefetchB * ldb + j * W), _MM_HINT_T0);
 #pragma GCC unroll 4
     for (int j = 0; j < NV; ++j) bv[j] = V::loadu(b + j * W);
 #pragma GCC unroll 16
@@ -116,18 +121,23 @@ QKV_AVX512 void avx512_tile(int64_t kc, const T* a, int64_t lda, const T* b, int
 }
 
 // One instantiation per row count, indexed by rows - 1.
-template <typename T, int MR, int NV, bool kAInPlace, int... R>
+template <typename T, int MR, int NV, bool kAInPlace, int kPrefetchB, int... R>
 constexpr auto tile_table(std::integer_sequence<int, R...>) {
   using Tile = void (*)(int64_t, const T*, int64_t, const T*, int64_t, T*, int64_t, T, T, int);
-  return std::array<Tile, MR>{avx512_tile<T, MR, R + 1, NV, kAInPlace>...};
+  return std::array<Tile, MR>{avx512_tile<T, MR, R + 1, NV, kAInPlace, kPrefetchB>...};
 }
 
+// How many depth steps ahead the B-prefetching kernel asks for a row: a few hundred cycles of
+// FMAs, about a memory latency.
+constexpr int kPrefetchDistance = 16;
+
 // op(A) = A^T read in place, its rows lda apart; a packed panel is the case lda == MR.
-template <typename T, int MR, int NV>
+template <typename T, int MR, int NV, int kPrefetchB = 0>
 void avx512_kernel_a_transposed_in_place(int64_t kc, const T* a, int64_t lda, const T* b,
                                          int64_t ldb, T* c, int64_t ldc, T alpha, T beta, int rows,
                                          int cols) {
-  static constexpr auto tiles = tile_table<T, MR, NV, false>(std::make_integer_sequence<int, MR>());
+  static constexpr auto tiles =
+      tile_table<T, MR, NV, false, kPrefetchB>(std::make_integer_sequence<int, MR>());
   tiles[rows - 1](kc, a, lda, b, ldb, c, ldc, alpha, beta, cols);
 }
 
@@ -141,7 +151,8 @@ void avx512_kernel(int64_t kc, const T* a, const T* b, int64_t ldb, T* c, int64_
 template <typename T, int MR, int NV>
 void avx512_kernel_a_in_place(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
                               int64_t ldc, T alpha, T beta, int rows, int cols) {
-  static constexpr auto tiles = tile_table<T, MR, NV, true>(std::make_integer_sequence<int, MR>());
+  static constexpr auto tiles =
+      tile_table<T, MR, NV, true, 0>(std::make_integer_sequence<int, MR>());
   tiles[rows - 1](kc, a, lda, b, ldb, c, ldc, alpha, beta, cols);
 }
 
@@ -151,31 +162,35 @@ bool cpu_has_avx512() { return __builtin_cpu_supports("avx512f"); }
 
 template <>
 const GemmMicrokernel<float>* gemm_kernel_avx512<float>() {
-  static const GemmMicrokernel<float> k{"avx512",
-                                        12,
-                                        32,
-                                        3072,
-                                        384,
-                                        512,
-                                        avx512_kernel<float, 12, 2>,
-                                        pack_transposed_avx512<float>,
-                                        avx512_kernel_a_in_place<float, 12, 2>,
-                                        avx512_kernel_a_transposed_in_place<float, 12, 2>};
+  static const GemmMicrokernel<float> k{
+      "avx512",
+      12,
+      32,
+      3072,
+      384,
+      512,
+      avx512_kernel<float, 12, 2>,
+      pack_transposed_avx512<float>,
+      avx512_kernel_a_in_place<float, 12, 2>,
+      avx512_kernel_a_transposed_in_place<float, 12, 2>,
+      avx512_kernel_a_transposed_in_place<float, 12, 2, kPrefetchDistance>};
   return cpu_has_avx512() ? &k : nullptr;
 }
 
 template <>
 const GemmMicrokernel<double>* gemm_kernel_avx512<double>() {
-  static const GemmMicrokernel<double> k{"avx512",
-                                         12,
-                                         16,
-                                         3072,
-                                         256,
-                                         384,
-                                         avx512_kernel<double, 12, 2>,
-                                         pack_transposed_avx512<double>,
-                                         avx512_kernel_a_in_place<double, 12, 2>,
-                                         avx512_kernel_a_transposed_in_place<double, 12, 2>};
+  static const GemmMicrokernel<double> k{
+      "avx512",
+      12,
+      16,
+      3072,
+      256,
+      384,
+      avx512_kernel<double, 12, 2>,
+      pack_transposed_avx512<double>,
+      avx512_kernel_a_in_place<double, 12, 2>,
+      avx512_kernel_a_transposed_in_place<double, 12, 2>,
+      avx512_kernel_a_transposed_in_place<double, 12, 2, kPrefetchDistance>};
   return cpu_has_avx512() ? &k : nullptr;
 }
 

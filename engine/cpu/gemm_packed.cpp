@@ -92,9 +92,12 @@ void gemm_packed(const GemmMicrokernel<T>& kernel, bool trans_a, bool trans_b, i
               kernel.run_a_in_place(kc, a + (i0 + ir) * lda + p0, lda, b_panel, in_place ? ldb : nr,
                                     c_tile, ldc, alpha, beta_block, int(rows), int(cols));
             else if (a_transposed_in_place)
-              kernel.run_a_transposed_in_place(kc, a + p0 * lda + i0 + ir, lda, b_panel,
-                                               in_place ? ldb : nr, c_tile, ldc, alpha, beta_block,
-                                               int(rows), int(cols));
+              // the first row tile over a B read in place brings it in from memory
+              (in_place && ir == 0 && kernel.run_a_transposed_in_place_prefetching_b
+                   ? kernel.run_a_transposed_in_place_prefetching_b
+                   : kernel.run_a_transposed_in_place)(kc, a + p0 * lda + i0 + ir, lda, b_panel,
+                                                       in_place ? ldb : nr, c_tile, ldc, alpha,
+                                                       beta_block, int(rows), int(cols));
             else
               kernel.run(kc, a_panel, b_panel, in_place ? ldb : nr, c_tile, ldc, alpha, beta_block,
                          int(rows), int(cols));
