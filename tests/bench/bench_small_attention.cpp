@@ -2,10 +2,11 @@
 // problems ([64 batch, 4 heads, T = S = 20, d = 32], heads read in place from [B, T, H, d]), its
 // forward and backward called through the backend as nn::efficient_attention calls them, for the
 // step's three kinds of call: causal self-attention with key padding, key padding alone, each
-// with attention dropout 0.1, and a plain one without. Prints the fastest of several batches of
-// calls, in us per call and per (batch, head) problem, and GFLOP/s (2 per multiply-add: two
-// products forward, five backward).
-// Usage: bench_small_attention [threads, 1] [T, 20] [d, 32].
+// with attention dropout 0.1, and a plain one without; as in training (the forward keeps what
+// the backward needs), and again without (marked -: the backward recomputes). Prints the fastest of
+// several batches of calls, in us per call and per (batch, head) problem, and GFLOP/s (2 per
+// multiply-add: two products forward, five backward). Usage: bench_small_attention [threads, 1] [T,
+// 20] [d, 32].
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
     const char* name;
     bool causal, padded;
     double dropout;
+    bool kept;  // the forward keeps what the backward needs
   };
   const double flops_forward = 2.0 * double(B * H * T * S * (d + d));
   const double flops_backward = 2.0 * double(B * H * T * S * (3 * d + 2 * d));
@@ -46,14 +48,17 @@ int main(int argc, char** argv) {
   std::printf("%-26s %12s %12s %10s | %12s %12s %10s\n", "call", "forward us", "us/problem",
               "GFLOP/s", "backward us", "us/problem", "GFLOP/s");
   for (const Kind kind :
-       {Kind{"causal + padding, p 0.1", true, true, 0.1}, Kind{"padding, p 0.1", false, true, 0.1},
-        Kind{"plain", false, false, 0}}) {
+       {Kind{"causal + padding, p 0.1", true, true, 0.1, true},
+        Kind{"padding, p 0.1", false, true, 0.1, true}, Kind{"plain", false, false, 0, true},
+        Kind{"causal + padding, p 0.1, -", true, true, 0.1, false},
+        Kind{"plain, -", false, false, 0, false}}) {
     AttentionProblem p;
     p.q = q, p.k = k, p.v = v;
     if (kind.padded) p.masks.push_back(padding);
     p.pattern.causal = kind.causal;
     p.scale = 1 / std::sqrt(double(d));
     p.dropout = {kind.dropout, 5, 0};
+    p.backward_expected = kind.kept;  // as nn::efficient_attention says when a graph is recorded
     AttentionForward f = cpu.attention_forward(p);
     const double fwd = bench::fastest_seconds_per_call([&] { f = cpu.attention_forward(p); }, 0.3);
     const double bwd =
