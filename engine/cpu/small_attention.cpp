@@ -23,6 +23,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -216,52 +217,93 @@ QKV_AVX512_INLINE __m512 kept_factors(uint64_t kept, int v, __m512 kept_scale) {
   return _mm512_maskz_mov_ps(__mmask16(kept >> (16 * v)), kept_scale);
 }
 
-// One row of the forward: S scaled scores in `row` become the weights the product with V takes,
-// in place: P = exp(score - m) / l on the visible keys (0 on the others), m the row's largest
-// visible score and l the sum of the exps, times the dropout factors when `dropout`. P itself
-// (before dropout) goes to saved[0, S) when saved is not null. Returns l, and m in *m: 0 and
-// -inf (and a row of zeros) when no key is visible. (The log-sum-exp m + log l is left to the
-// caller: a call here would spill the row's vectors.)
-template <int nv>
-QKV_AVX512_INLINE float weights_row(float* row, int64_t S, uint64_t visible, bool dropout,
-                                    uint64_t kept, float kept_scale, float* saved, float* m) {
-  visible &= first_bits(S);
-  __m512 e[nv];
-  for (int v = 0; v < nv; ++v) e[v] = _mm512_setzero_ps();
-  *m = -std::numeric_limits<float>::infinity();
-  float l = 0;
-  if (visible != 0) {
-    __m512 mv = _mm512_set1_ps(*m);
-    for (int v = 0; v < nv; ++v)
-      mv = _mm512_mask_max_ps(mv, __mmask16(visible >> (16 * v)), mv, _mm512_load_ps(row + 16 * v));
-    *m = _mm512_reduce_max_ps(mv);
-    const __m512 vm = _mm512_set1_ps(*m);
-    __m512 sum = _mm512_setzero_ps();
-    for (int v = 0; v < nv; ++v) {
-      e[v] = _mm512_maskz_mov_ps(__mmask16(visible >> (16 * v)),
-                                 exp16(_mm512_sub_ps(_mm512_load_ps(row + 16 * v), vm)));
-      sum = _mm512_add_ps(sum, e[v]);
-    }
-    l = _mm512_reduce_add_ps(sum);
+// Lane i of the result = the sum (Max: the largest) of the 16 lanes of v[i]: sixteen rows'
+// reductions at once, in four rounds that each halve the vectors (v[j] with v[j + h], every
+// lane of the pair's two halves of 2h lanes meeting its partner h lanes away), instead of sixteen
+// reductions one after another.
+template <bool Max>
+QKV_AVX512_INLINE __m512 combine(__m512 x, __m512 y) {
+  return Max ? _mm512_max_ps(x, y) : _mm512_add_ps(x, y);
+}
+template <bool Max, int h>
+QKV_AVX512_INLINE void reduce_round(__m512 v[16], __mmask16 upper) {
+  for (int j = 0; j < h; ++j) {
+    const __m512 keep = _mm512_mask_blend_ps(upper, v[j], v[j + h]);
+    const __m512 other = _mm512_mask_blend_ps(upper, v[j + h], v[j]);
+    __m512 swapped;  // other with lanes l and l ^ h exchanged
+    if constexpr (h == 8) swapped = _mm512_shuffle_f32x4(other, other, 0x4e);
+    if constexpr (h == 4) swapped = _mm512_shuffle_f32x4(other, other, 0xb1);
+    if constexpr (h == 2) swapped = _mm512_permute_ps(other, 0x4e);
+    if constexpr (h == 1) swapped = _mm512_permute_ps(other, 0xb1);
+    v[j] = combine<Max>(keep, swapped);
   }
-  const __m512 inverse = _mm512_set1_ps(l > 0 ? 1 / l : 0), vscale = _mm512_set1_ps(kept_scale);
-  for (int v = 0; v < nv; ++v) {
-    const __m512 p = _mm512_mul_ps(e[v], inverse);
-    if (saved) _mm512_mask_storeu_ps(saved + 16 * v, first_lanes(S - 16 * v), p);
-    _mm512_store_ps(row + 16 * v, dropout ? _mm512_mul_ps(p, kept_factors(kept, v, vscale)) : p);
-  }
-  return l;
+}
+template <bool Max>
+QKV_AVX512_INLINE __m512 reduce_rows16(__m512 v[16]) {
+  reduce_round<Max, 8>(v, 0xff00);
+  reduce_round<Max, 4>(v, 0xf0f0);
+  reduce_round<Max, 2>(v, 0xcccc);
+  reduce_round<Max, 1>(v, 0xaaaa);
+  return v[0];
 }
 
-// weights_row on each of the T rows of sc (row stride kMax), P kept in weights (row stride S)
-// when it is not null, each row's m and l into m[t] and l[t].
+// The forward's rows, sixteen at a time: the T rows of S scaled scores in sc (row stride kMax)
+// become the weights the product with V takes, in place: P = exp(score - m) / l on the visible
+// keys (0 on the others), m the row's largest visible score and l the sum of the exps, times the
+// dropout factors with dropout. P itself (before dropout) goes to weights (row stride S) when it
+// is not null; m[t] and l[t] are each row's m and l (-inf and 0, and a row of zeros, when no key
+// is visible), and m, l and l + kMax (1 / l) have room for kMax + 16 floats.
 template <int nv>
 QKV_AVX512 void weights_rows(const SmallAttention& a, float* sc, float* weights, float* m,
                              float* l) {
   const bool dropout = a.kept != nullptr;
-  for (int64_t t = 0; t < a.T; ++t)
-    l[t] = weights_row<nv>(sc + t * kMax, a.S, a.visible[t], dropout, dropout ? a.kept[t] : 0,
-                           a.kept_scale, weights ? weights + t * a.S : nullptr, m + t);
+  const int64_t S = a.S;
+  const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m512 kept_scale = _mm512_set1_ps(a.kept_scale);
+  float* inverse = l + kMax + 16;
+  for (int64_t t0 = 0; t0 < a.T; t0 += 16) {
+    const int rows = int(std::min<int64_t>(16, a.T - t0));
+    __m512 part[16];
+    for (int i = 0; i < 16; ++i) {  // each row's largest visible score, lane-wise
+      part[i] = minus_inf;
+      if (i >= rows) continue;
+      const uint64_t visible = a.visible[t0 + i] & first_bits(S);
+      const float* row = sc + (t0 + i) * kMax;
+      for (int v = 0; v < nv; ++v)
+        part[i] = _mm512_mask_max_ps(part[i], __mmask16(visible >> (16 * v)), part[i],
+                                     _mm512_load_ps(row + 16 * v));
+    }
+    _mm512_storeu_ps(m + t0, reduce_rows16<true>(part));
+    for (int i = 0; i < 16; ++i) {  // exps, and their sums lane-wise
+      part[i] = _mm512_setzero_ps();
+      if (i >= rows) continue;
+      const uint64_t visible = a.visible[t0 + i] & first_bits(S);
+      float* row = sc + (t0 + i) * kMax;
+      const __m512 mi = _mm512_set1_ps(m[t0 + i]);
+      for (int v = 0; v < nv; ++v) {
+        const __m512 e = _mm512_maskz_mov_ps(
+            __mmask16(visible >> (16 * v)), exp16(_mm512_sub_ps(_mm512_load_ps(row + 16 * v), mi)));
+        _mm512_store_ps(row + 16 * v, e);
+        part[i] = _mm512_add_ps(part[i], e);
+      }
+    }
+    const __m512 sums = reduce_rows16<false>(part);
+    _mm512_storeu_ps(l + t0, sums);
+    const __mmask16 any = _mm512_cmp_ps_mask(sums, _mm512_setzero_ps(), _CMP_GT_OQ);
+    _mm512_storeu_ps(inverse + t0, _mm512_maskz_div_ps(any, _mm512_set1_ps(1), sums));
+    for (int i = 0; i < rows; ++i) {  // P = e / l, kept, then dropped
+      const int64_t t = t0 + i;
+      float* row = sc + t * kMax;
+      const __m512 f = _mm512_set1_ps(inverse[t]);
+      for (int v = 0; v < nv; ++v) {
+        const __m512 p = _mm512_mul_ps(_mm512_load_ps(row + 16 * v), f);
+        if (weights) _mm512_mask_storeu_ps(weights + t * S + 16 * v, first_lanes(S - 16 * v), p);
+        _mm512_store_ps(
+            row + 16 * v,
+            dropout ? _mm512_maskz_mul_ps(__mmask16(a.kept[t] >> (16 * v)), p, kept_scale) : p);
+      }
+    }
+  }
 }
 
 // A row of P, 16 lanes at a time (vector v holds keys [16 v, 16 v + 16)), as the forward kept it
@@ -318,10 +360,10 @@ QKV_AVX512 float dot(const float* a, const float* b, int64_t n) {
   return _mm512_reduce_add_ps(s);
 }
 
-// Per-thread scratch: four kMax x kMax matrices and two rows, kept between calls.
+// Per-thread scratch: four kMax x kMax matrices and three rows of kMax + 16, kept between calls.
 float* scratch_floats() {
   thread_local ScratchBuffer buffer;
-  return static_cast<float*>(buffer.get(sizeof(float) * (4 * kMax * kMax + 2 * kMax)));
+  return static_cast<float*>(buffer.get(sizeof(float) * (4 * kMax * kMax + 3 * (kMax + 16))));
 }
 
 QKV_AVX512 void kept_words_avx512(const float* factors, int64_t rows, int64_t S, uint64_t* words) {
@@ -343,7 +385,7 @@ QKV_AVX512 void forward_avx512(const SmallAttention& a, float* out, int64_t ldo,
   pack_transposed(a.k, a.ldk, a.S, a.d, kt);
   times_packed(a.q, a.ldq, a.T, kt, a.d, a.S, a.scale, sc);
   float* m = sc + kMax * kMax;  // each row's largest visible score
-  float* l = m + kMax;          // each row's sum of exps
+  float* l = m + kMax + 16;     // each row's sum of exps, then their inverses
   switch ((a.S + 15) / 16) {
     case 1:
       weights_rows<1>(a, sc, weights, m, l);
