@@ -350,14 +350,14 @@ QKV_AVX512_INLINE void gradient_row(Weight weight, float* p, float* dp, int64_t 
   }
 }
 
-// sum_c a[c] * b[c] over n <= 64 values.
-QKV_AVX512 float dot(const float* a, const float* b, int64_t n) {
+// The products a[c] * b[c] of n <= 64 values summed lane-wise: their sum is the dot product.
+QKV_AVX512_INLINE __m512 dot16(const float* a, const float* b, int64_t n) {
   __m512 s = _mm512_setzero_ps();
   for (int64_t c = 0; c < n; c += 16) {
     const __mmask16 on = first_lanes(n - c);
     s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(on, a + c), _mm512_maskz_loadu_ps(on, b + c), s);
   }
-  return _mm512_reduce_add_ps(s);
+  return s;
 }
 
 // Per-thread scratch: four kMax x kMax matrices and three rows of kMax + 16, kept between calls.
@@ -419,19 +419,26 @@ QKV_AVX512 void backward_avx512(const SmallAttention& a, const float* out, int64
     pack_transposed(a.k, a.ldk, a.S, a.d, kt);
     times_packed(a.q, a.ldq, a.T, kt, a.d, a.S, a.scale, p);
   }
+  float* D = dp + kMax * kMax;  // rowsum(dO * O), sixteen rows at a time
+  for (int64_t t0 = 0; t0 < a.T; t0 += 16) {
+    __m512 part[16];
+    for (int i = 0; i < 16; ++i)
+      part[i] = t0 + i < a.T ? dot16(gout + (t0 + i) * ldgo, out + (t0 + i) * ldo, a.dv)
+                             : _mm512_setzero_ps();
+    _mm512_storeu_ps(D + t0, reduce_rows16<false>(part));
+  }
   const bool dropout = a.kept != nullptr;
   for (int64_t t = 0; t < a.T; ++t) {
-    const float D = dot(gout + t * ldgo, out + t * ldo, a.dv);  // rowsum(dO * O)
     const uint64_t kept = dropout ? a.kept[t] : 0;
     float* prow = p + t * kMax;
     if (weights) {
-      gradient_row(KeptWeights{weights + t * a.S, a.S}, prow, dp + t * kMax, a.S, D, a.scale,
+      gradient_row(KeptWeights{weights + t * a.S, a.S}, prow, dp + t * kMax, a.S, D[t], a.scale,
                    dropout, kept, a.kept_scale);
     } else {
       const float L = lse[t];
       const uint64_t visible =
           L == -std::numeric_limits<float>::infinity() ? 0 : a.visible[t] & first_bits(a.S);
-      gradient_row(RecomputedWeights{prow, visible, L}, prow, dp + t * kMax, a.S, D, a.scale,
+      gradient_row(RecomputedWeights{prow, visible, L}, prow, dp + t * kMax, a.S, D[t], a.scale,
                    dropout, kept, a.kept_scale);
     }
   }
