@@ -17,6 +17,10 @@
 // counters a whole [..., T, S] Bernoulli fill would take (engine/cpu/bernoulli_range.h), and
 // drawn again in the backward pass instead of stored. So with the same generator state the kernel
 // drops exactly the weights scaled_dot_product_attention's dropout drops.
+//
+// Float32 problems of at most 64 queries, keys and features take the small-problem path
+// (engine/cpu/small_attention.h) instead: one tile per problem, and when a backward follows, the
+// weights (at most 64 per query row) and the dropout mask (a word per query row) kept for it.
 #include <algorithm>
 #include <cmath>
 #include <limits>

@@ -9,6 +9,7 @@
 //   value per row.
 // - times_rows: C = A B with B's rows read in place (masked loads at the row's end) and A read
 //   through any two strides, so the same loop gives P V, P^T dO, dS K and dS^T Q.
+// The backward recomputes Q K^T (and packs K^T for it) only when the forward kept no weights.
 //
 // The functions carry target("avx512f") instead of relying on -march: this file is compiled into
 // every build and only called after cpuid says the CPU has AVX-512F.

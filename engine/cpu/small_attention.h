@@ -5,10 +5,11 @@
 // translation model's are 20 x 20 x 32), and the generic tiled kernel spends more than that
 // around the arithmetic: a GEMM call per product (dispatch, packing a transposed operand each
 // time), scalar softmax, mask and dropout loops, buffers per tile. Here one (batch, head) problem
-// is one tile: K^T (and V^T for the backward) packed once into an aligned scratch buffer, a score
-// row in at most four zmm vectors, the softmax vectorized over the row, masks as one 64-bit word
-// of visible keys per query row, and the products register-blocked loops (up to 16 zmm
-// accumulators: 8 rows x 32 columns, 4 rows x 64).
+// is one tile: K^T (V^T for the backward) packed once into an aligned scratch buffer, a score
+// row in at most four zmm vectors, the softmax vectorized over the row (its maxima and sums
+// reduced sixteen rows at a time), masks and dropout as 64-bit words of visible and kept keys per
+// query row, and the products register-blocked loops (up to 16 zmm accumulators: 8 rows x 32
+// columns, 4 rows x 64).
 //
 // What it assumes: float32; 1 <= T, S, d, dv <= 64 (small_attention_fits); a CPU with AVX-512F
 // (small_attention_enabled says so); the caller has turned masks and patterns into the visible
