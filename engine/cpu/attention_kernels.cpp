@@ -57,13 +57,18 @@ std::vector<int64_t> lead_offsets(const Tensor& t, const Shape& lead) {
   for (int64_t x : lead) N *= x;
   std::vector<int64_t> base;
   base.reserve(size_t(N));
+  // An odometer over the leading dims (no division per problem: these run once per operand and
+  // call, for every (batch, head) problem).
+  std::vector<int64_t> index(lead.size(), 0);
+  int64_t offset = 0;
   for (int64_t n = 0; n < N; ++n) {
-    int64_t rest = n, offset = 0;
-    for (int i = int(lead.size()) - 1; i >= 0; --i) {
-      offset += (rest % lead[size_t(i)]) * st[size_t(i)];
-      rest /= lead[size_t(i)];
-    }
     base.push_back(offset);
+    for (int i = int(lead.size()) - 1; i >= 0; --i) {
+      offset += st[size_t(i)];
+      if (++index[size_t(i)] < lead[size_t(i)]) break;
+      offset -= lead[size_t(i)] * st[size_t(i)];
+      index[size_t(i)] = 0;
+    }
   }
   return base;
 }
