@@ -7,9 +7,14 @@
 // several batches of calls, in us per call and per (batch, head) problem, and GFLOP/s (2 per
 // multiply-add: two products forward, five backward). Usage: bench_small_attention [threads, 1] [T,
 // 20] [d, 32].
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "engine/attention_problem.h"
 #include "engine/backend.h"
@@ -20,9 +25,29 @@
 
 using namespace qkv;
 
+namespace {
+
+// Seconds per call of fn with the caches holding other data: the median of 40 calls, each after
+// 16 MB have been written.
+double cold_seconds_per_call(const std::function<void()>& fn) {
+  static std::vector<float> other(size_t(4) << 20);
+  std::vector<double> times;
+  for (int rep = 0; rep < 40; ++rep) {
+    for (size_t i = 0; i < other.size(); i += 16) other[i] += 1;
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 1;
   const int64_t T = argc > 2 ? std::atoll(argv[2]) : 20, d = argc > 3 ? std::atoll(argv[3]) : 32;
+  const bool cold = argc > 4 && std::string(argv[4]) == "cold";
   const int64_t B = 64, H = 4, S = T;
   set_num_threads(threads);
   manual_seed(1);
@@ -43,8 +68,8 @@ int main(int argc, char** argv) {
   };
   const double flops_forward = 2.0 * double(B * H * T * S * (d + d));
   const double flops_backward = 2.0 * double(B * H * T * S * (3 * d + 2 * d));
-  std::printf("attention kernel, [%lld, %lld, %lld, %lld] float32, %d thread(s)\n", (long long)B,
-              (long long)H, (long long)T, (long long)d, threads);
+  std::printf("attention kernel, [%lld, %lld, %lld, %lld] float32, %d thread(s)%s\n", (long long)B,
+              (long long)H, (long long)T, (long long)d, threads, cold ? ", cold caches" : "");
   std::printf("%-26s %12s %12s %10s | %12s %12s %10s\n", "call", "forward us", "us/problem",
               "GFLOP/s", "backward us", "us/problem", "GFLOP/s");
   for (const Kind kind :
@@ -60,9 +85,11 @@ int main(int argc, char** argv) {
     p.dropout = {kind.dropout, 5, 0};
     p.backward_expected = kind.kept;  // as nn::efficient_attention says when a graph is recorded
     AttentionForward f = cpu.attention_forward(p);
-    const double fwd = bench::fastest_seconds_per_call([&] { f = cpu.attention_forward(p); }, 0.3);
-    const double bwd =
-        bench::fastest_seconds_per_call([&] { cpu.attention_backward(p, f, gy); }, 0.3);
+    auto seconds = [&](const std::function<void()>& fn) {
+      return cold ? cold_seconds_per_call(fn) : bench::fastest_seconds_per_call(fn, 0.3);
+    };
+    const double fwd = seconds([&] { f = cpu.attention_forward(p); });
+    const double bwd = seconds([&] { cpu.attention_backward(p, f, gy); });
     const double problems = double(B * H);
     std::printf("%-26s %12.1f %12.3f %10.1f | %12.1f %12.3f %10.1f\n", kind.name, fwd * 1e6,
                 fwd * 1e6 / problems, flops_forward / fwd * 1e-9, bwd * 1e6, bwd * 1e6 / problems,
