@@ -218,14 +218,13 @@ QKV_AVX512_INLINE __m512 kept_factors(uint64_t kept, int v, __m512 kept_scale) {
   return _mm512_maskz_mov_ps(__mmask16(kept >> (16 * v)), kept_scale);
 }
 
-// Lane i of the result = the sum (Max: the largest) of the 16 lanes of v[i]: sixteen rows'
-// reductions at once, in four rounds that each halve the vectors (v[j] with v[j + h], every
-// lane of the pair's two halves of 2h lanes meeting its partner h lanes away), instead of sixteen
-// reductions one after another.
+// The sum of x and y, or (Max) their larger, lane by lane.
 template <bool Max>
 QKV_AVX512_INLINE __m512 combine(__m512 x, __m512 y) {
   return Max ? _mm512_max_ps(x, y) : _mm512_add_ps(x, y);
 }
+// One round of reduce_rows16: v[j] and v[j + h] (j < h) become one vector whose lanes l with bit
+// h clear hold v[j]'s lanes l and l ^ h combined, and whose other lanes hold v[j + h]'s.
 template <bool Max, int h>
 QKV_AVX512_INLINE void reduce_round(__m512 v[16], __mmask16 upper) {
   for (int j = 0; j < h; ++j) {
@@ -239,6 +238,9 @@ QKV_AVX512_INLINE void reduce_round(__m512 v[16], __mmask16 upper) {
     v[j] = combine<Max>(keep, swapped);
   }
 }
+// Lane i of the result = the sum (Max: the largest) of the 16 lanes of v[i], which it overwrites:
+// sixteen rows' reductions at once, in four rounds that each halve the vectors, instead of sixteen
+// horizontal reductions one after another.
 template <bool Max>
 QKV_AVX512_INLINE __m512 reduce_rows16(__m512 v[16]) {
   reduce_round<Max, 8>(v, 0xff00);
@@ -253,7 +255,8 @@ QKV_AVX512_INLINE __m512 reduce_rows16(__m512 v[16]) {
 // keys (0 on the others), m the row's largest visible score and l the sum of the exps, times the
 // dropout factors with dropout. P itself (before dropout) goes to weights (row stride S) when it
 // is not null; m[t] and l[t] are each row's m and l (-inf and 0, and a row of zeros, when no key
-// is visible), and m, l and l + kMax (1 / l) have room for kMax + 16 floats.
+// is visible). m, l and the row of inverses (1 / l, or 0) at l + kMax + 16 each take kMax + 16
+// floats (whole vectors of sixteen rows).
 template <int nv>
 QKV_AVX512 void weights_rows(const SmallAttention& a, float* sc, float* weights, float* m,
                              float* l) {
@@ -361,10 +364,10 @@ QKV_AVX512_INLINE __m512 dot16(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-// Per-thread scratch: four kMax x kMax matrices and three rows of kMax + 16, kept between calls.
+// Per-thread scratch: four kMax x kMax matrices and a row of kMax + 16, kept between calls.
 float* scratch_floats() {
   thread_local ScratchBuffer buffer;
-  return static_cast<float*>(buffer.get(sizeof(float) * (4 * kMax * kMax + 3 * (kMax + 16))));
+  return static_cast<float*>(buffer.get(sizeof(float) * (4 * kMax * kMax + kMax + 16)));
 }
 
 QKV_AVX512 void kept_words_avx512(const float* factors, int64_t rows, int64_t S, uint64_t* words) {
@@ -386,7 +389,7 @@ QKV_AVX512 void forward_avx512(const SmallAttention& a, float* out, int64_t ldo,
   pack_transposed(a.k, a.ldk, a.S, a.d, kt);
   times_packed(a.q, a.ldq, a.T, kt, a.d, a.S, a.scale, sc);
   float* m = sc + kMax * kMax;  // each row's largest visible score
-  float* l = m + kMax + 16;     // each row's sum of exps, then their inverses
+  float* l = m + kMax + 16;     // each row's sum of exps (their inverses after them)
   switch ((a.S + 15) / 16) {
     case 1:
       weights_rows<1>(a, sc, weights, m, l);
