@@ -314,15 +314,28 @@ BOOST_AUTO_TEST_CASE(keeps_the_weights_for_the_backward_or_recomputes_them) {
     const Result recomputed = through_backend(problem, false, false, gy);
     const Result generic_forward = through_backend(problem, true, true, gy);
     Result generic;
+    AttentionForward generic_forward_pass;
     {
       GenericPathOnly off;
-      generic = through_backend(problem, true, false, gy);
+      generic = through_backend(problem, true, false, gy, &generic_forward_pass);
     }
     BOOST_TEST_CONTEXT("T " << c.T << " S " << c.S << " d " << c.d << " dv " << c.dv << " causal "
                             << c.causal << " p " << c.p) {
       BOOST_TEST(worst_relative(kept_path, generic) < 2e-5);
       BOOST_TEST(worst_relative(recomputed, generic) < 2e-5);
       BOOST_TEST(worst_relative(generic_forward, generic) < 2e-5);
+      // the rows' log-sum-exps (-inf where no key is visible) as the tiles compute them
+      const std::vector<double> lse = kept.lse.to_vector<double>(),
+                                lse_generic = generic_forward_pass.lse.to_vector<double>();
+      BOOST_REQUIRE(lse.size() == lse_generic.size());
+      double lse_worst = 0;
+      for (size_t i = 0; i < lse.size(); ++i) {
+        BOOST_TEST(std::isinf(lse[i]) == std::isinf(lse_generic[i]));
+        if (!std::isinf(lse[i]))
+          lse_worst = std::max(lse_worst, std::abs(lse[i] - lse_generic[i]) /
+                                              std::max(1.0, std::abs(lse_generic[i])));
+      }
+      BOOST_TEST(lse_worst < 1e-6);
       // what the forward kept: the weights [B H T S] and, with dropout, a word per query row
       BOOST_REQUIRE(kept.saved.size() == 5u);
       BOOST_REQUIRE(kept.saved[3].defined());
