@@ -29,6 +29,9 @@ struct AttentionProblem {
   AttentionPattern pattern;
   double scale = 1;  // > 0
   AttentionDropout dropout;
+  // Whether attention_backward will follow (a graph is recorded): a backend may then keep what its
+  // backward would otherwise recompute (the CPU's small-problem path keeps the weights).
+  bool backward_expected = false;
 
   int64_t batch() const;  // prod(lead), the number of independent (T x S) problems
 };

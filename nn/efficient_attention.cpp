@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "engine/attention_problem.h"
+#include "engine/autograd.h"
 #include "engine/backend.h"
 #include "engine/error.h"
 #include "engine/op_declaration.h"
@@ -68,6 +69,8 @@ Tensor efficient_attention(const Tensor& q, const Tensor& k, const Tensor& v,
     problem.dropout.seed = g.seed();
     problem.dropout.offset = g.take(uint64_t(problem.batch() * q.size(-2) * k.size(-2)));
   }
+  problem.backward_expected =
+      grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
   AttentionForward forward = backend.attention_forward(problem);
   const Tensor out = forward.out;
   // Detached: the backward keeps the output, and the output keeps the backward (a cycle

@@ -17,6 +17,10 @@
 // counters a whole [..., T, S] Bernoulli fill would take (engine/cpu/bernoulli_range.h), and
 // drawn again in the backward pass instead of stored. So with the same generator state the kernel
 // drops exactly the weights scaled_dot_product_attention's dropout drops.
+//
+// Float32 problems of at most 64 queries, keys and features take the small-problem path
+// (engine/cpu/small_attention.h) instead: one tile per problem, and when a backward follows, the
+// weights (at most 64 per query row) and the dropout mask (a word per query row) kept for it.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -53,13 +57,18 @@ std::vector<int64_t> lead_offsets(const Tensor& t, const Shape& lead) {
   for (int64_t x : lead) N *= x;
   std::vector<int64_t> base;
   base.reserve(size_t(N));
+  // An odometer over the leading dims (no division per problem: these run once per operand and
+  // call, for every (batch, head) problem).
+  std::vector<int64_t> index(lead.size(), 0);
+  int64_t offset = 0;
   for (int64_t n = 0; n < N; ++n) {
-    int64_t rest = n, offset = 0;
-    for (int i = int(lead.size()) - 1; i >= 0; --i) {
-      offset += (rest % lead[size_t(i)]) * st[size_t(i)];
-      rest /= lead[size_t(i)];
-    }
     base.push_back(offset);
+    for (int i = int(lead.size()) - 1; i >= 0; --i) {
+      offset += st[size_t(i)];
+      if (++index[size_t(i)] < lead[size_t(i)]) break;
+      offset -= lead[size_t(i)] * st[size_t(i)];
+      index[size_t(i)] = 0;
+    }
   }
   return base;
 }
@@ -253,52 +262,99 @@ void visible_keys(const Tiling& p, int64_t n, uint64_t* visible) {
   }
 }
 
-// Problem n's operands, as the small-problem kernels take them (keep: its dropout factors).
+// Problem n's operands, as the small-problem kernels take them (kept: its dropout words).
 cpu::SmallAttention small_problem(const Tiling& p, const Rows<const float>& q,
                                   const Rows<const float>& k, const Rows<const float>& v,
-                                  const uint64_t* visible, const float* keep) {
+                                  const uint64_t* visible, const uint64_t* kept) {
   cpu::SmallAttention a;
   a.T = p.T, a.S = p.S, a.d = p.d, a.dv = p.dv, a.scale = float(p.scale);
   a.q = q.data, a.ldq = q.ld, a.k = k.data, a.ldk = k.ld, a.v = v.data, a.ldv = v.ld;
   a.visible = visible;
-  a.keep = p.dropout.on ? keep : nullptr;
+  a.kept = p.dropout.on ? kept : nullptr;
+  a.kept_scale = float(p.dropout.scale);
   return a;
 }
 
-// The forward on the small-problem path: one problem per item, its visible keys and dropout
-// factors (the stretch of the fill the generic path would draw, tile by tile) made first.
+// What the small-problem forward keeps for its backward: the weights P [N, T, S] and, with
+// dropout, the kept words [N, T] (bit s of word n T + t: weight (n, t, s) kept).
+struct KeptForBackward {
+  Tensor weights, kept;
+};
+
+// Problems per stretch of the dropout fill drawn at once: one Bernoulli call for several
+// problems (their weights are consecutive elements of the fill), 16 KB of factors (in L1).
+int64_t problems_per_draw(const Tiling& p) { return std::max<int64_t>(1, 4096 / (p.T * p.S)); }
+
+// kept[(n - n0) T + t], bit s: whether weight (n, t, s) is kept, for problems [n0, n1): the
+// stretch of the fill the generic path draws tile by tile, drawn here in one call into factors.
+void draw_kept_words(const Tiling& p, int64_t n0, int64_t n1, std::vector<float>& factors,
+                     uint64_t* kept) {
+  const WeightDropout& dr = p.dropout;
+  const int64_t count = (n1 - n0) * p.T * p.S;
+  factors.resize(size_t(count));
+  cpu::fill_bernoulli_range(factors.data(), dr.seed, dr.offset, uint64_t(n0 * p.T * p.S), count,
+                            dr.threshold, 1.0f);
+  cpu::small_attention_kept_words(factors.data(), (n1 - n0) * p.T, p.S, kept);
+}
+
+// The forward on the small-problem path: one problem per item, its visible keys made first, its
+// dropout words drawn for several problems at a time (into `keep`'s when it is defined, for the
+// backward, else into a buffer), and its weights kept when keep.weights is defined.
 void small_forward(const Tiling& p, const RowsView& qv, const RowsView& kv, const RowsView& vv,
-                   const RowsView& ov, float* lse) {
-  const int64_t T = p.T, S = p.S;
+                   const RowsView& ov, float* lse, const KeptForBackward& keep) {
+  const int64_t T = p.T, S = p.S, group = problems_per_draw(p);
+  float* weights = keep.weights.defined() ? keep.weights.data<float>() : nullptr;
+  uint64_t* kept_all =
+      keep.kept.defined() ? reinterpret_cast<uint64_t*>(keep.kept.data<int64_t>()) : nullptr;
   parallel_for(0, p.N, grain_for(T * S * (p.d + p.dv)), [&](int64_t begin, int64_t end) {
     std::vector<uint64_t> visible(static_cast<size_t>(T));
-    std::vector<float> keep(static_cast<size_t>(p.dropout.on ? T * S : 0));
-    for (int64_t n = begin; n < end; ++n) {
-      const Rows<const float> q(qv, n), k(kv, n), v(vv, n);
-      const Rows<float> out(ov, n);
-      visible_keys(p, n, visible.data());
-      if (p.dropout.on) draw_dropout_tile(p, n, 0, T, 0, S, keep.data());
-      const cpu::SmallAttention a = small_problem(p, q, k, v, visible.data(), keep.data());
-      cpu::small_attention_forward(a, out.data, out.ld, lse + n * T);
+    std::vector<uint64_t> kept_here(static_cast<size_t>(p.dropout.on && !kept_all ? group * T : 0));
+    std::vector<float> factors;
+    for (int64_t n0 = begin; n0 < end; n0 += group) {
+      const int64_t n1 = std::min(end, n0 + group);
+      uint64_t* kept = kept_all ? kept_all + n0 * T : kept_here.data();
+      if (p.dropout.on) draw_kept_words(p, n0, n1, factors, kept);
+      for (int64_t n = n0; n < n1; ++n) {
+        const Rows<const float> q(qv, n), k(kv, n), v(vv, n);
+        const Rows<float> out(ov, n);
+        visible_keys(p, n, visible.data());
+        const cpu::SmallAttention a =
+            small_problem(p, q, k, v, visible.data(), kept + (n - n0) * T);
+        cpu::small_attention_forward(a, out.data, out.ld, lse + n * T,
+                                     weights ? weights + n * T * S : nullptr);
+      }
     }
   });
 }
 
+// The backward on the small-problem path, from the weights and dropout words the forward kept
+// when it kept them, else recomputing the weights from lse and drawing the words again.
 void small_backward(const Tiling& p, const RowsView& qv, const RowsView& kv, const RowsView& vv,
-                    const RowsView& ov, const float* lse, const RowsView& gov, const RowsView& gqv,
-                    const RowsView& gkv, const RowsView& gvv) {
-  const int64_t T = p.T, S = p.S;
+                    const RowsView& ov, const float* lse, const KeptForBackward& keep,
+                    const RowsView& gov, const RowsView& gqv, const RowsView& gkv,
+                    const RowsView& gvv) {
+  const int64_t T = p.T, S = p.S, group = problems_per_draw(p);
+  const float* weights = keep.weights.defined() ? keep.weights.data<float>() : nullptr;
+  const uint64_t* kept_all =
+      keep.kept.defined() ? reinterpret_cast<const uint64_t*>(keep.kept.data<int64_t>()) : nullptr;
   parallel_for(0, p.N, grain_for(2 * T * S * (p.d + p.dv)), [&](int64_t begin, int64_t end) {
     std::vector<uint64_t> visible(static_cast<size_t>(T));
-    std::vector<float> keep(static_cast<size_t>(p.dropout.on ? T * S : 0));
-    for (int64_t n = begin; n < end; ++n) {
-      const Rows<const float> q(qv, n), k(kv, n), v(vv, n), out(ov, n), gout(gov, n);
-      const Rows<float> gq(gqv, n), gk(gkv, n), gv(gvv, n);
-      visible_keys(p, n, visible.data());
-      if (p.dropout.on) draw_dropout_tile(p, n, 0, T, 0, S, keep.data());
-      const cpu::SmallAttention a = small_problem(p, q, k, v, visible.data(), keep.data());
-      cpu::small_attention_backward(a, out.data, out.ld, gout.data, gout.ld, lse + n * T, gq.data,
-                                    gq.ld, gk.data, gk.ld, gv.data, gv.ld);
+    std::vector<uint64_t> kept_here(static_cast<size_t>(p.dropout.on && !kept_all ? group * T : 0));
+    std::vector<float> factors;
+    for (int64_t n0 = begin; n0 < end; n0 += group) {
+      const int64_t n1 = std::min(end, n0 + group);
+      const uint64_t* kept = kept_all ? kept_all + n0 * T : kept_here.data();
+      if (p.dropout.on && !kept_all) draw_kept_words(p, n0, n1, factors, kept_here.data());
+      for (int64_t n = n0; n < n1; ++n) {
+        const Rows<const float> q(qv, n), k(kv, n), v(vv, n), out(ov, n), gout(gov, n);
+        const Rows<float> gq(gqv, n), gk(gkv, n), gv(gvv, n);
+        if (!weights) visible_keys(p, n, visible.data());
+        const cpu::SmallAttention a =
+            small_problem(p, q, k, v, visible.data(), kept + (n - n0) * T);
+        cpu::small_attention_backward(a, out.data, out.ld, gout.data, gout.ld, lse + n * T,
+                                      weights ? weights + n * T * S : nullptr, gq.data, gq.ld,
+                                      gk.data, gk.ld, gv.data, gv.ld);
+      }
     }
   });
 }
@@ -306,8 +362,6 @@ void small_backward(const Tiling& p, const RowsView& qv, const RowsView& kv, con
 template <typename F>
 void forward_kernel(const Tiling& p, const RowsView& qv, const RowsView& kv, const RowsView& vv,
                     const RowsView& ov, F* lse) {
-  if constexpr (std::is_same_v<F, float>)
-    if (takes_small_path(p)) return small_forward(p, qv, kv, vv, ov, lse);
   const int64_t T = p.T, S = p.S, d = p.d, dv = p.dv, tile = p.tile;
   const int64_t tiles = (T + tile - 1) / tile;
   const F inf = std::numeric_limits<F>::infinity();
@@ -376,8 +430,6 @@ template <typename F>
 void backward_kernel(const Tiling& p, const RowsView& qv, const RowsView& kv, const RowsView& vv,
                      const RowsView& ov, const F* lse, const RowsView& gov, const RowsView& gqv,
                      const RowsView& gkv, const RowsView& gvv) {
-  if constexpr (std::is_same_v<F, float>)
-    if (takes_small_path(p)) return small_backward(p, qv, kv, vv, ov, lse, gov, gqv, gkv, gvv);
   const int64_t T = p.T, S = p.S, d = p.d, dv = p.dv, tile = p.tile;
   const F inf = std::numeric_limits<F>::infinity();
   parallel_for(0, p.N, grain_for(2 * T * S * (d + dv)), [&](int64_t begin, int64_t end) {
@@ -494,12 +546,24 @@ AttentionForward CpuBackend::attention_forward(const AttentionProblem& a) {
   Tensor out = new_in_layout_of(a.q, out_shape, /*zeroed=*/false);
   const RowsView ov = rows_view(out, lead);
   Tensor lse = Tensor::empty({p.N * p.T}, a.q.dtype());
-  if (a.q.dtype() == DType::f32)
+  // The operands as the kernel read them (a copy where a last dim was strided), for the backward,
+  // and on the small-problem path what it keeps for it.
+  std::vector<Tensor> saved{qv.tensor, kv.tensor, vv.tensor};
+  if (a.q.dtype() == DType::f32 && takes_small_path(p)) {
+    KeptForBackward keep;
+    if (a.backward_expected) {
+      keep.weights = Tensor::empty({p.N * p.T * p.S}, DType::f32);
+      if (p.dropout.on) keep.kept = Tensor::empty({p.N * p.T}, DType::i64);
+    }
+    small_forward(p, qv, kv, vv, ov, lse.data<float>(), keep);
+    saved.push_back(keep.weights);
+    saved.push_back(keep.kept);
+  } else if (a.q.dtype() == DType::f32) {
     forward_kernel(p, qv, kv, vv, ov, lse.data<float>());
-  else
+  } else {
     forward_kernel(p, qv, kv, vv, ov, lse.data<double>());
-  // The operands as the kernel read them (a copy where a last dim was strided), for the backward.
-  return {out, lse, {qv.tensor, kv.tensor, vv.tensor}};
+  }
+  return {out, lse, saved};
 }
 
 AttentionGradients CpuBackend::attention_backward(const AttentionProblem& a,
@@ -516,10 +580,16 @@ AttentionGradients CpuBackend::attention_backward(const AttentionProblem& a,
          gk = new_in_layout_of(kv.tensor, kv.tensor.shape(), zeroed),
          gv = new_in_layout_of(vv.tensor, vv.tensor.shape(), zeroed);
   const RowsView gqv = rows_view(gq, lead), gkv = rows_view(gk, lead), gvv = rows_view(gv, lead);
-  if (forward.lse.dtype() == DType::f32)
+  if (!zeroed) {
+    // What the small-problem forward kept (nothing when the generic path ran it).
+    KeptForBackward keep;
+    if (forward.saved.size() == 5) keep = {forward.saved[3], forward.saved[4]};
+    small_backward(p, qv, kv, vv, ov, forward.lse.data<float>(), keep, gov, gqv, gkv, gvv);
+  } else if (forward.lse.dtype() == DType::f32) {
     backward_kernel<float>(p, qv, kv, vv, ov, forward.lse.data<float>(), gov, gqv, gkv, gvv);
-  else
+  } else {
     backward_kernel<double>(p, qv, kv, vv, ov, forward.lse.data<double>(), gov, gqv, gkv, gvv);
+  }
   return {gq, gk, gv};
 }
 

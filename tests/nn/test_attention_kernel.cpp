@@ -6,6 +6,8 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 
+#include "engine/attention_problem.h"
+#include "engine/backend.h"
 #include "engine/cpu/small_attention.h"
 #include "nn/attention.h"
 #include "nn/decode_attention.h"
@@ -187,6 +189,29 @@ double worst_relative(const Result& a, const Result& b) {
 
 }  // namespace
 
+namespace {
+
+// The backend's forward and backward on one problem, as nn::efficient_attention calls them, the
+// forward told whether a backward follows; with generic_forward the forward runs on the generic
+// path, so the small path's backward finds nothing kept and recomputes. Output, then dq, dk, dv.
+Result through_backend(AttentionProblem problem, bool backward_expected, bool generic_forward,
+                       const Tensor& gy, AttentionForward* kept = nullptr) {
+  Backend& cpu = backend_for(Device::cpu());
+  problem.backward_expected = backward_expected;
+  AttentionForward f;
+  if (generic_forward) {
+    GenericPathOnly off;
+    f = cpu.attention_forward(problem);
+  } else {
+    f = cpu.attention_forward(problem);
+  }
+  const AttentionGradients g = cpu.attention_backward(problem, f, gy);
+  if (kept) *kept = f;
+  return {{f.out, g.q, g.k, g.v}};
+}
+
+}  // namespace
+
 BOOST_AUTO_TEST_SUITE(small_attention_path)
 
 BOOST_AUTO_TEST_CASE(equals_the_composed_attention_either_side_of_each_size) {
@@ -255,6 +280,94 @@ BOOST_AUTO_TEST_CASE(drops_what_the_generic_path_and_the_composed_attention_drop
       BOOST_TEST(max_abs_diff(small.values[0], undropped.values[0]) > 0.1);  // dropout did act
     }
   }
+}
+
+// The small path's backward reads the weights (and dropout's kept words) the forward kept when
+// a backward was expected, and recomputes them from the log-sum-exps otherwise, or when the
+// generic path ran the forward: all three give the generic path's numbers, with and without
+// dropout, masks and d != dv, on sizes either side of 16, 32 and 64 keys. The kept weights are
+// the softmax of the masked scores.
+BOOST_AUTO_TEST_CASE(keeps_the_weights_for_the_backward_or_recomputes_them) {
+  manual_seed(33);
+  const int64_t B = 2, H = 2;
+  struct Case {
+    int64_t T, S, d, dv;
+    bool causal;
+    double p;
+  };
+  for (const Case c : {Case{20, 20, 32, 32, true, 0.1}, Case{20, 20, 32, 32, false, 0},
+                       Case{15, 16, 8, 33, true, 0.3}, Case{17, 17, 33, 8, false, 0.2},
+                       Case{33, 31, 16, 64, true, 0}, Case{32, 33, 64, 17, false, 0.1},
+                       Case{64, 63, 20, 20, false, 0.5}, Case{63, 64, 32, 16, true, 0.1},
+                       Case{1, 64, 8, 8, false, 0.1}, Case{64, 1, 8, 8, false, 0}}) {
+    AttentionProblem problem;
+    problem.q = heads(B, H, c.T, c.d).detach();
+    problem.k = heads(B, H, c.S, c.d).detach();
+    problem.v = heads(B, H, c.S, c.dv).detach();
+    problem.masks = {key_padding(c.S)};
+    problem.pattern.causal = c.causal;
+    problem.scale = 1 / std::sqrt(double(c.d));
+    problem.dropout = {c.p, 91, 1000};
+    const Tensor gy = randn({B, H, c.T, c.dv});
+    AttentionForward kept;
+    const Result kept_path = through_backend(problem, true, false, gy, &kept);
+    const Result recomputed = through_backend(problem, false, false, gy);
+    const Result generic_forward = through_backend(problem, true, true, gy);
+    Result generic;
+    AttentionForward generic_forward_pass;
+    {
+      GenericPathOnly off;
+      generic = through_backend(problem, true, false, gy, &generic_forward_pass);
+    }
+    BOOST_TEST_CONTEXT("T " << c.T << " S " << c.S << " d " << c.d << " dv " << c.dv << " causal "
+                            << c.causal << " p " << c.p) {
+      BOOST_TEST(worst_relative(kept_path, generic) < 2e-5);
+      BOOST_TEST(worst_relative(recomputed, generic) < 2e-5);
+      BOOST_TEST(worst_relative(generic_forward, generic) < 2e-5);
+      // the rows' log-sum-exps (-inf where no key is visible) as the tiles compute them
+      const std::vector<double> lse = kept.lse.to_vector<double>(),
+                                lse_generic = generic_forward_pass.lse.to_vector<double>();
+      BOOST_REQUIRE(lse.size() == lse_generic.size());
+      double lse_worst = 0;
+      for (size_t i = 0; i < lse.size(); ++i) {
+        BOOST_TEST(std::isinf(lse[i]) == std::isinf(lse_generic[i]));
+        if (!std::isinf(lse[i]))
+          lse_worst = std::max(lse_worst, std::abs(lse[i] - lse_generic[i]) /
+                                              std::max(1.0, std::abs(lse_generic[i])));
+      }
+      BOOST_TEST(lse_worst < 1e-6);
+      // what the forward kept: the weights [B H T S] and, with dropout, a word per query row
+      BOOST_REQUIRE(kept.saved.size() == 5u);
+      BOOST_REQUIRE(kept.saved[3].defined());
+      BOOST_TEST(kept.saved[4].defined() == (c.p > 0));
+      const Tensor blocked = expand(
+          logical_or(problem.masks[0], pattern_mask(problem.pattern, c.T, c.S)), {B, H, c.T, c.S});
+      const Tensor scores = masked_fill(
+          mul(matmul(problem.q, problem.k.transpose(-2, -1)), problem.scale), blocked, -1e30);
+      // a row with no visible key: uniform in this softmax, zeros in the kernel
+      const std::vector<double> want = softmax(scores, -1).to_vector<double>(),
+                                got = kept.saved[3].to_vector<double>(),
+                                hidden = blocked.to(DType::f32).to_vector<double>();
+      BOOST_REQUIRE(got.size() == want.size());
+      double worst = 0;
+      for (size_t row = 0; row < want.size() / size_t(c.S); ++row) {
+        bool none = true;
+        for (size_t s = 0; s < size_t(c.S); ++s) none = none && hidden[row * size_t(c.S) + s] != 0;
+        for (size_t s = 0; s < size_t(c.S); ++s) {
+          const size_t i = row * size_t(c.S) + s;
+          worst = std::max(worst, std::abs(got[i] - (none ? 0.0 : want[i])));
+        }
+      }
+      BOOST_TEST(worst < 2e-6);
+    }
+  }
+  // Without a backward expected the forward keeps nothing.
+  AttentionProblem problem;
+  problem.q = randn({2, 3, 5, 8}), problem.k = randn({2, 3, 6, 8}), problem.v = randn({2, 3, 6, 8});
+  problem.dropout = {0.1, 1, 0};
+  const AttentionForward f = backend_for(Device::cpu()).attention_forward(problem);
+  BOOST_TEST(!f.saved.at(3).defined());
+  BOOST_TEST(!f.saved.at(4).defined());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
