@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/im2col.h"
 #include "engine/dispatch.h"
 #include "engine/parallel.h"
 
@@ -58,57 +59,78 @@ void for_each_row(const Window2d& w, int64_t H, int64_t W, int64_t Ho, int64_t W
 
 }  // namespace
 
+template <typename T>
+void im2col_planes(const T* xp, int64_t planes, int64_t H, int64_t W, const Window2d& w, T* cp,
+                   T padv) {
+  const int64_t Ho = w.out_h(H), Wo = w.out_w(W), kk = w.kernel_h * w.kernel_w;
+  const int64_t sw = w.stride_w;
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    const T* xs = xp + plane * H * W;
+    T* cs = cp + plane * kk * Ho * Wo;
+    for_each_row(
+        w, H, W, Ho, Wo,
+        [&](int64_t at, int64_t x_row, ColumnRange r, int64_t iw0) {
+          T* dst = cs + at;
+          const T* src = xs + x_row;  // input row; output column ow reads ow * sw + iw0
+          std::fill(dst, dst + r.lo, padv);
+          if (sw == 1)
+            std::copy(src + r.lo + iw0, src + r.hi + iw0, dst + r.lo);
+          else
+            for (int64_t ow = r.lo; ow < r.hi; ++ow) dst[ow] = src[ow * sw + iw0];
+          std::fill(dst + r.hi, dst + Wo, padv);
+        },
+        [&](int64_t at) { std::fill(cs + at, cs + at + Wo, padv); });
+  }
+}
+
+template <typename T>
+void col2im_planes(const T* cp, int64_t planes, int64_t H, int64_t W, const Window2d& w, T* xp) {
+  const int64_t Ho = w.out_h(H), Wo = w.out_w(W), kk = w.kernel_h * w.kernel_w;
+  const int64_t sw = w.stride_w;
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    T* xs = xp + plane * H * W;
+    const T* cs = cp + plane * kk * Ho * Wo;
+    for_each_row(
+        w, H, W, Ho, Wo,
+        [&](int64_t at, int64_t x_row, ColumnRange r, int64_t iw0) {
+          const T* src = cs + at;
+          T* dst = xs + x_row;
+          _Pragma("omp simd") for (int64_t ow = r.lo; ow < r.hi; ++ow) dst[ow * sw + iw0] +=
+              src[ow];
+        },
+        [](int64_t) {});  // padding positions have no input to receive them
+  }
+}
+
+template void im2col_planes<float>(const float*, int64_t, int64_t, int64_t, const Window2d&, float*,
+                                   float);
+template void im2col_planes<double>(const double*, int64_t, int64_t, int64_t, const Window2d&,
+                                    double*, double);
+template void col2im_planes<float>(const float*, int64_t, int64_t, int64_t, const Window2d&,
+                                   float*);
+template void col2im_planes<double>(const double*, int64_t, int64_t, int64_t, const Window2d&,
+                                    double*);
+
 void CpuBackend::im2col(const Tensor& x, const Window2d& w, const Tensor& cols, double pad_value) {
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
-  const int64_t Ho = w.out_h(H), Wo = w.out_w(W), kk = w.kernel_h * w.kernel_w;
+  const int64_t per_plane = w.kernel_h * w.kernel_w * w.out_h(H) * w.out_w(W);
   QKV_DISPATCH_FLOAT(x.dtype(), "im2col", [&] {
     const T* xp = x.data<T>();
     T* cp = cols.data<T>();
-    const T padv = T(pad_value);
-    const int64_t sw = w.stride_w;
     parallel_for(0, N * C, 1, [&](int64_t b, int64_t e) {
-      for (int64_t plane = b; plane < e; ++plane) {
-        const T* xs = xp + plane * H * W;
-        T* cs = cp + plane * kk * Ho * Wo;
-        for_each_row(
-            w, H, W, Ho, Wo,
-            [&](int64_t at, int64_t x_row, ColumnRange r, int64_t iw0) {
-              T* dst = cs + at;
-              const T* src = xs + x_row;  // input row; output column ow reads ow * sw + iw0
-              std::fill(dst, dst + r.lo, padv);
-              if (sw == 1)
-                std::copy(src + r.lo + iw0, src + r.hi + iw0, dst + r.lo);
-              else
-                for (int64_t ow = r.lo; ow < r.hi; ++ow) dst[ow] = src[ow * sw + iw0];
-              std::fill(dst + r.hi, dst + Wo, padv);
-            },
-            [&](int64_t at) { std::fill(cs + at, cs + at + Wo, padv); });
-      }
+      im2col_planes(xp + b * H * W, e - b, H, W, w, cp + b * per_plane, T(pad_value));
     });
   });
 }
 
 void CpuBackend::col2im(const Tensor& cols, const Window2d& w, const Tensor& x) {
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
-  const int64_t Ho = w.out_h(H), Wo = w.out_w(W), kk = w.kernel_h * w.kernel_w;
+  const int64_t per_plane = w.kernel_h * w.kernel_w * w.out_h(H) * w.out_w(W);
   QKV_DISPATCH_FLOAT(x.dtype(), "col2im", [&] {
     const T* cp = cols.data<T>();
     T* xp = x.data<T>();
-    const int64_t sw = w.stride_w;
     parallel_for(0, N * C, 1, [&](int64_t b, int64_t e) {
-      for (int64_t plane = b; plane < e; ++plane) {
-        T* xs = xp + plane * H * W;
-        const T* cs = cp + plane * kk * Ho * Wo;
-        for_each_row(
-            w, H, W, Ho, Wo,
-            [&](int64_t at, int64_t x_row, ColumnRange r, int64_t iw0) {
-              const T* src = cs + at;
-              T* dst = xs + x_row;
-              _Pragma("omp simd") for (int64_t ow = r.lo; ow < r.hi; ++ow) dst[ow * sw + iw0] +=
-                  src[ow];
-            },
-            [](int64_t) {});  // padding positions have no input to receive them
-      }
+      col2im_planes(cp + b * per_plane, e - b, H, W, w, xp + b * H * W);
     });
   });
 }

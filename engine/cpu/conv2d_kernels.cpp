@@ -1,0 +1,197 @@
+// conv2d on the CPU, image by image, on columns that stay in the L2 cache.
+//
+// The composed convolution (Backend's default) writes cols for the whole batch, kh * kw times the
+// input ([128, 144, 784] floats, 58 MB, for a [128, 16, 28, 28] input and a 3x3 kernel), and its
+// GEMMs read it back from memory; its weight gradient is a product per image and a sum over an
+// [N, O, K] temporary. With at most a few dozen output channels the products are too shallow to
+// hide that traffic. Here each image's cols (a few hundred KB) is written, multiplied and, in the
+// backward, turned back into the input's gradient while it is in L2:
+//
+//   forward    cols = im2col(x[n]),   y[n] = W @ cols (+ bias)          for each group
+//   backward   cols = im2col(x[n]),   gW += gy[n] @ cols^T              one accumulation, depth N*L
+//              gcols = W^T @ gy[n],   gx[n] = col2im(gcols)
+//
+// A 1x1 kernel with stride 1 and no padding has cols == x[n], used in place. Threads take
+// contiguous ranges of images (each with its own scratch and its own partial gW and gbias, summed
+// in range order, so a result depends on the thread count but not on timing); a single image, or
+// a single thread, leaves the threading to the GEMM.
+#include <algorithm>
+#include <vector>
+
+#include "engine/autocast.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/gemm.h"
+#include "engine/cpu/im2col.h"
+#include "engine/cpu/scratch_buffer.h"
+#include "engine/dispatch.h"
+#include "engine/parallel.h"
+
+namespace qkv::cpu {
+
+namespace {
+
+// The sizes of one convolution, per image and per group.
+struct ConvShape {
+  int64_t N, C, H, W, O, groups, L, K;  // L = Ho * Wo, K = C / groups * kh * kw
+  Window2d window;
+
+  ConvShape(const Tensor& x, const Tensor& weight, const Window2d& w, int64_t g)
+      : N(x.size(0)),
+        C(x.size(1)),
+        H(x.size(2)),
+        W(x.size(3)),
+        O(weight.size(0)),
+        groups(g),
+        L(w.out_h(x.size(2)) * w.out_w(x.size(3))),
+        K(x.size(1) / g * w.kernel_h * w.kernel_w),
+        window(w) {}
+  int64_t Og() const { return O / groups; }
+  int64_t image() const { return C * H * W; }
+  int64_t cols() const { return groups * K * L; }  // one image's columns
+  // cols is the input itself: a 1x1 kernel, stride 1, no padding
+  bool cols_is_x() const {
+    return window.kernel_h == 1 && window.kernel_w == 1 && window.stride_h == 1 &&
+           window.stride_w == 1 && window.pad_h == 0 && window.pad_w == 0;
+  }
+};
+
+// How many contiguous ranges of images the threads take: one per thread, but one (on the calling
+// thread, where the GEMMs may thread themselves) for a single image or thread, or inside a
+// parallel region.
+int64_t image_ranges(int64_t N) {
+  if (in_parallel_region()) return 1;
+  return std::max<int64_t>(1, std::min<int64_t>(num_threads(), N));
+}
+
+// Runs images(range, n0, n1) for each of the `ranges` ranges that split [0, N), in parallel.
+template <typename Fn>
+void for_each_image_range(int64_t N, int64_t ranges, Fn&& images) {
+  if (ranges == 1) return images(0, 0, N);
+  parallel_for(0, ranges, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) images(r, r * N / ranges, (r + 1) * N / ranges);
+  });
+}
+
+// One image's columns: x itself, or written into `scratch`.
+template <typename T>
+const T* columns_of(const ConvShape& s, const T* xn, ScratchBuffer& scratch) {
+  if (s.cols_is_x()) return xn;
+  T* cols = static_cast<T*>(scratch.get(sizeof(T) * size_t(s.cols())));
+  im2col_planes(xn, s.C, s.H, s.W, s.window, cols, T(0));
+  return cols;
+}
+
+template <typename T>
+void forward_images(const ConvShape& s, const T* x, const T* w, const T* bias, T* y, int64_t n0,
+                    int64_t n1) {
+  thread_local ScratchBuffer scratch;
+  const int64_t Og = s.Og(), K = s.K, L = s.L;
+  for (int64_t n = n0; n < n1; ++n) {
+    const T* cols = columns_of(s, x + n * s.image(), scratch);
+    T* yn = y + n * s.O * L;
+    if (bias)
+      for (int64_t o = 0; o < s.O; ++o) std::fill(yn + o * L, yn + (o + 1) * L, bias[o]);
+    for (int64_t g = 0; g < s.groups; ++g)
+      gemm<T>(false, false, Og, L, K, T(1), w + g * Og * K, K, cols + g * K * L, L, T(bias ? 1 : 0),
+              yn + g * Og * L, L);
+  }
+}
+
+// The backward of images [n0, n1): gx for them (when wanted), and their sums into gw [O, K] and
+// gb [O] (each when wanted), which it overwrites.
+template <typename T>
+void backward_images(const ConvShape& s, const T* x, const T* w, const T* gy, T* gx, T* gw,
+                     double* gb, int64_t n0, int64_t n1) {
+  thread_local ScratchBuffer cols_scratch, gcols_scratch;
+  const int64_t Og = s.Og(), K = s.K, L = s.L;
+  if (gw && n0 == n1) std::fill(gw, gw + s.O * K, T(0));
+  if (gb) std::fill(gb, gb + s.O, 0.0);
+  for (int64_t n = n0; n < n1; ++n) {
+    const T* gyn = gy + n * s.O * L;
+    if (gw) {
+      const T* cols = columns_of(s, x + n * s.image(), cols_scratch);
+      for (int64_t g = 0; g < s.groups; ++g)
+        gemm<T>(false, true, Og, K, L, T(1), gyn + g * Og * L, L, cols + g * K * L, L,
+                T(n == n0 ? 0 : 1), gw + g * Og * K, K);
+    }
+    if (gb)
+      for (int64_t o = 0; o < s.O; ++o) {
+        const T* row = gyn + o * L;
+        double total = 0;
+        _Pragma("omp simd reduction(+ : total)") for (int64_t l = 0; l < L; ++l) total += row[l];
+        gb[o] += total;
+      }
+    if (gx) {
+      T* gxn = gx + n * s.image();
+      // gcols straight into gx when cols is x, else into scratch for col2im
+      T* gcols = s.cols_is_x() ? gxn : static_cast<T*>(gcols_scratch.get(sizeof(T) * s.cols()));
+      for (int64_t g = 0; g < s.groups; ++g)
+        gemm<T>(true, false, K, L, Og, T(1), w + g * Og * K, K, gyn + g * Og * L, L, T(0),
+                gcols + g * K * L, L);
+      if (!s.cols_is_x()) {
+        std::fill(gxn, gxn + s.image(), T(0));
+        col2im_planes(gcols, s.C, s.H, s.W, s.window, gxn);
+      }
+    }
+  }
+}
+
+// float32 without autocast, and float64: autocast's bfloat16 products are the default's (matmul).
+bool runs_here(const Tensor& x) {
+  return x.dtype() == DType::f64 || (x.dtype() == DType::f32 && autocast_dtype() == DType::f32);
+}
+
+}  // namespace
+
+Conv2dForward CpuBackend::conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                         const Window2d& window, int64_t groups) {
+  if (!runs_here(x)) return Backend::conv2d_forward(x, weight, bias, window, groups);
+  const ConvShape s(x, weight, window, groups);
+  Tensor y = Tensor::empty({s.N, s.O, window.out_h(s.H), window.out_w(s.W)}, x.dtype(), x.device());
+  if (y.numel() == 0) return {y, Tensor()};
+  QKV_DISPATCH_FLOAT(x.dtype(), "conv2d", [&] {
+    const T* b = bias.defined() ? bias.data<T>() : nullptr;
+    for_each_image_range(s.N, image_ranges(s.N), [&](int64_t, int64_t n0, int64_t n1) {
+      forward_images<T>(s, x.data<T>(), weight.data<T>(), b, y.data<T>(), n0, n1);
+    });
+  });
+  return {y, Tensor()};
+}
+
+void CpuBackend::conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
+                                 const Tensor& saved, const Window2d& window, int64_t groups,
+                                 const Tensor& gx, const Tensor& gweight, const Tensor& gbias) {
+  if (!runs_here(x))
+    return Backend::conv2d_backward(gy, x, weight, saved, window, groups, gx, gweight, gbias);
+  const ConvShape s(x, weight, window, groups);
+  QKV_DISPATCH_FLOAT(x.dtype(), "conv2d", [&] {
+    const int64_t ranges = image_ranges(s.N);
+    // range 0 writes gweight itself; the others their partial sums, added after in range order
+    std::vector<T> gw_partial(gweight.defined() ? size_t((ranges - 1) * s.O * s.K) : 0);
+    std::vector<double> gb_partial(gbias.defined() ? size_t(ranges * s.O) : 0);
+    for_each_image_range(s.N, ranges, [&](int64_t r, int64_t n0, int64_t n1) {
+      T* gw = !gweight.defined() ? nullptr
+              : r == 0           ? gweight.data<T>()
+                                 : gw_partial.data() + (r - 1) * s.O * s.K;
+      backward_images<T>(s, x.data<T>(), weight.data<T>(), gy.data<T>(),
+                         gx.defined() ? gx.data<T>() : nullptr, gw,
+                         gbias.defined() ? gb_partial.data() + r * s.O : nullptr, n0, n1);
+    });
+    if (gweight.defined()) {
+      T* gw = gweight.data<T>();
+      for (int64_t r = 1; r < ranges; ++r)
+        for (int64_t i = 0; i < s.O * s.K; ++i)
+          gw[i] += gw_partial[size_t((r - 1) * s.O * s.K + i)];
+    }
+    if (gbias.defined()) {
+      T* gb = gbias.data<T>();
+      for (int64_t o = 0; o < s.O; ++o) {
+        double total = 0;
+        for (int64_t r = 0; r < ranges; ++r) total += gb_partial[size_t(r * s.O + o)];
+        gb[o] = T(total);
+      }
+    }
+  });
+}
+
+}  // namespace qkv::cpu
