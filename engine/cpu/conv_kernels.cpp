@@ -59,11 +59,49 @@ void for_each_row(const Window2d& w, int64_t H, int64_t W, int64_t Ho, int64_t W
 
 }  // namespace
 
+// Stride 1 with as many output columns as input columns ("same" padding): the in-image output
+// rows [oh0, oh1) of one tap read one contiguous run of the input plane, shifted by a constant, so
+// a cols row is one copy of that run plus the padding rows above and below it, with the few
+// columns that wrapped around a row's edge (ow outside [lo, hi)) overwritten by the padding.
+template <typename T>
+void im2col_plane_same_width(const T* xs, int64_t H, int64_t W, const Window2d& w, T* cs, T padv) {
+  const int64_t Ho = w.out_h(H);
+  for (int64_t i = 0, row = 0; i < w.kernel_h; ++i) {
+    const int64_t ih_of_0 = i * w.dilation_h - w.pad_h;  // input row of output row 0
+    const int64_t oh0 = std::clamp<int64_t>(-ih_of_0, 0, Ho);
+    const int64_t oh1 = std::clamp<int64_t>(H - ih_of_0, oh0, Ho);
+    for (int64_t j = 0; j < w.kernel_w; ++j, ++row) {
+      const int64_t iw0 = j * w.dilation_w - w.pad_w;
+      const ColumnRange r = valid_columns(iw0, 1, W, W);
+      T* dst = cs + row * Ho * W;
+      std::fill(dst, dst + oh0 * W, padv);
+      std::fill(dst + oh1 * W, dst + Ho * W, padv);
+      if (oh0 == oh1) continue;
+      if (r.lo == r.hi) {
+        std::fill(dst + oh0 * W, dst + oh1 * W, padv);
+        continue;
+      }
+      const int64_t begin = oh0 * W + r.lo, end = (oh1 - 1) * W + r.hi;
+      const int64_t shift = ih_of_0 * W + iw0;  // dst[p] reads xs[p + shift]
+      std::copy(xs + begin + shift, xs + end + shift, dst + begin);
+      for (int64_t oh = oh0; oh < oh1; ++oh) {
+        std::fill(dst + oh * W, dst + oh * W + r.lo, padv);
+        std::fill(dst + oh * W + r.hi, dst + (oh + 1) * W, padv);
+      }
+    }
+  }
+}
+
 template <typename T>
 void im2col_planes(const T* xp, int64_t planes, int64_t H, int64_t W, const Window2d& w, T* cp,
                    T padv) {
   const int64_t Ho = w.out_h(H), Wo = w.out_w(W), kk = w.kernel_h * w.kernel_w;
   const int64_t sw = w.stride_w;
+  if (w.stride_h == 1 && sw == 1 && Wo == W) {
+    for (int64_t plane = 0; plane < planes; ++plane)
+      im2col_plane_same_width(xp + plane * H * W, H, W, w, cp + plane * kk * Ho * Wo, padv);
+    return;
+  }
   for (int64_t plane = 0; plane < planes; ++plane) {
     const T* xs = xp + plane * H * W;
     T* cs = cp + plane * kk * Ho * Wo;
