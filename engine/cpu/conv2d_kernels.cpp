@@ -130,7 +130,7 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* gy, T*
                 gcols + g * K * L, L);
       if (!s.cols_is_x()) {
         std::fill(gxn, gxn + s.image(), T(0));
-        col2im_planes(gcols, s.C, s.H, s.W, s.window, gxn);
+        col2im_planes_overwriting(gcols, s.C, s.H, s.W, s.window, gxn);
       }
     }
   }

@@ -20,4 +20,11 @@ void im2col_planes(const T* x, int64_t planes, int64_t H, int64_t W, const Windo
 template <typename T>
 void col2im_planes(const T* cols, int64_t planes, int64_t H, int64_t W, const Window2d& w, T* x);
 
+// The same sums from columns the caller owns and no longer needs (the CPU's conv2d scratch): it
+// may overwrite cols, which lets stride-1 windows whose output is as wide as the input add each
+// tap's row as one contiguous range (its entries at padding positions set to zero first).
+template <typename T>
+void col2im_planes_overwriting(T* cols, int64_t planes, int64_t H, int64_t W, const Window2d& w,
+                               T* x);
+
 }  // namespace qkv::cpu
