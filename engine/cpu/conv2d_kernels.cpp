@@ -46,6 +46,11 @@ struct ConvShape {
         K(x.size(1) / g * w.kernel_h * w.kernel_w),
         window(w) {}
   int64_t Og() const { return O / groups; }
+  // The weight gradient's products as gW^T = cols @ gy^T ([K, O/g] per group): cols is then read
+  // in place as the product's left operand, and only gy^T (L x O/g) is packed, instead of cols^T.
+  // It takes at least one full register tile of columns (32 floats) to pay: with 16 channels
+  // half of each tile's vector lanes would idle, and gW = gy @ cols^T is as fast.
+  bool gw_transposed() const { return Og() >= 32; }
   int64_t image() const { return C * H * W; }
   int64_t cols() const { return groups * K * L; }  // one image's columns
   // cols is the input itself: a 1x1 kernel, stride 1, no padding
@@ -97,8 +102,9 @@ void forward_images(const ConvShape& s, const T* x, const T* w, const T* bias, T
   }
 }
 
-// The backward of images [n0, n1): gx for them (when wanted), and their sums into gw [O, K] and
-// gb [O] (each when wanted), which it overwrites.
+// The backward of images [n0, n1): gx for them (when wanted), and their sums into gw (when
+// wanted: [groups, O/g, K], or [groups, K, O/g] when gw_transposed()) and gb [O], which it
+// overwrites.
 template <typename T>
 void backward_images(const ConvShape& s, const T* x, const T* w, const T* gy, T* gx, T* gw,
                      double* gb, int64_t n0, int64_t n1) {
@@ -110,9 +116,14 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* gy, T*
     const T* gyn = gy + n * s.O * L;
     if (gw) {
       const T* cols = columns_of(s, x + n * s.image(), cols_scratch);
+      const T beta = n == n0 ? 0 : 1;
       for (int64_t g = 0; g < s.groups; ++g)
-        gemm<T>(false, true, Og, K, L, T(1), gyn + g * Og * L, L, cols + g * K * L, L,
-                T(n == n0 ? 0 : 1), gw + g * Og * K, K);
+        if (s.gw_transposed())
+          gemm<T>(false, true, K, Og, L, T(1), cols + g * K * L, L, gyn + g * Og * L, L, beta,
+                  gw + g * K * Og, Og);
+        else
+          gemm<T>(false, true, Og, K, L, T(1), gyn + g * Og * L, L, cols + g * K * L, L, beta,
+                  gw + g * Og * K, K);
     }
     if (gb)
       for (int64_t o = 0; o < s.O; ++o) {
@@ -165,23 +176,27 @@ void CpuBackend::conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor
     return Backend::conv2d_backward(gy, x, weight, saved, window, groups, gx, gweight, gbias);
   const ConvShape s(x, weight, window, groups);
   QKV_DISPATCH_FLOAT(x.dtype(), "conv2d", [&] {
-    const int64_t ranges = image_ranges(s.N);
-    // range 0 writes gweight itself; the others their partial sums, added after in range order
-    std::vector<T> gw_partial(gweight.defined() ? size_t((ranges - 1) * s.O * s.K) : 0);
+    const int64_t ranges = image_ranges(s.N), OK = s.O * s.K;
+    // each range's partial sums, added in range order
+    std::vector<T> gw_partial(gweight.defined() ? size_t(ranges * OK) : 0);
     std::vector<double> gb_partial(gbias.defined() ? size_t(ranges * s.O) : 0);
     for_each_image_range(s.N, ranges, [&](int64_t r, int64_t n0, int64_t n1) {
-      T* gw = !gweight.defined() ? nullptr
-              : r == 0           ? gweight.data<T>()
-                                 : gw_partial.data() + (r - 1) * s.O * s.K;
       backward_images<T>(s, x.data<T>(), weight.data<T>(), gy.data<T>(),
-                         gx.defined() ? gx.data<T>() : nullptr, gw,
+                         gx.defined() ? gx.data<T>() : nullptr,
+                         gweight.defined() ? gw_partial.data() + r * OK : nullptr,
                          gbias.defined() ? gb_partial.data() + r * s.O : nullptr, n0, n1);
     });
     if (gweight.defined()) {
       T* gw = gweight.data<T>();
-      for (int64_t r = 1; r < ranges; ++r)
-        for (int64_t i = 0; i < s.O * s.K; ++i)
-          gw[i] += gw_partial[size_t((r - 1) * s.O * s.K + i)];
+      const int64_t Og = s.Og(), K = s.K;
+      for (int64_t g = 0; g < s.groups; ++g)
+        for (int64_t o = 0; o < Og; ++o)
+          for (int64_t k = 0; k < K; ++k) {
+            const int64_t at = s.gw_transposed() ? (g * K + k) * Og + o : (g * Og + o) * K + k;
+            T total = gw_partial[size_t(at)];
+            for (int64_t r = 1; r < ranges; ++r) total += gw_partial[size_t(r * OK + at)];
+            gw[(g * Og + o) * K + k] = total;
+          }
     }
     if (gbias.defined()) {
       T* gb = gbias.data<T>();
