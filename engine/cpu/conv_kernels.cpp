@@ -137,6 +137,8 @@ void im2col_planes(const T* xp, int64_t planes, int64_t H, int64_t W, const Wind
           std::fill(dst, dst + r.lo, padv);
           if (sw == 1)
             std::copy(src + r.lo + iw0, src + r.hi + iw0, dst + r.lo);
+          else if (sw == 2)  // a constant stride, which the compiler vectorizes
+            for (int64_t ow = r.lo; ow < r.hi; ++ow) dst[ow] = src[ow * 2 + iw0];
           else
             for (int64_t ow = r.lo; ow < r.hi; ++ow) dst[ow] = src[ow * sw + iw0];
           std::fill(dst + r.hi, dst + Wo, padv);
