@@ -11,6 +11,9 @@
 //   backward   cols = im2col(x[n]),   gW += gy[n] @ cols^T              one accumulation, depth N*L
 //              gcols = W^T @ gy[n],   gx[n] = col2im(gcols)
 //
+// (the first two products transposed when a group has many output channels: see
+// ConvShape::channels_as_columns).
+//
 // A 1x1 kernel with stride 1 and no padding has cols == x[n], used in place. Threads take
 // contiguous ranges of images (each with its own scratch and its own partial gW and gbias, summed
 // in range order, so a result depends on the thread count but not on timing); a single image, or
@@ -46,11 +49,14 @@ struct ConvShape {
         K(x.size(1) / g * w.kernel_h * w.kernel_w),
         window(w) {}
   int64_t Og() const { return O / groups; }
-  // The weight gradient's products as gW^T = cols @ gy^T ([K, O/g] per group): cols is then read
-  // in place as the product's left operand, and only gy^T (L x O/g) is packed, instead of cols^T.
-  // It takes at least one full register tile of columns (32 floats) to pay: with 16 channels
-  // half of each tile's vector lanes would idle, and gW = gy @ cols^T is as fast.
-  bool gw_transposed() const { return Og() >= 32; }
+  // With 32 or more output channels a group (one full register tile of floats across), the
+  // products put the channels along the GEMM's columns, so that cols is read in place as the
+  // transposed left operand and only a small operand is ever packed or strided:
+  //   forward   y[n]^T = cols^T @ W^T ([L, O/g], transposed into y while it is in L1/L2)
+  //   backward  gW^T  += cols @ gy[n]^T ([K, O/g], transposed into gW at the end)
+  // With 16, half of each tile's vector lanes would idle, and W @ cols (B = cols read in place,
+  // its rows L apart) and gy @ cols^T (cols^T packed) are as fast or faster.
+  bool channels_as_columns() const { return Og() >= 32; }
   int64_t image() const { return C * H * W; }
   int64_t cols() const { return groups * K * L; }  // one image's columns
   // cols is the input itself: a 1x1 kernel, stride 1, no padding
@@ -86,14 +92,28 @@ const T* columns_of(const ConvShape& s, const T* xn, ScratchBuffer& scratch) {
   return cols;
 }
 
+// y for images [n0, n1). wt is the weights as [groups, K, O/g] when channels_as_columns().
 template <typename T>
-void forward_images(const ConvShape& s, const T* x, const T* w, const T* bias, T* y, int64_t n0,
-                    int64_t n1) {
-  thread_local ScratchBuffer scratch;
+void forward_images(const ConvShape& s, const T* x, const T* w, const T* wt, const T* bias, T* y,
+                    int64_t n0, int64_t n1) {
+  thread_local ScratchBuffer cols_scratch, yt_scratch;
   const int64_t Og = s.Og(), K = s.K, L = s.L;
   for (int64_t n = n0; n < n1; ++n) {
-    const T* cols = columns_of(s, x + n * s.image(), scratch);
+    const T* cols = columns_of(s, x + n * s.image(), cols_scratch);
     T* yn = y + n * s.O * L;
+    if (s.channels_as_columns()) {
+      T* yt = static_cast<T*>(yt_scratch.get(sizeof(T) * size_t(L * Og)));
+      for (int64_t g = 0; g < s.groups; ++g) {
+        gemm<T>(true, false, L, Og, K, T(1), cols + g * K * L, L, wt + g * K * Og, Og, T(0), yt,
+                Og);
+        for (int64_t o = 0; o < Og; ++o) {
+          const T b = bias ? bias[g * Og + o] : T(0);
+          T* row = yn + (g * Og + o) * L;
+          for (int64_t l = 0; l < L; ++l) row[l] = yt[l * Og + o] + b;
+        }
+      }
+      continue;
+    }
     if (bias)
       for (int64_t o = 0; o < s.O; ++o) std::fill(yn + o * L, yn + (o + 1) * L, bias[o]);
     for (int64_t g = 0; g < s.groups; ++g)
@@ -103,7 +123,7 @@ void forward_images(const ConvShape& s, const T* x, const T* w, const T* bias, T
 }
 
 // The backward of images [n0, n1): gx for them (when wanted), and their sums into gw (when
-// wanted: [groups, O/g, K], or [groups, K, O/g] when gw_transposed()) and gb [O], which it
+// wanted: [groups, O/g, K], or [groups, K, O/g] when channels_as_columns()) and gb [O], which it
 // overwrites.
 template <typename T>
 void backward_images(const ConvShape& s, const T* x, const T* w, const T* gy, T* gx, T* gw,
@@ -118,7 +138,7 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* gy, T*
       const T* cols = columns_of(s, x + n * s.image(), cols_scratch);
       const T beta = n == n0 ? 0 : 1;
       for (int64_t g = 0; g < s.groups; ++g)
-        if (s.gw_transposed())
+        if (s.channels_as_columns())
           gemm<T>(false, true, K, Og, L, T(1), cols + g * K * L, L, gyn + g * Og * L, L, beta,
                   gw + g * K * Og, Og);
         else
@@ -162,8 +182,18 @@ Conv2dForward CpuBackend::conv2d_forward(const Tensor& x, const Tensor& weight, 
   if (y.numel() == 0) return {y, Tensor()};
   QKV_DISPATCH_FLOAT(x.dtype(), "conv2d", [&] {
     const T* b = bias.defined() ? bias.data<T>() : nullptr;
+    const T* w = weight.data<T>();
+    std::vector<T> wt;  // [groups, K, O/g]
+    if (s.channels_as_columns()) {
+      const int64_t Og = s.Og(), K = s.K;
+      wt.resize(size_t(s.O * K));
+      for (int64_t g = 0; g < s.groups; ++g)
+        for (int64_t o = 0; o < Og; ++o)
+          for (int64_t k = 0; k < K; ++k)
+            wt[size_t((g * K + k) * Og + o)] = w[(g * Og + o) * K + k];
+    }
     for_each_image_range(s.N, image_ranges(s.N), [&](int64_t, int64_t n0, int64_t n1) {
-      forward_images<T>(s, x.data<T>(), weight.data<T>(), b, y.data<T>(), n0, n1);
+      forward_images<T>(s, x.data<T>(), w, wt.data(), b, y.data<T>(), n0, n1);
     });
   });
   return {y, Tensor()};
@@ -192,7 +222,8 @@ void CpuBackend::conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor
       for (int64_t g = 0; g < s.groups; ++g)
         for (int64_t o = 0; o < Og; ++o)
           for (int64_t k = 0; k < K; ++k) {
-            const int64_t at = s.gw_transposed() ? (g * K + k) * Og + o : (g * Og + o) * K + k;
+            const int64_t at =
+                s.channels_as_columns() ? (g * K + k) * Og + o : (g * Og + o) * K + k;
             T total = gw_partial[size_t(at)];
             for (int64_t r = 1; r < ranges; ++r) total += gw_partial[size_t(r * OK + at)];
             gw[(g * Og + o) * K + k] = total;
