@@ -12,7 +12,7 @@
 //              gcols = W^T @ gy[n],   gx[n] = col2im(gcols)
 //
 // (the first two products transposed when a group has many output channels: see
-// ConvShape::channels_as_columns).
+// ConvShape::forward_transposed and gw_transposed).
 //
 // A 1x1 kernel with stride 1 and no padding has cols == x[n], used in place. Threads take
 // contiguous ranges of images (each with its own scratch and its own partial gW and gbias, summed
@@ -50,13 +50,16 @@ struct ConvShape {
         window(w) {}
   int64_t Og() const { return O / groups; }
   // With 32 or more output channels a group (one full register tile of floats across), the
-  // products put the channels along the GEMM's columns, so that cols is read in place as the
-  // transposed left operand and only a small operand is ever packed or strided:
-  //   forward   y[n]^T = cols^T @ W^T ([L, O/g], transposed into y while it is in L1/L2)
-  //   backward  gW^T  += cols @ gy[n]^T ([K, O/g], transposed into gW at the end)
-  // With 16, half of each tile's vector lanes would idle, and W @ cols (B = cols read in place,
-  // its rows L apart) and gy @ cols^T (cols^T packed) are as fast or faster.
-  bool channels_as_columns() const { return Og() >= 32; }
+  // weight gradient's products put the channels along the GEMM's columns, gW^T += cols @ gy[n]^T
+  // ([K, O/g], transposed into gW at the end): cols is read in place as the left operand and only
+  // gy^T is packed, instead of cols^T. With 16, half of each tile's vector lanes would idle, and
+  // gy @ cols^T is as fast.
+  bool gw_transposed() const { return Og() >= 32; }
+  // The forward likewise, y[n]^T = cols^T @ W^T ([L, O/g], transposed into y while it is in
+  // L1/L2), where an image has few output positions: W @ cols then has a handful of 32-wide
+  // column tiles, the last one ragged (7 x 7: one full and one of 17), while cols^T @ W^T has
+  // full ones. With many positions W @ cols is faster (no transpose, deep rows).
+  bool forward_transposed() const { return Og() >= 32 && L <= 256; }
   int64_t image() const { return C * H * W; }
   int64_t cols() const { return groups * K * L; }  // one image's columns
   // cols is the input itself: a 1x1 kernel, stride 1, no padding
@@ -92,7 +95,7 @@ const T* columns_of(const ConvShape& s, const T* xn, ScratchBuffer& scratch) {
   return cols;
 }
 
-// y for images [n0, n1). wt is the weights as [groups, K, O/g] when channels_as_columns().
+// y for images [n0, n1). wt is the weights as [groups, K, O/g] when forward_transposed().
 template <typename T>
 void forward_images(const ConvShape& s, const T* x, const T* w, const T* wt, const T* bias, T* y,
                     int64_t n0, int64_t n1) {
@@ -101,7 +104,7 @@ void forward_images(const ConvShape& s, const T* x, const T* w, const T* wt, con
   for (int64_t n = n0; n < n1; ++n) {
     const T* cols = columns_of(s, x + n * s.image(), cols_scratch);
     T* yn = y + n * s.O * L;
-    if (s.channels_as_columns()) {
+    if (s.forward_transposed()) {
       T* yt = static_cast<T*>(yt_scratch.get(sizeof(T) * size_t(L * Og)));
       for (int64_t g = 0; g < s.groups; ++g) {
         gemm<T>(true, false, L, Og, K, T(1), cols + g * K * L, L, wt + g * K * Og, Og, T(0), yt,
@@ -123,7 +126,7 @@ void forward_images(const ConvShape& s, const T* x, const T* w, const T* wt, con
 }
 
 // The backward of images [n0, n1): gx for them (when wanted), and their sums into gw (when
-// wanted: [groups, O/g, K], or [groups, K, O/g] when channels_as_columns()) and gb [O], which it
+// wanted: [groups, O/g, K], or [groups, K, O/g] when gw_transposed()) and gb [O], which it
 // overwrites.
 template <typename T>
 void backward_images(const ConvShape& s, const T* x, const T* w, const T* gy, T* gx, T* gw,
@@ -138,7 +141,7 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* gy, T*
       const T* cols = columns_of(s, x + n * s.image(), cols_scratch);
       const T beta = n == n0 ? 0 : 1;
       for (int64_t g = 0; g < s.groups; ++g)
-        if (s.channels_as_columns())
+        if (s.gw_transposed())
           gemm<T>(false, true, K, Og, L, T(1), cols + g * K * L, L, gyn + g * Og * L, L, beta,
                   gw + g * K * Og, Og);
         else
@@ -184,7 +187,7 @@ Conv2dForward CpuBackend::conv2d_forward(const Tensor& x, const Tensor& weight, 
     const T* b = bias.defined() ? bias.data<T>() : nullptr;
     const T* w = weight.data<T>();
     std::vector<T> wt;  // [groups, K, O/g]
-    if (s.channels_as_columns()) {
+    if (s.forward_transposed()) {
       const int64_t Og = s.Og(), K = s.K;
       wt.resize(size_t(s.O * K));
       for (int64_t g = 0; g < s.groups; ++g)
@@ -222,8 +225,7 @@ void CpuBackend::conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor
       for (int64_t g = 0; g < s.groups; ++g)
         for (int64_t o = 0; o < Og; ++o)
           for (int64_t k = 0; k < K; ++k) {
-            const int64_t at =
-                s.channels_as_columns() ? (g * K + k) * Og + o : (g * Og + o) * K + k;
+            const int64_t at = s.gw_transposed() ? (g * K + k) * Og + o : (g * Og + o) * K + k;
             T total = gw_partial[size_t(at)];
             for (int64_t r = 1; r < ranges; ++r) total += gw_partial[size_t(r * OK + at)];
             gw[(g * Og + o) * K + k] = total;

@@ -22,21 +22,22 @@ struct ConvCase {
 
 // Every branch of the kernels: batch ranges with a remainder (5 and 3 images over 2 threads),
 // one image (the GEMMs thread instead), groups, stride 2, 1x1 with and without the in-place
-// columns, the contiguous im2col with rows of padding and Ho != H, odd sizes, and the weight
-// gradient's two product layouts (fewer and more than 32 output channels a group).
+// columns, the contiguous im2col with rows of padding and Ho != H, odd sizes, and the products'
+// two layouts (fewer and more than 32 output channels a group; few and many output positions).
 const std::vector<ConvCase> kCases = {
-    {{5, 3, 7, 6}, {4, 3, 3, 3}, 1, 1, 1, true},    // "same" 3x3: contiguous im2col
-    {{3, 4, 9, 5}, {6, 2, 3, 3}, 2, 1, 2, true},    // groups, stride 2
-    {{1, 2, 8, 9}, {3, 2, 3, 2}, 2, 0, 1, false},   // one image, non-square kernel, remainder
-    {{4, 4, 5, 5}, {4, 1, 3, 3}, 1, 2, 4, false},   // depthwise, padding wider than the kernel
-    {{3, 6, 4, 5}, {5, 6, 1, 1}, 1, 0, 1, true},    // 1x1: cols is x
-    {{3, 4, 5, 7}, {6, 2, 1, 1}, 1, 0, 2, false},   // 1x1 in place, with groups
-    {{2, 3, 5, 7}, {4, 3, 1, 1}, 2, 1, 1, true},    // 1x1 with stride and padding: im2col
-    {{3, 2, 6, 5}, {3, 2, 1, 3}, 1, 1, 1, true},    // 1x3 "same" width: Ho = H + 2
-    {{2, 3, 11, 13}, {2, 3, 5, 5}, 1, 2, 1, true},  // 5x5 "same": two wrapped columns a side
-    {{2, 2, 6, 6}, {3, 2, 3, 3}, 1, 0, 1, true},    // no padding: Wo != W, the row-wise im2col
-    {{3, 2, 5, 4}, {64, 1, 3, 3}, 1, 1, 2, true},   // 32 channels a group: gW^T's products
-    {{2, 3, 5, 5}, {33, 3, 3, 3}, 2, 1, 1, false},  // gW^T with a ragged tile of channels
+    {{5, 3, 7, 6}, {4, 3, 3, 3}, 1, 1, 1, true},     // "same" 3x3: contiguous im2col
+    {{3, 4, 9, 5}, {6, 2, 3, 3}, 2, 1, 2, true},     // groups, stride 2
+    {{1, 2, 8, 9}, {3, 2, 3, 2}, 2, 0, 1, false},    // one image, non-square kernel, remainder
+    {{4, 4, 5, 5}, {4, 1, 3, 3}, 1, 2, 4, false},    // depthwise, padding wider than the kernel
+    {{3, 6, 4, 5}, {5, 6, 1, 1}, 1, 0, 1, true},     // 1x1: cols is x
+    {{3, 4, 5, 7}, {6, 2, 1, 1}, 1, 0, 2, false},    // 1x1 in place, with groups
+    {{2, 3, 5, 7}, {4, 3, 1, 1}, 2, 1, 1, true},     // 1x1 with stride and padding: im2col
+    {{3, 2, 6, 5}, {3, 2, 1, 3}, 1, 1, 1, true},     // 1x3 "same" width: Ho = H + 2
+    {{2, 3, 11, 13}, {2, 3, 5, 5}, 1, 2, 1, true},   // 5x5 "same": two wrapped columns a side
+    {{2, 2, 6, 6}, {3, 2, 3, 3}, 1, 0, 1, true},     // no padding: Wo != W, the row-wise im2col
+    {{3, 2, 5, 4}, {64, 1, 3, 3}, 1, 1, 2, true},    // 32 channels a group: gW^T's products
+    {{2, 3, 5, 5}, {33, 3, 3, 3}, 2, 1, 1, false},   // gW^T with a ragged tile of channels
+    {{2, 2, 17, 16}, {32, 2, 3, 3}, 1, 1, 1, true},  // gW^T, but W @ cols at 272 positions
 };
 
 Tensor random(const Shape& shape, uint64_t seed, DType dtype) {
