@@ -11,8 +11,9 @@
 //   backward   cols = im2col(x[n]),   gW += gy[n] @ cols^T              one accumulation, depth N*L
 //              gcols = W^T @ gy[n],   gx[n] = col2im(gcols)
 //
-// (the first two products transposed when a group has many output channels: see
-// ConvShape::forward_transposed and gw_transposed).
+// (the first two products transposed when a group has many output channels, and at stride 1 gx
+// as the forward convolution of gy by the flipped kernel: see ConvShape's forward_transposed,
+// gw_transposed and gx_by_flipped_kernel).
 //
 // A 1x1 kernel with stride 1 and no padding has cols == x[n], used in place. Threads take
 // contiguous ranges of images (each with its own scratch and its own partial gW and gbias, summed
@@ -38,16 +39,18 @@ struct ConvShape {
   int64_t N, C, H, W, O, groups, L, K;  // L = Ho * Wo, K = C / groups * kh * kw
   Window2d window;
 
-  ConvShape(const Tensor& x, const Tensor& weight, const Window2d& w, int64_t g)
-      : N(x.size(0)),
-        C(x.size(1)),
-        H(x.size(2)),
-        W(x.size(3)),
-        O(weight.size(0)),
+  ConvShape(int64_t n, int64_t c, int64_t h, int64_t w_, int64_t o, const Window2d& w, int64_t g)
+      : N(n),
+        C(c),
+        H(h),
+        W(w_),
+        O(o),
         groups(g),
-        L(w.out_h(x.size(2)) * w.out_w(x.size(3))),
-        K(x.size(1) / g * w.kernel_h * w.kernel_w),
+        L(w.out_h(h) * w.out_w(w_)),
+        K(c / g * w.kernel_h * w.kernel_w),
         window(w) {}
+  ConvShape(const Tensor& x, const Tensor& weight, const Window2d& w, int64_t g)
+      : ConvShape(x.size(0), x.size(1), x.size(2), x.size(3), weight.size(0), w, g) {}
   int64_t Og() const { return O / groups; }
   // With 32 or more output channels a group (one full register tile of floats across), the
   // weight gradient's products put the channels along the GEMM's columns, gW^T += cols @ gy[n]^T
@@ -60,6 +63,23 @@ struct ConvShape {
   // column tiles, the last one ragged (7 x 7: one full and one of 17), while cols^T @ W^T has
   // full ones. With many positions W @ cols is faster (no transpose, deep rows).
   bool forward_transposed() const { return Og() >= 32 && L <= 256; }
+  // At stride 1, gx is itself a convolution: of gy (O channels, Ho x Wo) by the weights with
+  // their kernel flipped and in and out channels swapped, padded by k - 1 - p, which gives an
+  // H x W output. It replaces the shallow gcols = W^T @ gy (depth O/g, a result kh * kw times
+  // the input) and col2im by a deep product on gy's columns, like the forward's. Taken where
+  // that padding is not negative and gy's columns are no larger than gcols (O <= C: the stem's
+  // 1 -> 16 would write sixteen times more); a 1x1 kernel keeps gcols, which is gx already.
+  bool gx_by_flipped_kernel() const {
+    return window.stride_h == 1 && window.stride_w == 1 && window.dilation_h == 1 &&
+           window.dilation_w == 1 && window.pad_h <= window.kernel_h - 1 &&
+           window.pad_w <= window.kernel_w - 1 && O <= C && !cols_is_x();
+  }
+  ConvShape flipped() const {
+    Window2d f = window;
+    f.pad_h = window.kernel_h - 1 - window.pad_h;
+    f.pad_w = window.kernel_w - 1 - window.pad_w;
+    return ConvShape(N, O, window.out_h(H), window.out_w(W), C, f, groups);
+  }
   int64_t image() const { return C * H * W; }
   int64_t cols() const { return groups * K * L; }  // one image's columns
   // cols is the input itself: a 1x1 kernel, stride 1, no padding
@@ -95,6 +115,36 @@ const T* columns_of(const ConvShape& s, const T* xn, ScratchBuffer& scratch) {
   return cols;
 }
 
+// The weights [O, C/g, kh, kw] as forward_images reads them: wt [groups, K, O/g] when
+// forward_transposed(), else nothing.
+template <typename T>
+std::vector<T> transposed_weights(const ConvShape& s, const T* w) {
+  std::vector<T> wt;
+  if (!s.forward_transposed()) return wt;
+  const int64_t Og = s.Og(), K = s.K;
+  wt.resize(size_t(s.O * K));
+  for (int64_t g = 0; g < s.groups; ++g)
+    for (int64_t o = 0; o < Og; ++o)
+      for (int64_t k = 0; k < K; ++k) wt[size_t((g * K + k) * Og + o)] = w[(g * Og + o) * K + k];
+  return wt;
+}
+
+// The weights of s.flipped(): [C, O/g, kh, kw], wf[g C/g + c][o][i][j] = w[g O/g + o][c][kh-1-i]
+// [kw-1-j].
+template <typename T>
+std::vector<T> flipped_weights(const ConvShape& s, const T* w) {
+  const int64_t Og = s.Og(), Cg = s.C / s.groups, kh = s.window.kernel_h, kw = s.window.kernel_w;
+  std::vector<T> wf(size_t(s.O * Cg * kh * kw));
+  for (int64_t g = 0; g < s.groups; ++g)
+    for (int64_t o = 0; o < Og; ++o)
+      for (int64_t c = 0; c < Cg; ++c)
+        for (int64_t i = 0; i < kh; ++i)
+          for (int64_t j = 0; j < kw; ++j)
+            wf[size_t((((g * Cg + c) * Og + o) * kh + i) * kw + j)] =
+                w[(((g * Og + o) * Cg + c) * kh + (kh - 1 - i)) * kw + (kw - 1 - j)];
+  return wf;
+}
+
 // y for images [n0, n1). wt is the weights as [groups, K, O/g] when forward_transposed().
 template <typename T>
 void forward_images(const ConvShape& s, const T* x, const T* w, const T* wt, const T* bias, T* y,
@@ -128,11 +178,13 @@ void forward_images(const ConvShape& s, const T* x, const T* w, const T* wt, con
 // The backward of images [n0, n1): gx for them (when wanted), and their sums into gw (when
 // wanted: [groups, O/g, K], or [groups, K, O/g] when gw_transposed()) and gb [O], which it
 // overwrites.
+// With gx_by_flipped_kernel(), wf and wft are flipped_weights and their transposed_weights.
 template <typename T>
-void backward_images(const ConvShape& s, const T* x, const T* w, const T* gy, T* gx, T* gw,
-                     double* gb, int64_t n0, int64_t n1) {
+void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, const T* wft,
+                     const T* gy, T* gx, T* gw, double* gb, int64_t n0, int64_t n1) {
   thread_local ScratchBuffer cols_scratch, gcols_scratch;
   const int64_t Og = s.Og(), K = s.K, L = s.L;
+  const ConvShape flipped = s.flipped();
   if (gw && n0 == n1) std::fill(gw, gw + s.O * K, T(0));
   if (gb) std::fill(gb, gb + s.O, 0.0);
   for (int64_t n = n0; n < n1; ++n) {
@@ -155,7 +207,9 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* gy, T*
         _Pragma("omp simd reduction(+ : total)") for (int64_t l = 0; l < L; ++l) total += row[l];
         gb[o] += total;
       }
-    if (gx) {
+    if (gx && s.gx_by_flipped_kernel()) {
+      forward_images<T>(flipped, gy, wf, wft, nullptr, gx, n, n + 1);
+    } else if (gx) {
       T* gxn = gx + n * s.image();
       // gcols straight into gx when cols is x, else into scratch for col2im
       T* gcols = s.cols_is_x() ? gxn : static_cast<T*>(gcols_scratch.get(sizeof(T) * s.cols()));
@@ -186,15 +240,7 @@ Conv2dForward CpuBackend::conv2d_forward(const Tensor& x, const Tensor& weight, 
   QKV_DISPATCH_FLOAT(x.dtype(), "conv2d", [&] {
     const T* b = bias.defined() ? bias.data<T>() : nullptr;
     const T* w = weight.data<T>();
-    std::vector<T> wt;  // [groups, K, O/g]
-    if (s.forward_transposed()) {
-      const int64_t Og = s.Og(), K = s.K;
-      wt.resize(size_t(s.O * K));
-      for (int64_t g = 0; g < s.groups; ++g)
-        for (int64_t o = 0; o < Og; ++o)
-          for (int64_t k = 0; k < K; ++k)
-            wt[size_t((g * K + k) * Og + o)] = w[(g * Og + o) * K + k];
-    }
+    const std::vector<T> wt = transposed_weights(s, w);
     for_each_image_range(s.N, image_ranges(s.N), [&](int64_t, int64_t n0, int64_t n1) {
       forward_images<T>(s, x.data<T>(), w, wt.data(), b, y.data<T>(), n0, n1);
     });
@@ -213,8 +259,11 @@ void CpuBackend::conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor
     // each range's partial sums, added in range order
     std::vector<T> gw_partial(gweight.defined() ? size_t(ranges * OK) : 0);
     std::vector<double> gb_partial(gbias.defined() ? size_t(ranges * s.O) : 0);
+    const bool flipped = gx.defined() && s.gx_by_flipped_kernel();
+    const std::vector<T> wf = flipped ? flipped_weights(s, weight.data<T>()) : std::vector<T>();
+    const std::vector<T> wft = flipped ? transposed_weights(s.flipped(), wf.data()) : wf;
     for_each_image_range(s.N, ranges, [&](int64_t r, int64_t n0, int64_t n1) {
-      backward_images<T>(s, x.data<T>(), weight.data<T>(), gy.data<T>(),
+      backward_images<T>(s, x.data<T>(), weight.data<T>(), wf.data(), wft.data(), gy.data<T>(),
                          gx.defined() ? gx.data<T>() : nullptr,
                          gweight.defined() ? gw_partial.data() + r * OK : nullptr,
                          gbias.defined() ? gb_partial.data() + r * s.O : nullptr, n0, n1);

@@ -23,7 +23,9 @@ struct ConvCase {
 // Every branch of the kernels: batch ranges with a remainder (5 and 3 images over 2 threads),
 // one image (the GEMMs thread instead), groups, stride 2, 1x1 with and without the in-place
 // columns, the contiguous im2col with rows of padding and Ho != H, odd sizes, and the products'
-// two layouts (fewer and more than 32 output channels a group; few and many output positions).
+// two layouts (fewer and more than 32 output channels a group; few and many output positions),
+// and gx at stride 1 as a convolution by the flipped kernel (and where its padding would be
+// negative, a 1 x 3 kernel with padding 1, not).
 const std::vector<ConvCase> kCases = {
     {{5, 3, 7, 6}, {4, 3, 3, 3}, 1, 1, 1, true},     // "same" 3x3: contiguous im2col
     {{3, 4, 9, 5}, {6, 2, 3, 3}, 2, 1, 2, true},     // groups, stride 2
@@ -38,6 +40,8 @@ const std::vector<ConvCase> kCases = {
     {{3, 2, 5, 4}, {64, 1, 3, 3}, 1, 1, 2, true},    // 32 channels a group: gW^T's products
     {{2, 3, 5, 5}, {33, 3, 3, 3}, 2, 1, 1, false},   // gW^T with a ragged tile of channels
     {{2, 2, 17, 16}, {32, 2, 3, 3}, 1, 1, 1, true},  // gW^T, but W @ cols at 272 positions
+    {{2, 32, 6, 6}, {4, 32, 3, 3}, 1, 1, 1, true},   // gx by a flipped kernel to 32 channels
+    {{2, 5, 6, 7}, {4, 5, 2, 3}, 1, 1, 1, false},    // flipped 2x3: paddings 0 and 1
 };
 
 Tensor random(const Shape& shape, uint64_t seed, DType dtype) {
