@@ -95,6 +95,13 @@ struct Window2d {
   }
 };
 
+// conv2d's forward as a backend returns it: the output [N, O, Ho, Wo] and what its backward reads
+// besides x and the weight, in a form the backend chooses (undefined when it needs nothing more).
+struct Conv2dForward {
+  Tensor y;
+  Tensor saved;
+};
+
 // Where dropout's keep decisions come from (engine/random.h): element i of the sequential stream at
 // counter `offset` of `seed`, as random_bernoulli draws it, or, when `examples` is defined (int64,
 // one id per row of the first dim, on the device), by example under `key`, as
@@ -175,6 +182,22 @@ class Backend {
   // The adjoint of im2col: x[n][c][h][w] += every cols entry that im2col read from it (x
   // contiguous, accumulated into; padding positions are dropped).
   virtual void col2im(const Tensor& cols, const Window2d& window, const Tensor& x) = 0;
+
+  // conv2d (PyTorch's conv2d, engine/ops.h): x [N, C, H, W] and weight [O, C / groups, kh, kw]
+  // contiguous, bias [O] contiguous or undefined, the window's stride and padding already checked
+  // against x (its dilation is 1). The default composes the op from the kernels above and
+  // matmul: cols = im2col(x) [N, groups, K, L] (K = C / groups * kh * kw, L = Ho * Wo), y = the
+  // weights [groups, O / groups, K] @ cols, one batched product, plus the bias; it keeps cols as
+  // `saved`. The CPU's runs image by image on columns that stay in its L2 cache
+  // (engine/cpu/conv2d_kernels.cpp) and saves nothing.
+  virtual Conv2dForward conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                       const Window2d& window, int64_t groups);
+  // From gy [N, O, Ho, Wo] (contiguous) and the forward's `saved`: gx = col2im(W^T @ gy),
+  // gweight = sum over the images of gy @ cols^T, gbias = gy summed over N, Ho and Wo, each
+  // overwritten. gx, gweight and gbias may each be undefined (not wanted).
+  virtual void conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
+                               const Tensor& saved, const Window2d& window, int64_t groups,
+                               const Tensor& gx, const Tensor& gweight, const Tensor& gbias);
 
   // ---- fused row kernels (contiguous, over the last dimension) ----------------------------------
   virtual void softmax(const Tensor& x, const Tensor& out, bool log) = 0;

@@ -96,10 +96,10 @@ class BackwardRuleScope {
  private:
   int64_t start_ns_;
 };
-// An op built from other ops (conv2d's forward: a matmul and a bias add on im2col columns): while
-// it lives, the ops called on this thread are part of the enclosing op's event, which record()
-// makes when the scope has ended. Without it the inner matmul would take the product's FLOPs a
-// second time and the op's own event only the time after the last inner op.
+// An op built from other ops (conv2d on Backend's default: a matmul and a bias add on im2col
+// columns): while it lives, the ops called on this thread are part of the enclosing op's event,
+// which record() makes when the scope has ended. Without it the inner matmul would take the
+// product's FLOPs a second time and the op's own event only the time after the last inner op.
 class OpInternalsScope {
  public:
   OpInternalsScope();

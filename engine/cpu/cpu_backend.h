@@ -36,6 +36,12 @@ class CpuBackend final : public Backend {
   void im2col(const Tensor& x, const Window2d& window, const Tensor& cols,
               double pad_value) override;
   void col2im(const Tensor& cols, const Window2d& window, const Tensor& x) override;
+  // conv2d_kernels.cpp: float32 and float64 image by image; autocast's bfloat16 the default.
+  Conv2dForward conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                               const Window2d& window, int64_t groups) override;
+  void conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& weight, const Tensor& saved,
+                       const Window2d& window, int64_t groups, const Tensor& gx,
+                       const Tensor& gweight, const Tensor& gbias) override;
   void softmax(const Tensor& x, const Tensor& out, bool log) override;
   void softmax_backward(const Tensor& gy, const Tensor& y, const Tensor& gx, bool log) override;
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,

@@ -1,13 +1,13 @@
-// Convolution and pooling over [N, C, H, W], each one recorded op built on im2col / col2im.
+// Convolution and pooling over [N, C, H, W], each one recorded op.
 //
-// conv2d: cols = im2col(x) is [N, C*kh*kw, L] (L = Ho*Wo), which is [N, g, K, L] for g groups of
-// K = C/g*kh*kw rows; the weights [O, C/g, kh, kw] are [g, O/g, K]; so y = W @ cols is one batched
-// matmul, broadcasting W over the images. The backward is two more matmuls and a col2im:
-//   gW = sum_n gy[n] @ cols[n]^T,   gcols = W^T @ gy,   gx = col2im(gcols).
-// cols is kept from the forward for gW (memory kh*kw times the input's, like PyTorch's CPU path
-// keeps nothing but recomputes; keeping it is the faster trade for the small images here).
+// conv2d runs on the backend's conv2d kernels (Backend::conv2d_forward / conv2d_backward): the
+// default composes them from im2col, one batched matmul of the weights [g, O/g, K] by the columns
+// [N, g, K, L] and col2im (engine/conv2d_default.cpp); the CPU runs them image by image on
+// columns that stay in its L2 cache (engine/cpu/conv2d_kernels.cpp). Either way
+//   y = W @ cols + b,   gW = sum_n gy[n] @ cols[n]^T,   gcols = W^T @ gy,   gx = col2im(gcols).
 //
-// Pooling reads the same windows: cols viewed as [N*C, kh*kw, L] and reduced over the middle dim.
+// Pooling reads the windows through im2col: cols viewed as [N*C, kh*kw, L] and reduced over the
+// middle dim.
 #include <limits>
 #include <tuple>
 
@@ -73,7 +73,7 @@ Tensor col2im(const Tensor& gcols, const Window2d& w, const Shape& x_shape) {
 
 }  // namespace
 
-// Backwards through col2im (a raw kernel), conv2d's from detached im2col columns and weights.
+// The backward is the backend's conv2d_backward kernel.
 QKV_RECORDED_OP("conv2d", "engine", kernel);
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride,
               int64_t padding, int64_t groups) {
@@ -87,8 +87,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t
                    .stride_w = stride,
                    .pad_h = padding,
                    .pad_w = padding};
-  const auto [Ho, Wo] = output_size(x, w, op);
-  const int64_t N = x.size(0), C = x.size(1), O = weight.size(0), g = groups;
+  output_size(x, w, op);
+  const int64_t C = x.size(1), O = weight.size(0), g = groups;
   QKV_CHECK(g > 0 && C % g == 0 && O % g == 0 && weight.size(1) == C / g, op, "input channels ", C,
             ", weight ", shape_str(weight.shape()), " and groups ", g, " do not agree");
   detail::check_same_dtype(x, weight, op);
@@ -99,31 +99,28 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t
     detail::check_same_dtype(x, bias, op);
     detail::check_same_device(x, bias, op);
   }
-  const int64_t L = Ho * Wo, K = C / g * w.kernel_h * w.kernel_w;
-
-  // Detached inputs: the engine ops below compute values only; record() adds the one node, and
-  // the profiler one conv2d event with the product's FLOPs.
-  Tensor cols, wg, y;
+  // The backend's kernels compute values only; record() adds the one node, and the profiler one
+  // conv2d event with the product's FLOPs (the default's matmul and add are its internals).
+  const Tensor xc = detail::contiguous_data(x), wc = detail::contiguous_data(weight);
+  const Tensor bc = bias.defined() ? detail::contiguous_data(bias) : Tensor();
+  Conv2dForward forward;
   {
     const profile_hooks::OpInternalsScope internals;
-    cols = im2col(detail::contiguous_data(x), w, L);
-    wg = weight.detach().reshape({1, g, O / g, K});
-    y = matmul(wg, cols.reshape({N, g, K, L})).reshape({N, O, Ho, Wo});
-    if (bias.defined()) y = add(y, bias.detach().reshape({1, O, 1, 1}));
+    forward = x.backend().conv2d_forward(xc, wc, bc, w, g);
   }
-
-  return record(op, {x, weight, bias}, y,
-                [cols, wg, w, x_shape = x.shape(), w_shape = weight.shape(),
-                 has_bias = bias.defined()](const Tensor& gy) {
-                  const int64_t N = x_shape[0], O = w_shape[0], g = wg.size(1), K = wg.size(3),
-                                L = cols.size(2);
-                  Tensor gy4 = reshape(gy, {N, g, O / g, L});
-                  Tensor gcols = matmul(transpose(wg, -1, -2), gy4);  // [N, g, K, L]
-                  Tensor gx = col2im(gcols, w, x_shape);
-                  Tensor gw = sum(matmul(gy4, transpose(cols.reshape({N, g, K, L}), -1, -2)), {0});
-                  Tensor gb = has_bias ? sum(reshape(gy, {N, O, L}), {0, 2}) : Tensor();
-                  return grads{gx, reshape(gw, w_shape), gb};
-                });
+  return record(
+      op, {x, weight, bias}, forward.y,
+      [xc, wc, saved = forward.saved, w, g, x_wanted = x.requires_grad(),
+       w_wanted = weight.requires_grad(),
+       b_wanted = bias.defined() && bias.requires_grad()](const Tensor& gy) {
+        auto like = [](const Tensor& t, bool wanted) {
+          return wanted ? Tensor::empty(t.shape(), t.dtype(), t.device()) : Tensor();
+        };
+        Tensor gx = like(xc, x_wanted), gw = like(wc, w_wanted);
+        Tensor gb = b_wanted ? Tensor::empty({wc.size(0)}, wc.dtype(), wc.device()) : Tensor();
+        xc.backend().conv2d_backward(detail::contiguous_data(gy), xc, wc, saved, w, g, gx, gw, gb);
+        return grads{gx, gw, gb};
+      });
 }
 
 QKV_RECORDED_OP("max_pool2d", "engine", kernel);

@@ -1,0 +1,294 @@
+// conv2d on the CPU, image by image, on columns that stay in the L2 cache.
+//
+// The composed convolution (Backend's default) writes cols for the whole batch, kh * kw times the
+// input ([128, 144, 784] floats, 58 MB, for a [128, 16, 28, 28] input and a 3x3 kernel), and its
+// GEMMs read it back from memory; its weight gradient is a product per image and a sum over an
+// [N, O, K] temporary. With at most a few dozen output channels the products are too shallow to
+// hide that traffic. Here each image's cols (a few hundred KB) is written, multiplied and, in the
+// backward, turned back into the input's gradient while it is in L2:
+//
+//   forward    cols = im2col(x[n]),   y[n] = W @ cols (+ bias)          for each group
+//   backward   cols = im2col(x[n]),   gW += gy[n] @ cols^T              one accumulation, depth N*L
+//              gcols = W^T @ gy[n],   gx[n] = col2im(gcols)
+//
+// (the first two products transposed when a group has many output channels, and at stride 1 gx
+// as the forward convolution of gy by the flipped kernel: see ConvShape's forward_transposed,
+// gw_transposed and gx_by_flipped_kernel).
+//
+// A 1x1 kernel with stride 1 and no padding has cols == x[n], used in place. Threads take
+// contiguous ranges of images (each with its own scratch and its own partial gW and gbias, summed
+// in range order, so a result depends on the thread count but not on timing); a single image, or
+// a single thread, leaves the threading to the GEMM.
+#include <algorithm>
+#include <vector>
+
+#include "engine/autocast.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/gemm.h"
+#include "engine/cpu/im2col.h"
+#include "engine/cpu/scratch_buffer.h"
+#include "engine/dispatch.h"
+#include "engine/parallel.h"
+
+namespace qkv::cpu {
+
+namespace {
+
+// The sizes of one convolution, per image and per group.
+struct ConvShape {
+  int64_t N, C, H, W, O, groups, L, K;  // L = Ho * Wo, K = C / groups * kh * kw
+  Window2d window;
+
+  ConvShape(int64_t n, int64_t c, int64_t h, int64_t w_, int64_t o, const Window2d& w, int64_t g)
+      : N(n),
+        C(c),
+        H(h),
+        W(w_),
+        O(o),
+        groups(g),
+        L(w.out_h(h) * w.out_w(w_)),
+        K(c / g * w.kernel_h * w.kernel_w),
+        window(w) {}
+  ConvShape(const Tensor& x, const Tensor& weight, const Window2d& w, int64_t g)
+      : ConvShape(x.size(0), x.size(1), x.size(2), x.size(3), weight.size(0), w, g) {}
+  int64_t Og() const { return O / groups; }
+  // With 32 or more output channels a group (one full register tile of floats across), the
+  // weight gradient's products put the channels along the GEMM's columns, gW^T += cols @ gy[n]^T
+  // ([K, O/g], transposed into gW at the end): cols is read in place as the left operand and only
+  // gy^T is packed, instead of cols^T. With 16, half of each tile's vector lanes would idle, and
+  // gy @ cols^T is as fast.
+  bool gw_transposed() const { return Og() >= 32; }
+  // The forward likewise, y[n]^T = cols^T @ W^T ([L, O/g], transposed into y while it is in
+  // L1/L2), where an image has few output positions: W @ cols then has a handful of 32-wide
+  // column tiles, the last one ragged (7 x 7: one full and one of 17), while cols^T @ W^T has
+  // full ones. With many positions W @ cols is faster (no transpose, deep rows).
+  bool forward_transposed() const { return Og() >= 32 && L <= 256; }
+  // At stride 1, gx is itself a convolution: of gy (O channels, Ho x Wo) by the weights with
+  // their kernel flipped and in and out channels swapped, padded by k - 1 - p, which gives an
+  // H x W output. It replaces the shallow gcols = W^T @ gy (depth O/g, a result kh * kw times
+  // the input) and col2im by a deep product on gy's columns, like the forward's. Taken where
+  // that padding is not negative and gy's columns are no larger than gcols (O <= C: the stem's
+  // 1 -> 16 would write sixteen times more); a 1x1 kernel keeps gcols, which is gx already.
+  bool gx_by_flipped_kernel() const {
+    return window.stride_h == 1 && window.stride_w == 1 && window.dilation_h == 1 &&
+           window.dilation_w == 1 && window.pad_h <= window.kernel_h - 1 &&
+           window.pad_w <= window.kernel_w - 1 && O <= C && !cols_is_x();
+  }
+  ConvShape flipped() const {
+    Window2d f = window;
+    f.pad_h = window.kernel_h - 1 - window.pad_h;
+    f.pad_w = window.kernel_w - 1 - window.pad_w;
+    return ConvShape(N, O, window.out_h(H), window.out_w(W), C, f, groups);
+  }
+  int64_t image() const { return C * H * W; }
+  int64_t cols() const { return groups * K * L; }  // one image's columns
+  // cols is the input itself: a 1x1 kernel, stride 1, no padding
+  bool cols_is_x() const {
+    return window.kernel_h == 1 && window.kernel_w == 1 && window.stride_h == 1 &&
+           window.stride_w == 1 && window.pad_h == 0 && window.pad_w == 0;
+  }
+};
+
+// How many contiguous ranges of images the threads take: one per thread, but one (on the calling
+// thread, where the GEMMs may thread themselves) for a single image or thread, or inside a
+// parallel region.
+int64_t image_ranges(int64_t N) {
+  if (in_parallel_region()) return 1;
+  return std::max<int64_t>(1, std::min<int64_t>(num_threads(), N));
+}
+
+// Runs images(range, n0, n1) for each of the `ranges` ranges that split [0, N), in parallel.
+template <typename Fn>
+void for_each_image_range(int64_t N, int64_t ranges, Fn&& images) {
+  if (ranges == 1) return images(0, 0, N);
+  parallel_for(0, ranges, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) images(r, r * N / ranges, (r + 1) * N / ranges);
+  });
+}
+
+// One image's columns: x itself, or written into `scratch`.
+template <typename T>
+const T* columns_of(const ConvShape& s, const T* xn, ScratchBuffer& scratch) {
+  if (s.cols_is_x()) return xn;
+  T* cols = static_cast<T*>(scratch.get(sizeof(T) * size_t(s.cols())));
+  im2col_planes(xn, s.C, s.H, s.W, s.window, cols, T(0));
+  return cols;
+}
+
+// The weights [O, C/g, kh, kw] as forward_images reads them: wt [groups, K, O/g] when
+// forward_transposed(), else nothing.
+template <typename T>
+std::vector<T> transposed_weights(const ConvShape& s, const T* w) {
+  std::vector<T> wt;
+  if (!s.forward_transposed()) return wt;
+  const int64_t Og = s.Og(), K = s.K;
+  wt.resize(size_t(s.O * K));
+  for (int64_t g = 0; g < s.groups; ++g)
+    for (int64_t o = 0; o < Og; ++o)
+      for (int64_t k = 0; k < K; ++k) wt[size_t((g * K + k) * Og + o)] = w[(g * Og + o) * K + k];
+  return wt;
+}
+
+// The weights of s.flipped(): [C, O/g, kh, kw], wf[g C/g + c][o][i][j] = w[g O/g + o][c][kh-1-i]
+// [kw-1-j].
+template <typename T>
+std::vector<T> flipped_weights(const ConvShape& s, const T* w) {
+  const int64_t Og = s.Og(), Cg = s.C / s.groups, kh = s.window.kernel_h, kw = s.window.kernel_w;
+  std::vector<T> wf(size_t(s.O * Cg * kh * kw));
+  for (int64_t g = 0; g < s.groups; ++g)
+    for (int64_t o = 0; o < Og; ++o)
+      for (int64_t c = 0; c < Cg; ++c)
+        for (int64_t i = 0; i < kh; ++i)
+          for (int64_t j = 0; j < kw; ++j)
+            wf[size_t((((g * Cg + c) * Og + o) * kh + i) * kw + j)] =
+                w[(((g * Og + o) * Cg + c) * kh + (kh - 1 - i)) * kw + (kw - 1 - j)];
+  return wf;
+}
+
+// y for images [n0, n1). wt is the weights as [groups, K, O/g] when forward_transposed().
+template <typename T>
+void forward_images(const ConvShape& s, const T* x, const T* w, const T* wt, const T* bias, T* y,
+                    int64_t n0, int64_t n1) {
+  thread_local ScratchBuffer cols_scratch, yt_scratch;
+  const int64_t Og = s.Og(), K = s.K, L = s.L;
+  for (int64_t n = n0; n < n1; ++n) {
+    const T* cols = columns_of(s, x + n * s.image(), cols_scratch);
+    T* yn = y + n * s.O * L;
+    if (s.forward_transposed()) {
+      T* yt = static_cast<T*>(yt_scratch.get(sizeof(T) * size_t(L * Og)));
+      for (int64_t g = 0; g < s.groups; ++g) {
+        gemm<T>(true, false, L, Og, K, T(1), cols + g * K * L, L, wt + g * K * Og, Og, T(0), yt,
+                Og);
+        for (int64_t o = 0; o < Og; ++o) {
+          const T b = bias ? bias[g * Og + o] : T(0);
+          T* row = yn + (g * Og + o) * L;
+          for (int64_t l = 0; l < L; ++l) row[l] = yt[l * Og + o] + b;
+        }
+      }
+      continue;
+    }
+    if (bias)
+      for (int64_t o = 0; o < s.O; ++o) std::fill(yn + o * L, yn + (o + 1) * L, bias[o]);
+    for (int64_t g = 0; g < s.groups; ++g)
+      gemm<T>(false, false, Og, L, K, T(1), w + g * Og * K, K, cols + g * K * L, L, T(bias ? 1 : 0),
+              yn + g * Og * L, L);
+  }
+}
+
+// The backward of images [n0, n1): gx for them (when wanted), and their sums into gw (when
+// wanted: [groups, O/g, K], or [groups, K, O/g] when gw_transposed()) and gb [O], which it
+// overwrites.
+// With gx_by_flipped_kernel(), wf and wft are flipped_weights and their transposed_weights.
+template <typename T>
+void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, const T* wft,
+                     const T* gy, T* gx, T* gw, double* gb, int64_t n0, int64_t n1) {
+  thread_local ScratchBuffer cols_scratch, gcols_scratch;
+  const int64_t Og = s.Og(), K = s.K, L = s.L;
+  const ConvShape flipped = s.flipped();
+  if (gw && n0 == n1) std::fill(gw, gw + s.O * K, T(0));
+  if (gb) std::fill(gb, gb + s.O, 0.0);
+  for (int64_t n = n0; n < n1; ++n) {
+    const T* gyn = gy + n * s.O * L;
+    if (gw) {
+      const T* cols = columns_of(s, x + n * s.image(), cols_scratch);
+      const T beta = n == n0 ? 0 : 1;
+      for (int64_t g = 0; g < s.groups; ++g)
+        if (s.gw_transposed())
+          gemm<T>(false, true, K, Og, L, T(1), cols + g * K * L, L, gyn + g * Og * L, L, beta,
+                  gw + g * K * Og, Og);
+        else
+          gemm<T>(false, true, Og, K, L, T(1), gyn + g * Og * L, L, cols + g * K * L, L, beta,
+                  gw + g * Og * K, K);
+    }
+    if (gb)
+      for (int64_t o = 0; o < s.O; ++o) {
+        const T* row = gyn + o * L;
+        double total = 0;
+        _Pragma("omp simd reduction(+ : total)") for (int64_t l = 0; l < L; ++l) total += row[l];
+        gb[o] += total;
+      }
+    if (gx && s.gx_by_flipped_kernel()) {
+      forward_images<T>(flipped, gy, wf, wft, nullptr, gx, n, n + 1);
+    } else if (gx) {
+      T* gxn = gx + n * s.image();
+      // gcols straight into gx when cols is x, else into scratch for col2im
+      T* gcols = s.cols_is_x() ? gxn : static_cast<T*>(gcols_scratch.get(sizeof(T) * s.cols()));
+      for (int64_t g = 0; g < s.groups; ++g)
+        gemm<T>(true, false, K, L, Og, T(1), w + g * Og * K, K, gyn + g * Og * L, L, T(0),
+                gcols + g * K * L, L);
+      if (!s.cols_is_x()) {
+        std::fill(gxn, gxn + s.image(), T(0));
+        col2im_planes_overwriting(gcols, s.C, s.H, s.W, s.window, gxn);
+      }
+    }
+  }
+}
+
+// float32 without autocast, and float64: autocast's bfloat16 products are the default's (matmul).
+bool runs_here(const Tensor& x) {
+  return x.dtype() == DType::f64 || (x.dtype() == DType::f32 && autocast_dtype() == DType::f32);
+}
+
+}  // namespace
+
+Conv2dForward CpuBackend::conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                         const Window2d& window, int64_t groups) {
+  if (!runs_here(x)) return Backend::conv2d_forward(x, weight, bias, window, groups);
+  const ConvShape s(x, weight, window, groups);
+  Tensor y = Tensor::empty({s.N, s.O, window.out_h(s.H), window.out_w(s.W)}, x.dtype(), x.device());
+  if (y.numel() == 0) return {y, Tensor()};
+  QKV_DISPATCH_FLOAT(x.dtype(), "conv2d", [&] {
+    const T* b = bias.defined() ? bias.data<T>() : nullptr;
+    const T* w = weight.data<T>();
+    const std::vector<T> wt = transposed_weights(s, w);
+    for_each_image_range(s.N, image_ranges(s.N), [&](int64_t, int64_t n0, int64_t n1) {
+      forward_images<T>(s, x.data<T>(), w, wt.data(), b, y.data<T>(), n0, n1);
+    });
+  });
+  return {y, Tensor()};
+}
+
+void CpuBackend::conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
+                                 const Tensor& saved, const Window2d& window, int64_t groups,
+                                 const Tensor& gx, const Tensor& gweight, const Tensor& gbias) {
+  if (!runs_here(x))
+    return Backend::conv2d_backward(gy, x, weight, saved, window, groups, gx, gweight, gbias);
+  const ConvShape s(x, weight, window, groups);
+  QKV_DISPATCH_FLOAT(x.dtype(), "conv2d", [&] {
+    const int64_t ranges = image_ranges(s.N), OK = s.O * s.K;
+    // each range's partial sums, added in range order
+    std::vector<T> gw_partial(gweight.defined() ? size_t(ranges * OK) : 0);
+    std::vector<double> gb_partial(gbias.defined() ? size_t(ranges * s.O) : 0);
+    const bool flipped = gx.defined() && s.gx_by_flipped_kernel();
+    const std::vector<T> wf = flipped ? flipped_weights(s, weight.data<T>()) : std::vector<T>();
+    const std::vector<T> wft = flipped ? transposed_weights(s.flipped(), wf.data()) : wf;
+    for_each_image_range(s.N, ranges, [&](int64_t r, int64_t n0, int64_t n1) {
+      backward_images<T>(s, x.data<T>(), weight.data<T>(), wf.data(), wft.data(), gy.data<T>(),
+                         gx.defined() ? gx.data<T>() : nullptr,
+                         gweight.defined() ? gw_partial.data() + r * OK : nullptr,
+                         gbias.defined() ? gb_partial.data() + r * s.O : nullptr, n0, n1);
+    });
+    if (gweight.defined()) {
+      T* gw = gweight.data<T>();
+      const int64_t Og = s.Og(), K = s.K;
+      for (int64_t g = 0; g < s.groups; ++g)
+        for (int64_t o = 0; o < Og; ++o)
+          for (int64_t k = 0; k < K; ++k) {
+            const int64_t at = s.gw_transposed() ? (g * K + k) * Og + o : (g * Og + o) * K + k;
+            T total = gw_partial[size_t(at)];
+            for (int64_t r = 1; r < ranges; ++r) total += gw_partial[size_t(r * OK + at)];
+            gw[(g * Og + o) * K + k] = total;
+          }
+    }
+    if (gbias.defined()) {
+      T* gb = gbias.data<T>();
+      for (int64_t o = 0; o < s.O; ++o) {
+        double total = 0;
+        for (int64_t r = 0; r < ranges; ++r) total += gb_partial[size_t(r * s.O + o)];
+        gb[o] = T(total);
+      }
+    }
+  });
+}
+
+}  // namespace qkv::cpu

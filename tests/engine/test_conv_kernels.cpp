@@ -1,0 +1,175 @@
+// The CPU's conv2d kernels (engine/cpu/conv2d_kernels.cpp: image by image, ranges of images per
+// thread, 1x1 columns read in place, the contiguous im2col of stride-1 "same"-width windows)
+// against the convolution and its three gradients computed by direct loops, and against
+// Backend's composed default on the same inputs.
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/ops.h"
+#include "tests/engine/helpers.h"
+
+using namespace qkv;
+using qkv::testing::check_values;
+using qkv::testing::ThreadCount;
+
+namespace {
+
+struct ConvCase {
+  Shape x, w;
+  int64_t stride, padding, groups;
+  bool bias;
+};
+
+// Every branch of the kernels: batch ranges with a remainder (5 and 3 images over 2 threads),
+// one image (the GEMMs thread instead), groups, stride 2, 1x1 with and without the in-place
+// columns, the contiguous im2col with rows of padding and Ho != H, odd sizes, and the products'
+// two layouts (fewer and more than 32 output channels a group; few and many output positions),
+// and gx at stride 1 as a convolution by the flipped kernel (and where its padding would be
+// negative, a 1 x 3 kernel with padding 1, not).
+const std::vector<ConvCase> kCases = {
+    {{5, 3, 7, 6}, {4, 3, 3, 3}, 1, 1, 1, true},     // "same" 3x3: contiguous im2col
+    {{3, 4, 9, 5}, {6, 2, 3, 3}, 2, 1, 2, true},     // groups, stride 2
+    {{1, 2, 8, 9}, {3, 2, 3, 2}, 2, 0, 1, false},    // one image, non-square kernel, remainder
+    {{4, 4, 5, 5}, {4, 1, 3, 3}, 1, 2, 4, false},    // depthwise, padding wider than the kernel
+    {{3, 6, 4, 5}, {5, 6, 1, 1}, 1, 0, 1, true},     // 1x1: cols is x
+    {{3, 4, 5, 7}, {6, 2, 1, 1}, 1, 0, 2, false},    // 1x1 in place, with groups
+    {{2, 3, 5, 7}, {4, 3, 1, 1}, 2, 1, 1, true},     // 1x1 with stride and padding: im2col
+    {{3, 2, 6, 5}, {3, 2, 1, 3}, 1, 1, 1, true},     // 1x3 "same" width: Ho = H + 2
+    {{2, 3, 11, 13}, {2, 3, 5, 5}, 1, 2, 1, true},   // 5x5 "same": two wrapped columns a side
+    {{2, 2, 6, 6}, {3, 2, 3, 3}, 1, 0, 1, true},     // no padding: Wo != W, the row-wise im2col
+    {{3, 2, 5, 4}, {64, 1, 3, 3}, 1, 1, 2, true},    // 32 channels a group: gW^T's products
+    {{2, 3, 5, 5}, {33, 3, 3, 3}, 2, 1, 1, false},   // gW^T with a ragged tile of channels
+    {{2, 2, 17, 16}, {32, 2, 3, 3}, 1, 1, 1, true},  // gW^T, but W @ cols at 272 positions
+    {{2, 32, 6, 6}, {4, 32, 3, 3}, 1, 1, 1, true},   // gx by a flipped kernel to 32 channels
+    {{2, 5, 6, 7}, {4, 5, 2, 3}, 1, 1, 1, false},    // flipped 2x3: paddings 0 and 1
+};
+
+Tensor random(const Shape& shape, uint64_t seed, DType dtype) {
+  Generator gen(seed);
+  return uniform(shape, -1, 1, {dtype}, &gen);
+}
+
+// y, and for the loss sum(y * g): dx, dw, db, by loops over every (output, tap) pair.
+struct Reference {
+  std::vector<double> y, gx, gw, gb;
+};
+
+Reference direct(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& g, int64_t s,
+                 int64_t p, int64_t groups) {
+  const auto xv = x.to_vector<double>(), wv = w.to_vector<double>(), gv = g.to_vector<double>();
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t O = w.size(0), Cg = w.size(1), kh = w.size(2), kw = w.size(3);
+  const int64_t Ho = (H + 2 * p - kh) / s + 1, Wo = (W + 2 * p - kw) / s + 1;
+  Reference r{std::vector<double>(size_t(N * O * Ho * Wo)), std::vector<double>(xv.size()),
+              std::vector<double>(wv.size()), std::vector<double>(size_t(O))};
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t oh = 0; oh < Ho; ++oh)
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const size_t at = size_t(((n * O + o) * Ho + oh) * Wo + ow);
+          double acc = b.defined() ? b.to_vector<double>()[size_t(o)] : 0;
+          r.gb[size_t(o)] += gv[at];
+          for (int64_t cg = 0; cg < Cg; ++cg) {
+            const int64_t c = o / (O / groups) * Cg + cg;
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j) {
+                const int64_t ih = oh * s - p + i, iw = ow * s - p + j;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                const size_t xi = size_t(((n * C + c) * H + ih) * W + iw);
+                const size_t wi = size_t(((o * Cg + cg) * kh + i) * kw + j);
+                acc += xv[xi] * wv[wi];
+                r.gx[xi] += gv[at] * wv[wi];
+                r.gw[wi] += gv[at] * xv[xi];
+              }
+          }
+          r.y[at] = acc;
+        }
+  return r;
+}
+
+void check_case(const ConvCase& c, DType dtype, double tol, uint64_t seed) {
+  Tensor x = random(c.x, seed, dtype).requires_grad_();
+  Tensor w = random(c.w, seed + 1, dtype).requires_grad_();
+  Tensor b = c.bias ? random({c.w[0]}, seed + 2, dtype).requires_grad_() : Tensor();
+  Tensor y = conv2d(x, w, b, c.stride, c.padding, c.groups);
+  Tensor g = random(y.shape(), seed + 3, dtype);
+  sum(mul(y, g)).backward();
+  const Reference want = direct(x, w, b, g, c.stride, c.padding, c.groups);
+  check_values(y, want.y, tol);
+  check_values(x.grad(), want.gx, tol);
+  check_values(w.grad(), want.gw, tol);
+  if (c.bias) check_values(b.grad(), want.gb, tol);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(conv_kernels)
+
+BOOST_AUTO_TEST_CASE(conv2d_and_its_gradients_equal_direct_loops_at_one_and_two_threads) {
+  for (int threads : {1, 2}) {
+    ThreadCount count(threads);
+    uint64_t seed = 100;
+    for (const ConvCase& c : kCases) {
+      BOOST_TEST_CONTEXT("threads " << threads << ", x " << shape_str(c.x) << ", w "
+                                    << shape_str(c.w) << ", stride " << c.stride << ", padding "
+                                    << c.padding << ", groups " << c.groups) {
+        check_case(c, DType::f64, 1e-12, seed);
+        check_case(c, DType::f32, 2e-5, seed);
+      }
+      seed += 10;
+    }
+  }
+}
+
+// Only the gradients asked for are computed: an input that needs none gets none, and the others
+// are the same as when every gradient is wanted.
+BOOST_AUTO_TEST_CASE(conv2d_computes_only_the_wanted_gradients) {
+  Tensor x = random({3, 4, 6, 6}, 7, DType::f64), w = random({5, 4, 3, 3}, 8, DType::f64);
+  Tensor b = random({5}, 9, DType::f64), g = random({3, 5, 6, 6}, 10, DType::f64);
+  const Reference want = direct(x, w, b, g, 1, 1, 1);
+  w.requires_grad_();
+  sum(mul(conv2d(x, w, b, 1, 1), g)).backward();
+  BOOST_TEST(!x.grad().defined());
+  check_values(w.grad(), want.gw, 1e-12);
+  Tensor x2 = x.detach().requires_grad_();
+  sum(mul(conv2d(x2, w.detach(), b, 1, 1), g)).backward();
+  check_values(x2.grad(), want.gx, 1e-12);
+}
+
+// The CPU's kernels and Backend's composed default (what CUDA and autocast run) agree.
+BOOST_AUTO_TEST_CASE(the_cpu_kernels_equal_the_composed_default) {
+  uint64_t seed = 300;
+  for (const ConvCase& c : kCases) {
+    BOOST_TEST_CONTEXT("x " << shape_str(c.x) << ", w " << shape_str(c.w)) {
+      Tensor x = random(c.x, seed, DType::f64), w = random(c.w, seed + 1, DType::f64);
+      Tensor b = c.bias ? random({c.w[0]}, seed + 2, DType::f64) : Tensor();
+      const Window2d win{.kernel_h = c.w[2],
+                         .kernel_w = c.w[3],
+                         .stride_h = c.stride,
+                         .stride_w = c.stride,
+                         .pad_h = c.padding,
+                         .pad_w = c.padding};
+      Backend& cpu = x.backend();
+      const Conv2dForward mine = cpu.conv2d_forward(x, w, b, win, c.groups);
+      const Conv2dForward composed = cpu.Backend::conv2d_forward(x, w, b, win, c.groups);
+      BOOST_TEST(!mine.saved.defined());
+      check_values(mine.y, composed.y.to_vector<double>(), 1e-12);
+      Tensor gy = random(mine.y.shape(), seed + 3, DType::f64);
+      auto grads_of = [&](bool default_kernel, const Tensor& saved) {
+        std::vector<Tensor> out = {Tensor::empty(x.shape(), DType::f64),
+                                   Tensor::empty(w.shape(), DType::f64),
+                                   Tensor::empty({c.w[0]}, DType::f64)};
+        if (default_kernel)
+          cpu.Backend::conv2d_backward(gy, x, w, saved, win, c.groups, out[0], out[1], out[2]);
+        else
+          cpu.conv2d_backward(gy, x, w, saved, win, c.groups, out[0], out[1], out[2]);
+        return out;
+      };
+      const std::vector<Tensor> a = grads_of(false, Tensor()), d = grads_of(true, composed.saved);
+      for (size_t i = 0; i < a.size(); ++i) check_values(a[i], d[i].to_vector<double>(), 1e-12);
+    }
+    seed += 10;
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
