@@ -15,10 +15,12 @@
 // as the forward convolution of gy by the flipped kernel: see ConvShape's forward_transposed,
 // gw_transposed and gx_by_flipped_kernel).
 //
-// A 1x1 kernel with stride 1 and no padding has cols == x[n], used in place. Threads take
-// contiguous ranges of images (each with its own scratch and its own partial gW and gbias, summed
-// in range order, so a result depends on the thread count but not on timing); a single image, or
-// a single thread, leaves the threading to the GEMM.
+// A 1x1 kernel with stride 1 and no padding has cols == x[n], used in place. The batch is split
+// into a fixed number of contiguous ranges of images (kImageRanges, fewer for a small batch),
+// whatever the thread count; threads take whole ranges, each with its own scratch and its own
+// partial gW and gbias, and the partial sums are added in range order: a result does not depend
+// on the thread count (docs/TESTING.md, "Determinism"). A single image leaves the threading to
+// the GEMM.
 #include <algorithm>
 #include <vector>
 
@@ -89,15 +91,15 @@ struct ConvShape {
   }
 };
 
-// How many contiguous ranges of images the threads take: one per thread, but one (on the calling
-// thread, where the GEMMs may thread themselves) for a single image or thread, or inside a
-// parallel region.
-int64_t image_ranges(int64_t N) {
-  if (in_parallel_region()) return 1;
-  return std::max<int64_t>(1, std::min<int64_t>(num_threads(), N));
-}
+// The batch's ranges of images: enough for the threads of a small machine to share evenly, few
+// enough that the per-range partial sums of gW stay small. A constant, not the thread count, so
+// the sums are the same at any thread count.
+constexpr int64_t kImageRanges = 16;
+int64_t image_ranges(int64_t N) { return std::max<int64_t>(1, std::min<int64_t>(kImageRanges, N)); }
 
-// Runs images(range, n0, n1) for each of the `ranges` ranges that split [0, N), in parallel.
+// Runs images(range, n0, n1) for each of the `ranges` ranges that split [0, N), threads taking
+// whole ranges; one range (a single image) runs on the calling thread, where its GEMMs may thread
+// themselves.
 template <typename Fn>
 void for_each_image_range(int64_t N, int64_t ranges, Fn&& images) {
   if (ranges == 1) return images(0, 0, N);

@@ -121,6 +121,28 @@ BOOST_AUTO_TEST_CASE(conv2d_and_its_gradients_equal_direct_loops_at_one_and_two_
   }
 }
 
+// The batch is split into ranges of images by a constant, not by the thread count, and their
+// partial weight and bias gradients are added in range order: the same bits at one thread and two,
+// with 37 images (16 ranges of 2 or 3) and with 5 (one image a range).
+BOOST_AUTO_TEST_CASE(conv2d_gives_the_same_bits_at_one_thread_and_two) {
+  for (const Shape& xs : {Shape{37, 4, 9, 9}, Shape{5, 4, 9, 9}}) {
+    Tensor x = random(xs, 11, DType::f32), w = random({6, 4, 3, 3}, 12, DType::f32);
+    Tensor b = random({6}, 13, DType::f32);
+    auto run = [&](int threads) {
+      const ThreadCount count(threads);
+      Tensor xg = x.detach().requires_grad_(), wg = w.detach().requires_grad_(),
+             bg = b.detach().requires_grad_();
+      Tensor y = conv2d(xg, wg, bg, 1, 1);
+      sum(mul(y, y)).backward();
+      return std::vector<Tensor>{y, xg.grad(), wg.grad(), bg.grad()};
+    };
+    const std::vector<Tensor> one = run(1), two = run(2);
+    for (size_t i = 0; i < one.size(); ++i)
+      BOOST_TEST(qkv::testing::equal_values(one[i], two[i]),
+                 shape_str(xs) << ": output " << i << " differs between 1 and 2 threads");
+  }
+}
+
 // Only the gradients asked for are computed: an input that needs none gets none, and the others
 // are the same as when every gradient is wanted.
 BOOST_AUTO_TEST_CASE(conv2d_computes_only_the_wanted_gradients) {
