@@ -6,6 +6,7 @@
 
 #include "engine/backend.h"
 #include "engine/ops.h"
+#include "tests/engine/conv_reference.h"
 #include "tests/engine/helpers.h"
 
 using namespace qkv;
@@ -17,34 +18,6 @@ namespace {
 Tensor random(const Shape& shape, uint64_t seed, DType dtype = DType::f64) {
   Generator gen(seed);
   return uniform(shape, -1, 1, {dtype}, &gen);
-}
-
-// out[n][o][oh][ow] = b[o] + sum over c in o's group, i, j of x[n][c][ih][iw] * w[o][c'][i][j]
-std::vector<double> naive_conv(const Tensor& x, const Tensor& w, const Tensor& b, int64_t s,
-                               int64_t p, int64_t g) {
-  const auto xv = x.to_vector<double>(), wv = w.to_vector<double>();
-  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
-  const int64_t O = w.size(0), Cg = w.size(1), kh = w.size(2), kw = w.size(3);
-  const int64_t Ho = (H + 2 * p - kh) / s + 1, Wo = (W + 2 * p - kw) / s + 1;
-  std::vector<double> out;
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t o = 0; o < O; ++o)
-      for (int64_t oh = 0; oh < Ho; ++oh)
-        for (int64_t ow = 0; ow < Wo; ++ow) {
-          double acc = b.defined() ? b.to_vector<double>()[size_t(o)] : 0;
-          for (int64_t cg = 0; cg < Cg; ++cg) {
-            const int64_t c = o / (O / g) * Cg + cg;
-            for (int64_t i = 0; i < kh; ++i)
-              for (int64_t j = 0; j < kw; ++j) {
-                const int64_t ih = oh * s - p + i, iw = ow * s - p + j;
-                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-                acc += xv[size_t(((n * C + c) * H + ih) * W + iw)] *
-                       wv[size_t(((o * Cg + cg) * kh + i) * kw + j)];
-              }
-          }
-          out.push_back(acc);
-        }
-  return out;
 }
 
 // max (or mean, padding counted) over each k x k window
@@ -91,11 +64,13 @@ BOOST_AUTO_TEST_CASE(conv2d_matches_the_definition) {
     Tensor x = random(c.x, seed++), w = random(c.w, seed++);
     Tensor b = c.bias ? random({c.w[0]}, seed++) : Tensor();
     Tensor y = conv2d(x, w, b, c.stride, c.padding, c.groups);
-    check_values(y, naive_conv(x, w, b, c.stride, c.padding, c.groups), 1e-12);
+    check_values(y, testing::direct_conv2d(x, w, b, Tensor(), c.stride, c.padding, c.groups).y,
+                 1e-12);
     // float32 through the same path
     Tensor yf = conv2d(x.to(DType::f32), w.to(DType::f32),
                        b.defined() ? b.to(DType::f32) : Tensor(), c.stride, c.padding, c.groups);
-    check_values(yf, naive_conv(x, w, b, c.stride, c.padding, c.groups), 1e-5);
+    check_values(yf, testing::direct_conv2d(x, w, b, Tensor(), c.stride, c.padding, c.groups).y,
+                 1e-5);
   }
 }
 

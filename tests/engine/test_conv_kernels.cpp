@@ -6,6 +6,7 @@
 
 #include "engine/backend.h"
 #include "engine/ops.h"
+#include "tests/engine/conv_reference.h"
 #include "tests/engine/helpers.h"
 
 using namespace qkv;
@@ -49,44 +50,6 @@ Tensor random(const Shape& shape, uint64_t seed, DType dtype) {
   return uniform(shape, -1, 1, {dtype}, &gen);
 }
 
-// y, and for the loss sum(y * g): dx, dw, db, by loops over every (output, tap) pair.
-struct Reference {
-  std::vector<double> y, gx, gw, gb;
-};
-
-Reference direct(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& g, int64_t s,
-                 int64_t p, int64_t groups) {
-  const auto xv = x.to_vector<double>(), wv = w.to_vector<double>(), gv = g.to_vector<double>();
-  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
-  const int64_t O = w.size(0), Cg = w.size(1), kh = w.size(2), kw = w.size(3);
-  const int64_t Ho = (H + 2 * p - kh) / s + 1, Wo = (W + 2 * p - kw) / s + 1;
-  Reference r{std::vector<double>(size_t(N * O * Ho * Wo)), std::vector<double>(xv.size()),
-              std::vector<double>(wv.size()), std::vector<double>(size_t(O))};
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t o = 0; o < O; ++o)
-      for (int64_t oh = 0; oh < Ho; ++oh)
-        for (int64_t ow = 0; ow < Wo; ++ow) {
-          const size_t at = size_t(((n * O + o) * Ho + oh) * Wo + ow);
-          double acc = b.defined() ? b.to_vector<double>()[size_t(o)] : 0;
-          r.gb[size_t(o)] += gv[at];
-          for (int64_t cg = 0; cg < Cg; ++cg) {
-            const int64_t c = o / (O / groups) * Cg + cg;
-            for (int64_t i = 0; i < kh; ++i)
-              for (int64_t j = 0; j < kw; ++j) {
-                const int64_t ih = oh * s - p + i, iw = ow * s - p + j;
-                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-                const size_t xi = size_t(((n * C + c) * H + ih) * W + iw);
-                const size_t wi = size_t(((o * Cg + cg) * kh + i) * kw + j);
-                acc += xv[xi] * wv[wi];
-                r.gx[xi] += gv[at] * wv[wi];
-                r.gw[wi] += gv[at] * xv[xi];
-              }
-          }
-          r.y[at] = acc;
-        }
-  return r;
-}
-
 void check_case(const ConvCase& c, DType dtype, double tol, uint64_t seed) {
   Tensor x = random(c.x, seed, dtype).requires_grad_();
   Tensor w = random(c.w, seed + 1, dtype).requires_grad_();
@@ -94,7 +57,8 @@ void check_case(const ConvCase& c, DType dtype, double tol, uint64_t seed) {
   Tensor y = conv2d(x, w, b, c.stride, c.padding, c.groups);
   Tensor g = random(y.shape(), seed + 3, dtype);
   sum(mul(y, g)).backward();
-  const Reference want = direct(x, w, b, g, c.stride, c.padding, c.groups);
+  const testing::ConvReference want =
+      testing::direct_conv2d(x, w, b, g, c.stride, c.padding, c.groups);
   check_values(y, want.y, tol);
   check_values(x.grad(), want.gx, tol);
   check_values(w.grad(), want.gw, tol);
@@ -148,7 +112,7 @@ BOOST_AUTO_TEST_CASE(conv2d_gives_the_same_bits_at_one_thread_and_two) {
 BOOST_AUTO_TEST_CASE(conv2d_computes_only_the_wanted_gradients) {
   Tensor x = random({3, 4, 6, 6}, 7, DType::f64), w = random({5, 4, 3, 3}, 8, DType::f64);
   Tensor b = random({5}, 9, DType::f64), g = random({3, 5, 6, 6}, 10, DType::f64);
-  const Reference want = direct(x, w, b, g, 1, 1, 1);
+  const testing::ConvReference want = testing::direct_conv2d(x, w, b, g, 1, 1, 1);
   w.requires_grad_();
   sum(mul(conv2d(x, w, b, 1, 1), g)).backward();
   BOOST_TEST(!x.grad().defined());
