@@ -336,6 +336,11 @@ BOOST_AUTO_TEST_CASE(a_stop_signal_is_recorded_and_a_second_one_ends_the_process
 // sends SIGTERM once the child has blocked (it stops reporting progress) and expects the child
 // to exit 0, having seen the write fail and the signal recorded.
 BOOST_AUTO_TEST_CASE(a_stop_signal_ends_a_write_blocked_on_a_full_pipe) {
+#ifdef __SANITIZE_THREAD__
+  // As above: ThreadSanitizer holds back the signal in a child forked from a threaded process.
+  BOOST_TEST_MESSAGE("not run under ThreadSanitizer");
+  return;
+#endif
   int output[2], progress[2];
   BOOST_REQUIRE(::pipe(output) == 0 && ::pipe(progress) == 0);
   const pid_t pid = ::fork();
