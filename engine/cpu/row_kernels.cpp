@@ -154,7 +154,7 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor&
         // two passes (mean, then centered variance): stable where E[x^2]-E[x]^2 is not. The mean
         // sums x - x[0]: float lanes summing values far from zero (x near 100 with a spread of
         // 1) would lose the low bits that x - mean is made of.
-        const T x0 = xr[0];
+        const T x0 = cols > 0 ? xr[0] : T(0);
         const T mu = x0 + lane_sum<T>(cols, [&](int64_t c) { return xr[c] - x0; }) / T(cols);
         const T v = lane_sum<T>(cols, [&](int64_t c) {
           const T d = xr[c] - mu;
