@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 namespace qkv::train {
 
@@ -63,14 +64,16 @@ std::string format_progress(const ProgressState& s, double elapsed_seconds, int 
   return line;
 }
 
-ProgressBar::ProgressBar(std::FILE* out, std::optional<bool> tty)
+ProgressBar::ProgressBar(std::FILE* out, std::optional<bool> tty, std::function<bool()> muted)
     : out_(out),
       tty_(tty ? *tty : ::isatty(::fileno(out)) != 0),
+      muted_(std::move(muted)),
       start_(std::chrono::steady_clock::now()) {}
 
 ProgressBar::~ProgressBar() { finish(); }
 
 void ProgressBar::update(const ProgressState& s) {
+  if (muted_ && muted_()) return;
   double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   std::string line = format_progress(s, elapsed);
   if (tty_) {
@@ -84,6 +87,7 @@ void ProgressBar::update(const ProgressState& s) {
 }
 
 void ProgressBar::message(const std::string& line) {
+  if (muted_ && muted_()) return;
   if (line_open_) std::fputs("\r\033[K", out_);
   line_open_ = false;
   std::fprintf(out_, "%s\n", line.c_str());
@@ -91,6 +95,7 @@ void ProgressBar::message(const std::string& line) {
 }
 
 void ProgressBar::finish() {
+  if (muted_ && muted_()) return;
   if (line_open_) {
     std::fputc('\n', out_);
     std::fflush(out_);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -33,8 +34,11 @@ std::string format_duration(double seconds);
 
 class ProgressBar {
  public:
-  // `out` defaults to stdout; `tty` is detected from it unless given.
-  explicit ProgressBar(std::FILE* out = stdout, std::optional<bool> tty = std::nullopt);
+  // `out` defaults to stdout; `tty` is detected from it unless given. While `muted` returns true
+  // the bar writes nothing (the trainer's: a stop signal is pending, and whoever reads the
+  // terminal may have stopped reading, train/trainer/interrupt.h).
+  explicit ProgressBar(std::FILE* out = stdout, std::optional<bool> tty = std::nullopt,
+                       std::function<bool()> muted = nullptr);
   ~ProgressBar();
   void update(const ProgressState& s);
   // Prints `line` (an evaluation result, a warning) on its own line; on a TTY the bar is cleared
@@ -47,6 +51,7 @@ class ProgressBar {
  private:
   std::FILE* out_;
   bool tty_;
+  std::function<bool()> muted_;
   bool line_open_ = false;
   std::chrono::steady_clock::time_point start_;
 };

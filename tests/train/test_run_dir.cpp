@@ -120,6 +120,25 @@ BOOST_AUTO_TEST_CASE(progress_line) {
   BOOST_TEST(out.substr(0, 5) == "\rstep");
   BOOST_TEST(out.find("\r\033[Kvalid exact 0.5\n") != std::string::npos);
   std::fclose(f);
+
+  // Muted (the trainer's bar while a stop signal is pending): nothing at all, not even the
+  // newline that ends a redrawn line; unmuted again, it writes.
+  f = std::tmpfile();
+  bool muted = false;
+  {
+    ProgressBar quiet(f, true, [&] { return muted; });
+    quiet.update(s);
+    muted = true;
+    const long before = std::ftell(f);
+    quiet.update(s);
+    quiet.message("valid exact 0.5");
+    quiet.finish();
+    BOOST_TEST(std::ftell(f) == before);
+    muted = false;
+    quiet.message("after");
+    BOOST_TEST(std::ftell(f) > before);
+  }
+  std::fclose(f);
 }
 
 BOOST_AUTO_TEST_CASE(metrics) {

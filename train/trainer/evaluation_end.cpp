@@ -30,8 +30,7 @@ AfterEvaluation finish_evaluation(const RunOutputs& out, TrainerState& state,
     loss_curve_png(out.run.file("loss.png"), curves,
                    {.title = out.curve_title, .y_label = "training loss", .log_y = true});
   }
-  if (after == AfterEvaluation::interrupted) return after;
-  out.bar.message(outcome.line);
+  out.bar.message(outcome.line);  // nothing once a stop is pending: the bar is muted
   if (!outcome.stop_reason.empty()) out.bar.message(outcome.stop_reason);
   return after;
 }

@@ -42,7 +42,7 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
                              nn::Optimizer& opt, const nn::LrSchedule& schedule,
                              const EarlyStopping& early_stopping, TrainerState& state,
                              const TrainingHooks& hooks) {
-  ProgressBar bar;
+  ProgressBar bar(stdout, std::nullopt, [] { return interrupt_signal() != 0; });
   LoopResult result;
   const auto start = std::chrono::steady_clock::now();
   auto last_log = start;
@@ -144,15 +144,14 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
         auto attention = hooks.attention_stats();
         if (!attention.empty()) record["attention_entropy"] = entropy_record(attention);
         run.append_metrics(record);
-        if (interrupt_signal() == 0)  // a pending stop prints nothing (interrupt.h)
-          bar.update({.step = state.step,
-                      .total = config.steps,
-                      .epoch = int64_t(epoch) + 1,
-                      .loss = loss_value,
-                      .metric = last_metric,
-                      .metric_name = hooks.metric_label,
-                      .items_per_second = throughput,
-                      .items_name = hooks.items_label});
+        bar.update({.step = state.step,
+                    .total = config.steps,
+                    .epoch = int64_t(epoch) + 1,
+                    .loss = loss_value,
+                    .metric = last_metric,
+                    .metric_name = hooks.metric_label,
+                    .items_per_second = throughput,
+                    .items_name = hooks.items_label});
       }
 
       const bool last = state.step == config.steps;
