@@ -1,5 +1,5 @@
 #!/bin/sh
-# `qkv train ... --profile N`: N steps after a warm-up step are profiled; the per-op table is
+# `qkv train ... --profile N`: N steps after --profile-warmup steps (1) are profiled; the per-op table is
 # printed and logged, and the run folder gets trace.json (a Chrome trace) and trace.png. The
 # trace's events, summed per phase and op, give the table's calls and ms/step. Usage:
 # tests/cli/profile.sh QKV_BINARY SCRATCH_DIR. Run by ctest as cli_profile.
@@ -50,6 +50,21 @@ PY
 else
   fail "trace.json parses and its op totals match the table"
 fi
+
+# The allocator line: the order task's batches have several lengths, so steps 2..3 meet sizes the
+# one warm-up step did not (new memory, their page faults in the times), and after ten warm-up
+# steps none (one thread: the same allocations in the same order every run).
+order="--threads 1 train classify --task order --pictures false"
+# shellcheck disable=SC2086
+"$qkv" $order --steps 4 --profile 2 --out "$scratch/cold" >"$scratch/cold.out" 2>&1
+has "profiled steps that got new memory say so" "$scratch/cold.out" \
+  "^allocator: [1-9][0-9]* of the profiled steps' [0-9]+ requests got new memory, .*raise --profile-warmup \(now 1\)"
+# shellcheck disable=SC2086
+"$qkv" $order --steps 12 --profile-warmup 10 --profile 2 --out "$scratch/warm" \
+  >"$scratch/warm.out" 2>&1
+has "--profile-warmup moves the profiled steps" "$scratch/warm.out" "profile of steps 11\.\.12"
+has "after enough warm-up steps every request is a cache hit" "$scratch/warm.out" \
+  "^allocator: all [0-9]+ requests of the profiled steps served from its cache"
 
 # shellcheck disable=SC2086
 refused "--profile longer than the run is refused" 1 "--profile: 4 steps .* --steps" \

@@ -1,11 +1,14 @@
 // The profile's table, MFU lines, Chrome trace and timeline picture, from events whose numbers are
 // known.
 #include <boost/test/unit_test.hpp>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "engine/caching_allocator.h"
 #include "train/profile_report.h"
 #include "train/profile_timeline.h"
+#include "train/trainer/step_profile.h"
 
 using namespace qkv;
 using namespace qkv::train;
@@ -125,6 +128,27 @@ BOOST_AUTO_TEST_CASE(the_timeline_draws_each_lane_where_its_events_are) {
   BOOST_CHECK(img.at(x_at(5), phase_y) == background);      // no scope around the ops
   // the costliest op (matmul) gets the first colour in both of its boxes
   BOOST_CHECK(img.at(x_at(1.5), ops_y) == img.at(x_at(21.5), ops_y));
+}
+
+// The allocator line counts the requests of the profiled steps that did not come from the cache:
+// a real caching allocator, one size freed and asked again (a hit), a new size (new memory).
+BOOST_AUTO_TEST_CASE(the_allocator_line_counts_the_requests_that_got_new_memory) {
+  CachingAllocator allocator("test", 64, {[](size_t n) { return std::malloc(n); }, std::free});
+  allocator.deallocate(allocator.allocate(1000), 1000);  // the warm-up: 1000 bytes now cached
+  const MemoryStats before = allocator.stats();
+  void* hit = allocator.allocate(900);  // the same bucket (1024): from the cache
+  void* fresh = allocator.allocate(5000);
+  void* fresh_too = allocator.allocate(1000);  // the cached block is in use: new memory
+  const std::string cold = allocator_line(before, allocator.stats(), 1);
+  BOOST_TEST(cold.find("allocator: 2 of the profiled steps' 3 requests got new memory") == 0, cold);
+  BOOST_TEST(cold.find("raise --profile-warmup (now 1)") != std::string::npos, cold);
+  allocator.deallocate(hit, 900), allocator.deallocate(fresh, 5000);
+  allocator.deallocate(fresh_too, 1000);
+  const MemoryStats warm = allocator.stats();
+  allocator.deallocate(allocator.allocate(5000), 5000);
+  allocator.deallocate(allocator.allocate(1000), 1000);
+  const std::string hot = allocator_line(warm, allocator.stats(), 3);
+  BOOST_TEST(hot == "allocator: all 2 requests of the profiled steps served from its cache\n", hot);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

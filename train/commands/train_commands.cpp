@@ -47,16 +47,18 @@ bool language_model_only(const std::string& key) {
 // The fields `qkv train lm` reads: one text file and a GPT (no generated tasks, test split or
 // decoding; early stopping on the validation loss, its one metric).
 bool language_model_reads(const std::string& key) {
-  return language_model_only(key) ||
-         listed({"data",       "tokenizer",    "valid_size", "d_model",
-                 "heads",      "layers",       "ff_dim",     "dropout",
-                 "positional", "optimizer",    "batch_size", "steps",
-                 "lr",         "weight_decay", "beta1",      "beta2",
-                 "warmup",     "schedule",     "clip",       "accumulate",
-                 "dp_overlap", "eval_every",   "log_every",  "checkpoint_every",
-                 "seed",       "device",       "precision",  "out",
-                 "pictures",   "target_value", "patience",   "profile"},
-                key);
+  return language_model_only(key) || listed({"data",       "tokenizer",    "valid_size",
+                                             "d_model",    "heads",        "layers",
+                                             "ff_dim",     "dropout",      "positional",
+                                             "optimizer",  "batch_size",   "steps",
+                                             "lr",         "weight_decay", "beta1",
+                                             "beta2",      "warmup",       "schedule",
+                                             "clip",       "accumulate",   "dp_overlap",
+                                             "eval_every", "log_every",    "checkpoint_every",
+                                             "seed",       "device",       "precision",
+                                             "out",        "pictures",     "target_value",
+                                             "patience",   "profile",      "profile_warmup"},
+                                            key);
 }
 
 bool has_flag(Trainer trainer, const std::string& key) {

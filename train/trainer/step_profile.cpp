@@ -8,22 +8,44 @@
 
 namespace qkv::train {
 
-StepProfile::StepProfile(int64_t steps, int64_t first_step, int64_t last_step, bool cpu)
-    : steps_(steps), first_profiled_(first_step + 1), cpu_(cpu) {
+StepProfile::StepProfile(int64_t steps, int64_t warmup, int64_t first_step, int64_t last_step,
+                         const Backend& memory, bool cpu)
+    : steps_(steps),
+      warmup_(warmup),
+      first_profiled_(first_step + warmup),
+      memory_(memory),
+      cpu_(cpu) {
   QKV_CHECK(steps == 0 || first_profiled_ + steps - 1 <= last_step, "--profile", steps,
-            " steps after the warm-up step ", first_step, " end at step ",
-            first_profiled_ + steps - 1, ", after the run's last step ", last_step,
-            " (raise --steps or lower --profile)");
+            " steps after ", warmup, " warm-up step", warmup == 1 ? "" : "s", " from step ",
+            first_step, " end at step ", first_profiled_ + steps - 1,
+            ", after the run's last step ", last_step,
+            " (raise --steps or lower --profile or --profile-warmup)");
 }
 
 void StepProfile::before_step(int64_t step) {
-  if (steps_ > 0 && step == first_profiled_) profiler_ = std::make_unique<Profiler>();
+  if (steps_ == 0 || step != first_profiled_) return;
+  memory_before_ = memory_.memory_stats();
+  profiler_ = std::make_unique<Profiler>();
+}
+
+std::string allocator_line(const MemoryStats& before, const MemoryStats& after, int64_t warmup) {
+  const size_t requests = after.allocations - before.allocations;
+  const size_t fresh = requests - (after.cache_hits - before.cache_hits);
+  if (fresh == 0)
+    return "allocator: all " + std::to_string(requests) +
+           " requests of the profiled steps served from its cache\n";
+  return "allocator: " + std::to_string(fresh) + " of the profiled steps' " +
+         std::to_string(requests) +
+         " requests got new memory, whose first-touch page faults are in the times above: "
+         "raise --profile-warmup (now " +
+         std::to_string(warmup) + ") until none do\n";
 }
 
 std::string StepProfile::after_step(int64_t step, RunDir& run) {
   if (!profiler_ || step != first_profiled_ + steps_ - 1) return "";
   const std::vector<ProfileEvent> events = profiler_->events();
   profiler_.reset();
+  const MemoryStats memory_after = memory_.memory_stats();
   // The peak is measured after the profiled steps, so that its threads do not run beside them.
   const int threads = num_threads();
   const ProfileSummary summary{.steps = int(steps_),
@@ -35,6 +57,7 @@ std::string StepProfile::after_step(int64_t step, RunDir& run) {
                            (threads == 1 ? "" : "s");
   trace_timeline_png(run.file("trace.png"), events, "qkv train --profile: " + what);
   return "profile of " + what + " (times under the profiler):\n" + profile_table(events, summary) +
+         allocator_line(memory_before_, memory_after, warmup_) +
          "Chrome trace: " + run.file("trace.json") +
          " (chrome://tracing or ui.perfetto.dev), drawn in " + run.file("trace.png") + "\n";
 }

@@ -16,6 +16,7 @@
 #include "train/trainer/micro_batches.h"
 #include "train/trainer/non_finite_diagnosis.h"
 #include "train/trainer/step_profile.h"
+#include "train/trainer/translator.h"
 
 namespace qkv::train {
 
@@ -56,8 +57,8 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
   MicroBatchSteps micro(opt.params(), ProcessGroup::from_environment(), config.accumulate,
                         config.dp_overlap == "on");
   const MicroBatchHooks micro_hooks{hooks.load_batch, hooks.loss_terms, hooks.summed_loss};
-  StepProfile profile(config.profile, first_step, config.steps,
-                      /*cpu=*/config.device == "cpu");
+  StepProfile profile(config.profile, config.profile_warmup, first_step, config.steps,
+                      backend_for(parse_device(config.device)), /*cpu=*/config.device == "cpu");
 
   const RunOutputs outputs{.run = run,
                            .bar = bar,
