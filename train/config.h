@@ -86,7 +86,7 @@ struct Config {
   bool pictures = true;
   bool trace = false;   // print attention statistics of the first batch (docs/TRAINING.md)
   int64_t profile = 0;  // profile this many steps after the warm-up ones (docs/CPU_KERNELS.md)
-  int64_t profile_warmup = 1;           // unprofiled steps before them
+  int64_t profile_warmup = 2;           // unprofiled steps before them
   bool checkpoint_activations = false;  // gradient checkpointing of the transformer layers
   // ---- written by --resume (config.json's "resume_history"; not an option)
   std::vector<ResumeChange> resume_history;

@@ -1,5 +1,5 @@
 #!/bin/sh
-# `qkv train ... --profile N`: N steps after --profile-warmup steps (1) are profiled; the per-op table is
+# `qkv train ... --profile N`: N steps after --profile-warmup steps (2) are profiled; the per-op table is
 # printed and logged, and the run folder gets trace.json (a Chrome trace) and trace.png. The
 # trace's events, summed per phase and op, give the table's calls and ms/step. Usage:
 # tests/cli/profile.sh QKV_BINARY SCRATCH_DIR. Run by ctest as cli_profile.
@@ -15,7 +15,8 @@ if "$qkv" --threads 2 train translate $tiny --steps 4 --profile 2 --out "$run" \
 else
   fail "a profiled run trains: $(tail -3 "$scratch/out")"
 fi
-has "the table is printed, naming the profiled steps" "$scratch/out" "profile of steps 2\.\.3"
+has "the table is printed, naming the profiled steps (after two warm-up steps)" "$scratch/out" \
+  "profile of steps 3\.\.4"
 has "the table has forward and backward rows" "$scratch/out" "^backward +[a-z_]+ +[0-9]"
 has "the MFU line is printed against the measured peak" "$scratch/out" \
   "^step .* GFLOP/s +MFU +[0-9.]+%"
@@ -56,7 +57,8 @@ fi
 # steps none (one thread: the same allocations in the same order every run).
 order="--threads 1 train classify --task order --pictures false"
 # shellcheck disable=SC2086
-"$qkv" $order --steps 4 --profile 2 --out "$scratch/cold" >"$scratch/cold.out" 2>&1
+"$qkv" $order --steps 4 --profile-warmup 1 --profile 2 --out "$scratch/cold" \
+  >"$scratch/cold.out" 2>&1
 has "profiled steps that got new memory say so" "$scratch/cold.out" \
   "^allocator: [1-9][0-9]* of the profiled steps' [0-9]+ requests got new memory, .*raise --profile-warmup \(now 1\)"
 # shellcheck disable=SC2086
@@ -67,6 +69,7 @@ has "after enough warm-up steps every request is a cache hit" "$scratch/warm.out
   "^allocator: all [0-9]+ requests of the profiled steps served from its cache"
 
 # shellcheck disable=SC2086
-refused "--profile longer than the run is refused" 1 "--profile: 4 steps .* --steps" \
+refused "--profile longer than the run is refused" 1 \
+  "--profile: 4 profiled steps after 2 warm-up steps end at step 6, .* --steps" \
   "$qkv" train translate $tiny --steps 4 --profile 4 --out "$scratch/long"
 finish

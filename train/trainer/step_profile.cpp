@@ -16,10 +16,9 @@ StepProfile::StepProfile(int64_t steps, int64_t warmup, int64_t first_step, int6
       memory_(memory),
       cpu_(cpu) {
   QKV_CHECK(steps == 0 || first_profiled_ + steps - 1 <= last_step, "--profile", steps,
-            " steps after ", warmup, " warm-up step", warmup == 1 ? "" : "s", " from step ",
-            first_step, " end at step ", first_profiled_ + steps - 1,
-            ", after the run's last step ", last_step,
-            " (raise --steps or lower --profile or --profile-warmup)");
+            " profiled steps after ", warmup, " warm-up step", warmup == 1 ? "" : "s",
+            " end at step ", first_profiled_ + steps - 1, ", after the run's last step ", last_step,
+            " (raise --steps, or lower --profile or --profile-warmup)");
 }
 
 void StepProfile::before_step(int64_t step) {

@@ -1,11 +1,12 @@
 // `qkv train ... --profile N`: N training steps under the profiler (engine/profiler.h), after
-// --profile-warmup unprofiled steps (1 by default: the allocator's caches and the thread pool are
-// cold in a run's first step), reported as the per-op table of forward and backward
+// --profile-warmup unprofiled steps (2 by default: the allocator's caches and the thread pool are
+// cold in a run's first step, and its second still asks for sizes the first did not leave in the
+// cache), reported as the per-op table of forward and backward
 // (train/profile_report.h) with the MFU lines against the FMA peak measured at the end (`qkv bench
 // peak`'s yardstick), printed and logged, and written into the run folder as trace.json (Chrome
 // trace) and trace.png (its timeline).
 //
-// One warm-up step is not always enough: a task whose batches change shape (sequences of several
+// Two warm-up steps are not always enough: a task whose batches change shape (sequences of several
 // lengths) meets new shapes for many steps, and a step that asks the caching allocator for a size
 // it has not held yet gets fresh memory and pays its first-touch page faults inside the profiled
 // ops. The report counts those requests, so that a table measured cold says so.
