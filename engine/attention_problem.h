@@ -15,9 +15,15 @@ namespace qkv {
 // 1 / (1 - p)) as element (n T + t) S + s of a Bernoulli fill of N x T x S elements drawn from
 // counter `offset` of `seed` (engine/random.h), exactly as dropout() on the [..., T, S] weights
 // would draw it. p = 0: no dropout.
+//
+// By example (engine/example_draws.h) when `examples` is defined: the weights [lead..., T, S] are
+// drawn as dropout() draws them by example, under `key` (philox::call_key of one generator
+// counter), row b of the first leading dim from example examples[b] (int64, one per row).
 struct AttentionDropout {
   double p = 0;
   uint64_t seed = 0, offset = 0;
+  uint64_t key = 0;
+  Tensor examples;
 };
 
 struct AttentionProblem {

@@ -91,10 +91,9 @@ AttentionKernel choose_attention_kernel(const AttentionRequest& r) {
     if (fits && decode_attention_supported(r.q, r.k, r.v, padding))
       return AttentionKernel::single_query;
   }
-  // The fused kernels draw their dropout sequentially; by example, the weights are materialized
-  // and dropout() draws them (engine/example_draws.h).
-  const bool by_example = r.dropout_p > 0 && !default_generator().example_ids().empty();
-  if (!by_example && efficient_attention_supported(r.q, r.k, r.v, r.masks, r.pattern, r.dropout_p))
+  // Dropout drawn by example (engine/example_draws.h) is the backend's to support or refuse: the
+  // CPU's kernels draw it, others leave it to dropout() on the composed weights.
+  if (efficient_attention_supported(r.q, r.k, r.v, r.masks, r.pattern, r.dropout_p))
     return AttentionKernel::fused;
   return AttentionKernel::composed;
 }

@@ -7,6 +7,7 @@
 #include "engine/backend.h"
 #include "engine/error.h"
 #include "engine/op_declaration.h"
+#include "engine/ops.h"
 
 namespace qkv::nn {
 
@@ -24,10 +25,11 @@ bool operands_fit(const Tensor& q, const Tensor& k, const Tensor& v) {
   return q.size(-1) == k.size(-1) && k.size(-2) == v.size(-2);
 }
 
-// The problem without its dropout counters (drawn only when the kernel runs).
+// The problem without its dropout counters (drawn only when the kernel runs); with `gen`'s
+// examples when it draws by example (engine/example_draws.h), whose layout a backend checks.
 AttentionProblem problem_of(const Tensor& q, const Tensor& k, const Tensor& v,
                             const std::vector<Tensor>& masks, const AttentionPattern& pattern,
-                            double scale, double dropout_p) {
+                            double scale, double dropout_p, const Generator& gen) {
   AttentionProblem p;
   p.q = q.detach(), p.k = k.detach(), p.v = v.detach();
   for (const Tensor& m : masks)
@@ -35,6 +37,11 @@ AttentionProblem problem_of(const Tensor& q, const Tensor& k, const Tensor& v,
   p.pattern = pattern;
   p.scale = scale > 0 ? scale : 1.0 / std::sqrt(double(q.size(-1)));
   p.dropout.p = dropout_p;
+  if (dropout_p > 0 && !gen.example_ids().empty()) {
+    const std::vector<uint64_t>& ids = gen.example_ids();
+    p.dropout.examples =
+        tensor_i64(std::vector<int64_t>(ids.begin(), ids.end()), {int64_t(ids.size())}, q.device());
+  }
   return p;
 }
 
@@ -44,7 +51,8 @@ bool efficient_attention_supported(const Tensor& q, const Tensor& k, const Tenso
                                    const std::vector<Tensor>& masks,
                                    const AttentionPattern& pattern, double dropout_p) {
   if (!(dropout_p >= 0 && dropout_p < 1) || !operands_fit(q, k, v)) return false;
-  return q.backend().supports_attention(problem_of(q, k, v, masks, pattern, -1, dropout_p));
+  return q.backend().supports_attention(
+      problem_of(q, k, v, masks, pattern, -1, dropout_p, default_generator()));
 }
 
 // The backward is the fused attention kernel (recomputed scores).
@@ -58,16 +66,19 @@ Tensor efficient_attention(const Tensor& q, const Tensor& k, const Tensor& v,
             "needs q [..., T, d], k [..., S, d], v [..., S, dv] of one dtype and device with "
             "equal leading dims, got ",
             shape_str(q.shape()), ", ", shape_str(k.shape()), ", ", shape_str(v.shape()));
-  AttentionProblem problem = problem_of(q, k, v, masks, pattern, scale, dropout_p);
+  Generator& g = gen ? *gen : default_generator();
+  AttentionProblem problem = problem_of(q, k, v, masks, pattern, scale, dropout_p, g);
   Backend& backend = q.backend();
   QKV_CHECK(backend.supports_attention(problem), op, "the ", q.device().str(),
             " backend has no fused attention for ", dtype_name(q.dtype()), " q, k, v ",
             shape_str(q.shape()), ", ", shape_str(k.shape()), ", ", shape_str(v.shape()),
             dropout_p > 0 ? " with dropout" : "", " and these masks");
   if (dropout_p > 0) {  // the counters dropout() on the [..., T, S] weights would take
-    Generator& g = gen ? *gen : default_generator();
     problem.dropout.seed = g.seed();
-    problem.dropout.offset = g.take(uint64_t(problem.batch() * q.size(-2) * k.size(-2)));
+    if (problem.dropout.examples.defined())
+      problem.dropout.key = philox::call_key(g.seed(), g.take(1));
+    else
+      problem.dropout.offset = g.take(uint64_t(problem.batch() * q.size(-2) * k.size(-2)));
   }
   problem.backward_expected =
       grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());

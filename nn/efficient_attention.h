@@ -11,7 +11,9 @@
 // Dropout on the attention weights: the kernel draws the mask from the counters a whole
 // [..., T, S] Bernoulli fill would take (engine/attention_problem.h), so with the same generator
 // state it drops exactly the weights scaled_dot_product_attention's dropout drops, and leaves the
-// generator where that would.
+// generator where that would. While the generator draws by example (engine/example_draws.h, as the
+// trainer's steps do), the same holds for dropout's draws by example: the CPU's kernel takes them
+// when the weights' first leading dim is the batch, other backends refuse them.
 #pragma once
 
 #include <vector>
@@ -32,7 +34,8 @@ Tensor efficient_attention(const Tensor& q, const Tensor& k, const Tensor& v,
 
 // Whether efficient_attention handles these operands: one dtype and device for q, k and v, equal
 // leading dims, matching feature and key dims, dropout_p in [0, 1), and a backend whose fused
-// kernel takes the problem (Backend::supports_attention). The callers fall back to the naive
+// kernel takes the problem (Backend::supports_attention), its dropout drawn by example when the
+// process-wide generator draws so. The callers fall back to the naive
 // attention otherwise.
 bool efficient_attention_supported(const Tensor& q, const Tensor& k, const Tensor& v,
                                    const std::vector<Tensor>& masks,

@@ -33,6 +33,7 @@
 #include "engine/cpu/small_attention.h"
 #include "engine/cpu/vec_math.h"
 #include "engine/error.h"
+#include "engine/example_draws.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
 #include "engine/random.h"
@@ -141,6 +142,10 @@ struct WeightDropout {
   uint64_t seed = 0, offset = 0;
   uint64_t threshold = 0;  // of keeping a weight: philox::bernoulli_threshold(1 - p)
   double scale = 1;        // a kept weight's factor, 1 / (1 - p)
+  // By example: each row of the weights' leading dim from its example (AttentionDropout).
+  const int64_t* examples = nullptr;
+  uint64_t key = 0;
+  philox::ExampleLayout layout{};
 };
 
 struct Tiling {
@@ -209,6 +214,17 @@ template <typename F>
 void draw_dropout_tile(const Tiling& p, int64_t n, int64_t t0, int64_t rows, int64_t s0,
                        int64_t cols, F* keep) {
   const WeightDropout& dr = p.dropout;
+  if (dr.examples) {  // by example: line n T + t of the weights, all S keys, then the tile's part
+    thread_local std::vector<F> line;
+    line.resize(size_t(p.S));
+    for (int64_t i = 0; i < rows; ++i) {
+      F* out = cols == p.S ? keep + i * cols : line.data();
+      cpu::fill_bernoulli_example_line_at(out, dr.key, dr.examples, dr.layout,
+                                          uint64_t(n * p.T + t0 + i), dr.threshold, F(dr.scale));
+      if (cols != p.S) std::copy(line.begin() + s0, line.begin() + s0 + cols, keep + i * cols);
+    }
+    return;
+  }
   const uint64_t first = uint64_t((n * p.T + t0) * p.S + s0);
   if (cols == p.S)
     return cpu::fill_bernoulli_range(keep, dr.seed, dr.offset, first, rows * cols, dr.threshold,
@@ -292,8 +308,15 @@ void draw_kept_words(const Tiling& p, int64_t n0, int64_t n1, std::vector<float>
   const WeightDropout& dr = p.dropout;
   const int64_t count = (n1 - n0) * p.T * p.S;
   factors.resize(size_t(count));
-  cpu::fill_bernoulli_range(factors.data(), dr.seed, dr.offset, uint64_t(n0 * p.T * p.S), count,
-                            dr.threshold, 1.0f);
+  if (dr.examples) {  // by example: one line of the weights' last dim per query row
+    for (int64_t line = n0 * p.T; line < n1 * p.T; ++line)
+      cpu::fill_bernoulli_example_line_at(factors.data() + (line - n0 * p.T) * p.S, dr.key,
+                                          dr.examples, dr.layout, uint64_t(line), dr.threshold,
+                                          1.0f);
+  } else {
+    cpu::fill_bernoulli_range(factors.data(), dr.seed, dr.offset, uint64_t(n0 * p.T * p.S), count,
+                              dr.threshold, 1.0f);
+  }
   cpu::small_attention_kept_words(factors.data(), (n1 - n0) * p.T, p.S, kept);
 }
 
@@ -497,6 +520,27 @@ void backward_kernel(const Tiling& p, const RowsView& qv, const RowsView& kv, co
 
 Shape lead_of(const Tensor& q) { return Shape(q.shape().begin(), q.shape().end() - 2); }
 
+// The attention weights' shape, [lead..., T, S], which dropout by example lays its draws out by.
+Shape weights_shape(const AttentionProblem& a) {
+  Shape shape = lead_of(a.q);
+  shape.push_back(a.q.size(-2));
+  shape.push_back(a.k.size(-2));
+  return shape;
+}
+
+// Whether dropout by example can draw the weights: int64 ids on this device, one per row of
+// the first leading dim, and at most four dims after it, each below 2^16 (example_layout's terms,
+// asked without its error).
+bool fits_example_draws(const AttentionProblem& a) {
+  const Tensor& ids = a.dropout.examples;
+  if (ids.dtype() != DType::i64 || ids.device() != a.q.device() || a.q.dim() < 3) return false;
+  const Shape shape = weights_shape(a);
+  if (shape[0] != ids.numel() || int(shape.size()) - 1 > philox::kExampleTrailingDims) return false;
+  for (size_t j = 1; j < shape.size(); ++j)
+    if (shape[j] >= philox::kExampleDimLimit) return false;
+  return true;
+}
+
 Tiling tiling_of(const AttentionProblem& a) {
   Tiling p;
   const Shape lead = lead_of(a.q);
@@ -515,9 +559,16 @@ Tiling tiling_of(const AttentionProblem& a) {
   for (const Tensor& m : a.masks)
     if (m.defined()) p.masks.push_back(mask_view(m, lead, p.T, p.S));
   p.elementwise = !p.masks.empty() || p.pattern.causal || p.pattern.sparse();
-  if (a.dropout.p > 0)
+  if (a.dropout.p > 0) {
     p.dropout = {true, a.dropout.seed, a.dropout.offset,
                  philox::bernoulli_threshold(1 - a.dropout.p), 1 / (1 - a.dropout.p)};
+    if (a.dropout.examples.defined()) {
+      p.dropout.examples = a.dropout.examples.data<int64_t>();
+      p.dropout.key = a.dropout.key;
+      p.dropout.layout = example_layout(weights_shape(a), size_t(a.dropout.examples.numel()),
+                                        "efficient_attention");
+    }
+  }
   return p;
 }
 
@@ -525,6 +576,7 @@ Tiling tiling_of(const AttentionProblem& a) {
 
 bool CpuBackend::supports_attention(const AttentionProblem& a) const {
   if (!(a.dropout.p >= 0 && a.dropout.p < 1)) return false;
+  if (a.dropout.p > 0 && a.dropout.examples.defined() && !fits_example_draws(a)) return false;
   if (a.q.dtype() != DType::f32 && a.q.dtype() != DType::f64) return false;
   for (const Tensor& m : a.masks)
     if (m.defined() && (m.dtype() != DType::b8 || m.device() != a.q.device())) return false;

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "engine/random.h"
+
 namespace qkv::cpu {
 
 // out[j] = value when element first + j of the fill is drawn, else 0, for j in [0, count).
@@ -26,5 +28,12 @@ void fill_bernoulli_range(T* out, uint64_t seed, uint64_t offset, uint64_t first
 template <typename T>
 void fill_bernoulli_example_line(T* out, uint64_t key, uint64_t example, uint64_t c1, uint64_t c2,
                                  uint64_t c3, uint64_t width, uint64_t threshold, T value);
+
+// The same for line `line` (of width l.d[3]) of a row-major tensor of layout `l` whose row b
+// (its first dim) holds example examples[b]: the line's coordinates found from its index.
+template <typename T>
+void fill_bernoulli_example_line_at(T* out, uint64_t key, const int64_t* examples,
+                                    const philox::ExampleLayout& l, uint64_t line,
+                                    uint64_t threshold, T value);
 
 }  // namespace qkv::cpu

@@ -49,13 +49,10 @@ template <typename T>
 void dropout_by_example(const T* x, T* y, uint8_t* keep, uint64_t key, const int64_t* examples,
                         const philox::ExampleLayout& l, int64_t begin, int64_t end,
                         uint64_t threshold, T scale) {
-  const uint64_t width = l.d[3], lines_per_row = l.d[0] * l.d[1] * l.d[2];
+  const uint64_t width = l.d[3];
   std::vector<T> mask(width);
   for (int64_t line = begin; line < end; ++line) {
-    const uint64_t row = uint64_t(line) / lines_per_row, rest = uint64_t(line) % lines_per_row;
-    const uint64_t c3 = rest % l.d[2], c2 = rest / l.d[2] % l.d[1], c1 = rest / (l.d[2] * l.d[1]);
-    fill_bernoulli_example_line(mask.data(), key, uint64_t(examples[row]), c1, c2, c3, width,
-                                threshold, scale);
+    fill_bernoulli_example_line_at(mask.data(), key, examples, l, uint64_t(line), threshold, scale);
     const int64_t at = line * int64_t(width);
     apply(x + at, mask.data(), y + at, keep + at, int64_t(width));
   }

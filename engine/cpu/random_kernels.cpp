@@ -95,6 +95,23 @@ void fill_bernoulli_example_line(T* out, uint64_t key, uint64_t example, uint64_
   const philox::Block w = philox::generate(key, first + blocks, example);
   for (uint64_t c = 4 * blocks; c < width; ++c) out[c] = w.v[c % 4] < threshold ? value : T(0);
 }
+template <typename T>
+void fill_bernoulli_example_line_at(T* out, uint64_t key, const int64_t* examples,
+                                    const philox::ExampleLayout& l, uint64_t line,
+                                    uint64_t threshold, T value) {
+  const uint64_t lines_per_row = l.d[0] * l.d[1] * l.d[2];
+  const uint64_t row = line / lines_per_row, rest = line % lines_per_row;
+  const uint64_t c3 = rest % l.d[2], c2 = rest / l.d[2] % l.d[1], c1 = rest / (l.d[2] * l.d[1]);
+  fill_bernoulli_example_line(out, key, uint64_t(examples[row]), c1, c2, c3, l.d[3], threshold,
+                              value);
+}
+template void fill_bernoulli_example_line_at<float>(float*, uint64_t, const int64_t*,
+                                                    const philox::ExampleLayout&, uint64_t,
+                                                    uint64_t, float);
+template void fill_bernoulli_example_line_at<double>(double*, uint64_t, const int64_t*,
+                                                     const philox::ExampleLayout&, uint64_t,
+                                                     uint64_t, double);
+
 template void fill_bernoulli_example_line<float>(float*, uint64_t, uint64_t, uint64_t, uint64_t,
                                                  uint64_t, uint64_t, uint64_t, float);
 template void fill_bernoulli_example_line<double>(double*, uint64_t, uint64_t, uint64_t, uint64_t,
@@ -117,20 +134,15 @@ void CpuBackend::random_bernoulli_by_example(const Tensor& out, uint64_t key,
   if (out.numel() == 0) return;
   const uint64_t threshold = philox::bernoulli_threshold(p);
   const int64_t* example = examples.data<int64_t>();
-  const uint64_t width = l.d[3], lines_per_row = l.d[0] * l.d[1] * l.d[2];
+  const uint64_t width = l.d[3];
   const int64_t lines = out.numel() / int64_t(width);
   QKV_DISPATCH_FLOAT(out.dtype(), "random_bernoulli_by_example", [&] {
     T* o = out.data<T>();
     const T v = T(value);
     parallel_for(0, lines, std::max<int64_t>(1, 16384 / int64_t(width)), [&](int64_t b, int64_t e) {
-      for (int64_t line = b; line < e; ++line) {
-        // one line of the last dim
-        const uint64_t row = uint64_t(line) / lines_per_row, rest = uint64_t(line) % lines_per_row;
-        const uint64_t c3 = rest % l.d[2], c2 = rest / l.d[2] % l.d[1],
-                       c1 = rest / (l.d[2] * l.d[1]);
-        fill_bernoulli_example_line(o + line * int64_t(width), key, uint64_t(example[row]), c1, c2,
-                                    c3, width, threshold, v);
-      }
+      for (int64_t line = b; line < e; ++line)  // one line of the last dim
+        fill_bernoulli_example_line_at(o + line * int64_t(width), key, example, l, uint64_t(line),
+                                       threshold, v);
     });
   });
 }

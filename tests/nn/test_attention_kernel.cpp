@@ -9,6 +9,7 @@
 #include "engine/attention_problem.h"
 #include "engine/backend.h"
 #include "engine/cpu/small_attention.h"
+#include "engine/example_draws.h"
 #include "nn/attention.h"
 #include "nn/decode_attention.h"
 #include "nn/efficient_attention.h"
@@ -278,6 +279,46 @@ BOOST_AUTO_TEST_CASE(drops_what_the_generic_path_and_the_composed_attention_drop
       BOOST_TEST(worst_relative(small, composed) < 2e-5);
       BOOST_TEST(worst_relative(small, generic) < 2e-5);
       BOOST_TEST(max_abs_diff(small.values[0], undropped.values[0]) > 0.1);  // dropout did act
+    }
+  }
+}
+
+// Dropout drawn by example (engine/example_draws.h), as the trainer's steps draw it: the fused
+// kernel takes the request, and its small and generic paths drop what dropout() by example drops
+// on the composed weights (the output and the three gradients), not what the sequential stream
+// drops. 80 keys: the generic path's second tile of keys starts inside the weights' lines.
+BOOST_AUTO_TEST_CASE(drops_by_example_what_the_composed_attention_drops) {
+  manual_seed(33);
+  const int64_t B = 2, H = 3;
+  const double p = 0.25;
+  struct Case {
+    int64_t T, S, d;
+    bool causal;
+  };
+  for (const Case c : {Case{5, 5, 8, false}, Case{20, 20, 32, true}, Case{17, 33, 33, true},
+                       Case{65, 20, 32, true}, Case{20, 80, 16, false}}) {
+    AttentionPattern pattern;
+    pattern.causal = c.causal;
+    const Tensor q = heads(B, H, c.T, c.d), k = heads(B, H, c.S, c.d), v = heads(B, H, c.S, c.d);
+    const Tensor gy = randn({B, H, c.T, c.d}), pad = key_padding(c.S);
+    const Tensor blocked = logical_or(pad, pattern_mask(pattern, c.T, c.S));
+    const Result sequential = efficient(q, k, v, pad, pattern, p, gy);
+    const ExampleDraws draws(default_generator(), {12, 5});
+    AttentionRequest request{q, k, v, {pad}};
+    request.pattern = pattern;
+    request.dropout_p = p;
+    const Result fused = efficient(q, k, v, pad, pattern, p, gy);
+    const Result composed = naive(q, k, v, blocked, p, gy);
+    Result generic;
+    {
+      GenericPathOnly off;
+      generic = efficient(q, k, v, pad, pattern, p, gy);
+    }
+    BOOST_TEST_CONTEXT("T " << c.T << " S " << c.S << " d " << c.d << " causal " << c.causal) {
+      BOOST_TEST((choose_attention_kernel(request) == AttentionKernel::fused));
+      BOOST_TEST(worst_relative(fused, composed) < 2e-5);
+      BOOST_TEST(worst_relative(generic, composed) < 2e-5);
+      BOOST_TEST(max_abs_diff(fused.values[0], sequential.values[0]) > 0.1);
     }
   }
 }
