@@ -214,14 +214,17 @@ template <typename F>
 void draw_dropout_tile(const Tiling& p, int64_t n, int64_t t0, int64_t rows, int64_t s0,
                        int64_t cols, F* keep) {
   const WeightDropout& dr = p.dropout;
-  if (dr.examples) {  // by example: line n T + t of the weights, all S keys, then the tile's part
+  if (dr.examples && cols == p.S)  // by example: lines n T + t0 .. of the weights
+    return cpu::fill_bernoulli_example_lines(keep, dr.key, dr.examples, dr.layout,
+                                             uint64_t(n * p.T + t0), rows, dr.threshold,
+                                             F(dr.scale));
+  if (dr.examples) {  // a tile of some keys: each row's whole line, then the tile's part of it
     thread_local std::vector<F> line;
     line.resize(size_t(p.S));
     for (int64_t i = 0; i < rows; ++i) {
-      F* out = cols == p.S ? keep + i * cols : line.data();
-      cpu::fill_bernoulli_example_line_at(out, dr.key, dr.examples, dr.layout,
+      cpu::fill_bernoulli_example_line_at(line.data(), dr.key, dr.examples, dr.layout,
                                           uint64_t(n * p.T + t0 + i), dr.threshold, F(dr.scale));
-      if (cols != p.S) std::copy(line.begin() + s0, line.begin() + s0 + cols, keep + i * cols);
+      std::copy(line.begin() + s0, line.begin() + s0 + cols, keep + i * cols);
     }
     return;
   }
@@ -309,10 +312,8 @@ void draw_kept_words(const Tiling& p, int64_t n0, int64_t n1, std::vector<float>
   const int64_t count = (n1 - n0) * p.T * p.S;
   factors.resize(size_t(count));
   if (dr.examples) {  // by example: one line of the weights' last dim per query row
-    for (int64_t line = n0 * p.T; line < n1 * p.T; ++line)
-      cpu::fill_bernoulli_example_line_at(factors.data() + (line - n0 * p.T) * p.S, dr.key,
-                                          dr.examples, dr.layout, uint64_t(line), dr.threshold,
-                                          1.0f);
+    cpu::fill_bernoulli_example_lines(factors.data(), dr.key, dr.examples, dr.layout,
+                                      uint64_t(n0 * p.T), (n1 - n0) * p.T, dr.threshold, 1.0f);
   } else {
     cpu::fill_bernoulli_range(factors.data(), dr.seed, dr.offset, uint64_t(n0 * p.T * p.S), count,
                               dr.threshold, 1.0f);

@@ -51,26 +51,13 @@ QKV_AVX512_BMI2_INLINE __m512i xor3(__m512i x, __m512i y, __m512i z) {
   return _mm512_ternarylogic_epi32(x, y, z, 0x96);
 }
 
-// philox::generate on the 16 G counters first .. first + 16 G - 1 (high 64 bits `high`);
-// words[g][j] holds word j of counters first + 16 g .. first + 16 g + 15. One group's ten rounds
-// are a chain of dependent multiplies (about 11 cycles a round), so G independent groups are
-// interleaved round by round to keep the multiplier busy: two groups run in nearly the time of one.
+// The ten rounds on G groups of sixteen counters (c0..c3: the counter's four words on each lane),
+// leaving the blocks' words in words[g][0..3]. One group's rounds are a chain of dependent
+// multiplies (about 11 cycles a round), so G independent groups are interleaved round by round to
+// keep the multiplier busy: two groups run in nearly the time of one.
 template <int G>
-QKV_AVX512_BMI2_INLINE void philox16(uint64_t seed, uint64_t first, uint64_t high,
-                                     __m512i words[G][4]) {
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  __m512i c0[G], c1[G], c2[G], c3[G];
-  for (int g = 0; g < G; ++g) {
-    const uint64_t group_first = first + uint64_t(16 * g);
-    const __m512i first_lo = _mm512_set1_epi32(int(uint32_t(group_first)));
-    c0[g] = _mm512_add_epi32(first_lo, lane);
-    // the low word wrapped around on these lanes: their high word is one more
-    const __mmask16 carry = _mm512_cmplt_epu32_mask(c0[g], first_lo);
-    const __m512i first_hi = _mm512_set1_epi32(int(uint32_t(group_first >> 32)));
-    c1[g] = _mm512_mask_add_epi32(first_hi, carry, first_hi, _mm512_set1_epi32(1));
-    c2[g] = _mm512_set1_epi32(int(uint32_t(high)));
-    c3[g] = _mm512_set1_epi32(int(uint32_t(high >> 32)));
-  }
+QKV_AVX512_BMI2_INLINE void philox_rounds(uint64_t seed, __m512i c0[G], __m512i c1[G],
+                                          __m512i c2[G], __m512i c3[G], __m512i words[G][4]) {
   uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
   const __m512i m0 = _mm512_set1_epi32(int(0xD2511F53u)), m1 = _mm512_set1_epi32(int(0xCD9E8D57u));
   for (int round = 0; round < 10; ++round) {
@@ -91,6 +78,57 @@ QKV_AVX512_BMI2_INLINE void philox16(uint64_t seed, uint64_t first, uint64_t hig
     words[g][0] = c0[g], words[g][1] = c1[g], words[g][2] = c2[g], words[g][3] = c3[g];
 }
 
+// philox::generate on the 16 G counters first .. first + 16 G - 1 (high 64 bits `high`);
+// words[g][j] holds word j of counters first + 16 g .. first + 16 g + 15.
+template <int G>
+QKV_AVX512_BMI2_INLINE void philox16(uint64_t seed, uint64_t first, uint64_t high,
+                                     __m512i words[G][4]) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  __m512i c0[G], c1[G], c2[G], c3[G];
+  for (int g = 0; g < G; ++g) {
+    const uint64_t group_first = first + uint64_t(16 * g);
+    const __m512i first_lo = _mm512_set1_epi32(int(uint32_t(group_first)));
+    c0[g] = _mm512_add_epi32(first_lo, lane);
+    // the low word wrapped around on these lanes: their high word is one more
+    const __mmask16 carry = _mm512_cmplt_epu32_mask(c0[g], first_lo);
+    const __m512i first_hi = _mm512_set1_epi32(int(uint32_t(group_first >> 32)));
+    c1[g] = _mm512_mask_add_epi32(first_hi, carry, first_hi, _mm512_set1_epi32(1));
+    c2[g] = _mm512_set1_epi32(int(uint32_t(high)));
+    c3[g] = _mm512_set1_epi32(int(uint32_t(high >> 32)));
+  }
+  philox_rounds<G>(seed, c0, c1, c2, c3, words);
+}
+
+// philox::generate on G groups of sixteen counters given one by one: lane l of group g is block
+// 16 g + l of `blocks` (its counter and high 64 bits).
+template <int G>
+QKV_AVX512_BMI2_INLINE void philox16_given(uint64_t seed, const PhiloxBlockAt* blocks,
+                                           __m512i words[G][4]) {
+  __m512i c0[G], c1[G], c2[G], c3[G];
+  for (int g = 0; g < G; ++g) {
+    alignas(64) uint32_t w[4][16];
+    for (int l = 0; l < 16; ++l) {
+      const PhiloxBlockAt& b = blocks[16 * g + l];
+      w[0][l] = uint32_t(b.counter), w[1][l] = uint32_t(b.counter >> 32);
+      w[2][l] = uint32_t(b.high), w[3][l] = uint32_t(b.high >> 32);
+    }
+    c0[g] = _mm512_load_si512(w[0]), c1[g] = _mm512_load_si512(w[1]);
+    c2[g] = _mm512_load_si512(w[2]), c3[g] = _mm512_load_si512(w[3]);
+  }
+  philox_rounds<G>(seed, c0, c1, c2, c3, words);
+}
+
+// Bit 4 l + j: whether word j of lane l's block is below the threshold t (all set when `always`).
+QKV_AVX512_BMI2_INLINE uint64_t kept_bits(const __m512i words[4], bool always, __m512i t) {
+  if (always) return ~uint64_t(0);
+  uint64_t kept = 0;
+  for (int j = 0; j < 4; ++j) {
+    const uint64_t below = _mm512_cmplt_epu32_mask(words[j], t);
+    kept |= _pdep_u64(below, 0x1111111111111111ull << j);
+  }
+  return kept;
+}
+
 // Writes the 64 G values of blocks first .. first + 16 G - 1 to out.
 template <int G>
 QKV_AVX512_BMI2_INLINE void fill_groups(float* out, uint64_t seed, uint64_t first, uint64_t high,
@@ -98,19 +136,41 @@ QKV_AVX512_BMI2_INLINE void fill_groups(float* out, uint64_t seed, uint64_t firs
   __m512i words[G][4];
   philox16<G>(seed, first, high, words);
   for (int g = 0; g < G; ++g) {
-    uint64_t kept = always ? ~uint64_t(0) : 0;
-    if (!always)
-      for (int j = 0; j < 4; ++j) {
-        const uint64_t below = _mm512_cmplt_epu32_mask(words[g][j], t);
-        kept |= _pdep_u64(below, 0x1111111111111111ull << j);  // bit 4 l + j: word j of block l
-      }
+    const uint64_t kept = kept_bits(words[g], always, t);
     float* o = out + 64 * g;
     for (int r = 0; r < 4; ++r)
       _mm512_storeu_ps(o + 16 * r, _mm512_maskz_mov_ps(__mmask16(kept >> (16 * r)), v));
   }
 }
 
+// Writes each of the 16 G given blocks' first `count` words' values to its `out`.
+template <int G>
+QKV_AVX512_BMI2_INLINE void fill_given_groups(const PhiloxBlockAt* blocks, uint64_t seed,
+                                              bool always, __m512i t, float value) {
+  __m512i words[G][4];
+  philox16_given<G>(seed, blocks, words);
+  for (int g = 0; g < G; ++g) {
+    const uint64_t kept = kept_bits(words[g], always, t);
+    for (int l = 0; l < 16; ++l) {
+      const PhiloxBlockAt& b = blocks[16 * g + l];
+      for (int j = 0; j < b.count; ++j) b.out[j] = (kept >> (4 * l + j)) & 1 ? value : 0.0f;
+    }
+  }
+}
+
 }  // namespace
+
+QKV_AVX512_BMI2 int64_t fill_bernoulli_blocks_avx512(const PhiloxBlockAt* blocks, int64_t count,
+                                                     uint64_t seed, uint64_t threshold,
+                                                     float value) {
+  const int64_t whole = count / 16 * 16;
+  const bool always = threshold > 0xFFFFFFFFu;
+  const __m512i t = _mm512_set1_epi32(int(uint32_t(always ? 0 : threshold)));
+  int64_t b = 0;
+  for (; b + 32 <= whole; b += 32) fill_given_groups<2>(blocks + b, seed, always, t, value);
+  if (b < whole) fill_given_groups<1>(blocks + b, seed, always, t, value);
+  return whole;
+}
 
 QKV_AVX512_BMI2 int64_t fill_bernoulli_avx512(float* out, uint64_t seed, uint64_t first_block,
                                               int64_t blocks, uint64_t threshold, float value,

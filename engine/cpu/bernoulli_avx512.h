@@ -20,4 +20,19 @@ bool bernoulli_avx512_available();
 int64_t fill_bernoulli_avx512(float* out, uint64_t seed, uint64_t first_block, int64_t blocks,
                               uint64_t threshold, float value, uint64_t high = 0);
 
+// One Philox block of a fill given by itself: its 128-bit counter (counter, high) and where its
+// first `count` words' values go (count 1 to 4: a line's last block may be partial).
+struct PhiloxBlockAt {
+  uint64_t counter, high;
+  float* out;
+  int count;
+};
+
+// The same values for blocks given one by one, for fills whose blocks are not consecutive
+// counters (short lines of a fill by example, several lines a vector). Only whole groups of
+// sixteen blocks are written; returns how many were (a multiple of 16), and the caller does the
+// rest.
+int64_t fill_bernoulli_blocks_avx512(const PhiloxBlockAt* blocks, int64_t count, uint64_t seed,
+                                     uint64_t threshold, float value);
+
 }  // namespace qkv::cpu

@@ -36,4 +36,12 @@ void fill_bernoulli_example_line_at(T* out, uint64_t key, const int64_t* example
                                     const philox::ExampleLayout& l, uint64_t line,
                                     uint64_t threshold, T value);
 
+// Lines first_line .. first_line + lines - 1 of that tensor, one after the other into out (each
+// l.d[3] wide). Lines too short for a vector of blocks of their own (under 64 elements, as a row
+// of attention weights) are drawn several to a vector where the CPU has AVX-512 (float32).
+template <typename T>
+void fill_bernoulli_example_lines(T* out, uint64_t key, const int64_t* examples,
+                                  const philox::ExampleLayout& l, uint64_t first_line,
+                                  int64_t lines, uint64_t threshold, T value);
+
 }  // namespace qkv::cpu

@@ -95,16 +95,84 @@ void fill_bernoulli_example_line(T* out, uint64_t key, uint64_t example, uint64_
   const philox::Block w = philox::generate(key, first + blocks, example);
   for (uint64_t c = 4 * blocks; c < width; ++c) out[c] = w.v[c % 4] < threshold ? value : T(0);
 }
+namespace {
+// Line `line`'s coordinates (c1, c2, c3) and the row, hence the example, it belongs to.
+struct ExampleLine {
+  uint64_t example, c1, c2, c3;
+};
+ExampleLine example_line(const int64_t* examples, const philox::ExampleLayout& l, uint64_t line) {
+  const uint64_t lines_per_row = l.d[0] * l.d[1] * l.d[2];
+  const uint64_t row = line / lines_per_row, rest = line % lines_per_row;
+  return {uint64_t(examples[row]), rest / (l.d[2] * l.d[1]), rest / l.d[2] % l.d[1], rest % l.d[2]};
+}
+}  // namespace
+
 template <typename T>
 void fill_bernoulli_example_line_at(T* out, uint64_t key, const int64_t* examples,
                                     const philox::ExampleLayout& l, uint64_t line,
                                     uint64_t threshold, T value) {
-  const uint64_t lines_per_row = l.d[0] * l.d[1] * l.d[2];
-  const uint64_t row = line / lines_per_row, rest = line % lines_per_row;
-  const uint64_t c3 = rest % l.d[2], c2 = rest / l.d[2] % l.d[1], c1 = rest / (l.d[2] * l.d[1]);
-  fill_bernoulli_example_line(out, key, uint64_t(examples[row]), c1, c2, c3, l.d[3], threshold,
-                              value);
+  const ExampleLine e = example_line(examples, l, line);
+  fill_bernoulli_example_line(out, key, e.example, e.c1, e.c2, e.c3, l.d[3], threshold, value);
 }
+
+namespace {
+// Short lines' blocks gathered a few hundred at a time (on the stack) for the AVX-512 fill; the
+// last few, under a vector's sixteen, drawn one by one.
+bool fill_short_example_lines(float* out, uint64_t key, const int64_t* examples,
+                              const philox::ExampleLayout& l, uint64_t first_line, int64_t lines,
+                              uint64_t threshold, float value) {
+  static const bool available = bernoulli_avx512_available();
+  const uint64_t width = l.d[3], per_line = (width + 3) / 4;
+  if (!available || per_line >= 16) return false;
+  constexpr int64_t kBatch = 256;
+  PhiloxBlockAt blocks[kBatch];
+  int64_t n = 0;
+  auto draw = [&](bool last) {
+    const int64_t done = fill_bernoulli_blocks_avx512(blocks, n, key, threshold, value);
+    if (last)
+      for (int64_t i = done; i < n; ++i) {
+        const philox::Block w = philox::generate(key, blocks[i].counter, blocks[i].high);
+        for (int j = 0; j < blocks[i].count; ++j)
+          blocks[i].out[j] = w.v[j] < threshold ? value : 0.0f;
+      }
+    else
+      std::copy(blocks + done, blocks + n, blocks);
+    n -= last ? n : done;
+  };
+  for (int64_t i = 0; i < lines; ++i) {
+    const ExampleLine e = example_line(examples, l, first_line + uint64_t(i));
+    const uint64_t first = philox::example_position(e.c1, e.c2, e.c3, 0);
+    for (uint64_t k = 0; k < per_line; ++k) {
+      blocks[n++] = {first + k, e.example, out + i * int64_t(width) + int64_t(4 * k),
+                     int(std::min<uint64_t>(4, width - 4 * k))};
+      if (n == kBatch) draw(false);
+    }
+  }
+  draw(true);
+  return true;
+}
+template <typename T>
+bool fill_short_example_lines(T*, uint64_t, const int64_t*, const philox::ExampleLayout&, uint64_t,
+                              int64_t, uint64_t, T) {
+  return false;
+}
+}  // namespace
+
+template <typename T>
+void fill_bernoulli_example_lines(T* out, uint64_t key, const int64_t* examples,
+                                  const philox::ExampleLayout& l, uint64_t first_line,
+                                  int64_t lines, uint64_t threshold, T value) {
+  if (fill_short_example_lines(out, key, examples, l, first_line, lines, threshold, value)) return;
+  for (int64_t i = 0; i < lines; ++i)
+    fill_bernoulli_example_line_at(out + i * int64_t(l.d[3]), key, examples, l,
+                                   first_line + uint64_t(i), threshold, value);
+}
+template void fill_bernoulli_example_lines<float>(float*, uint64_t, const int64_t*,
+                                                  const philox::ExampleLayout&, uint64_t, int64_t,
+                                                  uint64_t, float);
+template void fill_bernoulli_example_lines<double>(double*, uint64_t, const int64_t*,
+                                                   const philox::ExampleLayout&, uint64_t, int64_t,
+                                                   uint64_t, double);
 template void fill_bernoulli_example_line_at<float>(float*, uint64_t, const int64_t*,
                                                     const philox::ExampleLayout&, uint64_t,
                                                     uint64_t, float);

@@ -2,6 +2,7 @@
 // element's coordinates, not on its row, its batch's other examples or the padded sizes.
 #include <boost/test/unit_test.hpp>
 
+#include "engine/cpu/bernoulli_range.h"
 #include "engine/example_draws.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
@@ -92,6 +93,37 @@ BOOST_AUTO_TEST_CASE(the_fill_is_example_bernoulli_element_by_element_on_any_thr
                    boost::test_tools::tolerance(0.05));
       }
   set_num_threads(saved);
+}
+
+// Several short lines at a time (the fused attention's rows of weights): the blocks of lines 1 to
+// 70 elements wide gathered sixteen to a vector, partial last blocks, more blocks than one
+// gathering holds (256), lines starting mid-tensor; keep probabilities 0.7 and 1 (every word
+// below the threshold); element by element against philox::example_bernoulli.
+BOOST_AUTO_TEST_CASE(short_lines_drawn_together_are_example_bernoulli_element_by_element) {
+  const uint64_t key = philox::call_key(7, 3);
+  const std::vector<int64_t> ids{9, (int64_t(1) << 40) + 3, 4};
+  for (double keep : {0.7, 1.0})
+    for (int64_t width : {1, 3, 4, 5, 20, 33, 63, 64, 70}) {
+      const uint64_t threshold = philox::bernoulli_threshold(keep);
+      const Shape shape{3, 4, 37, width};  // 148 lines a row
+      const philox::ExampleLayout l = example_layout(shape, ids.size(), "test");
+      const uint64_t first_line = 5;
+      const int64_t lines = 3 * 4 * 37 - 5 - 2;
+      std::vector<float> got(size_t(lines * width), -1.0f);
+      cpu::fill_bernoulli_example_lines(got.data(), key, ids.data(), l, first_line, lines,
+                                        threshold, 2.5f);
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < lines * width; ++i) {
+        const uint64_t e = first_line * uint64_t(width) + uint64_t(i);
+        const uint64_t c4 = e % l.d[3], c3 = e / l.d[3] % l.d[2],
+                       c2 = e / (l.d[3] * l.d[2]) % l.d[1],
+                       c1 = e / (l.d[3] * l.d[2] * l.d[1]) % l.d[0], b = e / l.row();
+        const bool draw =
+            philox::example_bernoulli(key, uint64_t(ids[b]), c1, c2, c3, c4, threshold);
+        wrong += got[size_t(i)] != (draw ? 2.5f : 0.0f);
+      }
+      BOOST_TEST(wrong == 0, "width " << width << ", keep " << keep);
+    }
 }
 
 BOOST_AUTO_TEST_CASE(a_tensor_that_does_not_fit_the_counters_is_refused_by_name) {
