@@ -529,17 +529,18 @@ Shape weights_shape(const AttentionProblem& a) {
   return shape;
 }
 
-// Whether dropout by example can draw the weights: int64 ids on this device, one per row of
-// the first leading dim, and at most four dims after it, each below 2^16 (example_layout's terms,
-// asked without its error).
+// Whether dropout by example can draw the weights: int64 ids on this device, and weights whose
+// layout example_layout accepts (its error, here a refusal: the composed attention's dropout()
+// then reports it by name).
 bool fits_example_draws(const AttentionProblem& a) {
   const Tensor& ids = a.dropout.examples;
-  if (ids.dtype() != DType::i64 || ids.device() != a.q.device() || a.q.dim() < 3) return false;
-  const Shape shape = weights_shape(a);
-  if (shape[0] != ids.numel() || int(shape.size()) - 1 > philox::kExampleTrailingDims) return false;
-  for (size_t j = 1; j < shape.size(); ++j)
-    if (shape[j] >= philox::kExampleDimLimit) return false;
-  return true;
+  if (ids.dtype() != DType::i64 || ids.device() != a.q.device()) return false;
+  try {
+    example_layout(weights_shape(a), size_t(ids.numel()), "efficient_attention");
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 Tiling tiling_of(const AttentionProblem& a) {

@@ -124,20 +124,16 @@ bool fill_short_example_lines(float* out, uint64_t key, const int64_t* examples,
   static const bool available = bernoulli_avx512_available();
   const uint64_t width = l.d[3], per_line = (width + 3) / 4;
   if (!available || per_line >= 16) return false;
-  constexpr int64_t kBatch = 256;
+  constexpr int64_t kBatch = 256;  // a multiple of 16: a full batch is drawn whole
   PhiloxBlockAt blocks[kBatch];
   int64_t n = 0;
-  auto draw = [&](bool last) {
-    const int64_t done = fill_bernoulli_blocks_avx512(blocks, n, key, threshold, value);
-    if (last)
-      for (int64_t i = done; i < n; ++i) {
-        const philox::Block w = philox::generate(key, blocks[i].counter, blocks[i].high);
-        for (int j = 0; j < blocks[i].count; ++j)
-          blocks[i].out[j] = w.v[j] < threshold ? value : 0.0f;
-      }
-    else
-      std::copy(blocks + done, blocks + n, blocks);
-    n -= last ? n : done;
+  auto draw = [&] {
+    for (int64_t i = fill_bernoulli_blocks_avx512(blocks, n, key, threshold, value); i < n; ++i) {
+      const philox::Block w = philox::generate(key, blocks[i].counter, blocks[i].high);
+      for (int j = 0; j < blocks[i].count; ++j)
+        blocks[i].out[j] = w.v[j] < threshold ? value : 0.0f;
+    }
+    n = 0;
   };
   for (int64_t i = 0; i < lines; ++i) {
     const ExampleLine e = example_line(examples, l, first_line + uint64_t(i));
@@ -145,10 +141,10 @@ bool fill_short_example_lines(float* out, uint64_t key, const int64_t* examples,
     for (uint64_t k = 0; k < per_line; ++k) {
       blocks[n++] = {first + k, e.example, out + i * int64_t(width) + int64_t(4 * k),
                      int(std::min<uint64_t>(4, width - 4 * k))};
-      if (n == kBatch) draw(false);
+      if (n == kBatch) draw();
     }
   }
-  draw(true);
+  draw();
   return true;
 }
 template <typename T>

@@ -9,6 +9,18 @@
 
 using namespace qkv;
 
+namespace {
+// Element e of a row-major tensor of layout l, row b holding example ids[b]: drawn or not, by
+// philox::example_bernoulli on its coordinates.
+template <typename Id>
+bool drawn_at(uint64_t key, const std::vector<Id>& ids, const philox::ExampleLayout& l, uint64_t e,
+              uint64_t threshold) {
+  const uint64_t c4 = e % l.d[3], c3 = e / l.d[3] % l.d[2], c2 = e / (l.d[3] * l.d[2]) % l.d[1],
+                 c1 = e / (l.d[3] * l.d[2] * l.d[1]) % l.d[0], b = e / l.row();
+  return philox::example_bernoulli(key, uint64_t(ids[b]), c1, c2, c3, c4, threshold);
+}
+}  // namespace
+
 BOOST_AUTO_TEST_SUITE(example_draws)
 
 namespace {
@@ -80,10 +92,7 @@ BOOST_AUTO_TEST_CASE(the_fill_is_example_bernoulli_element_by_element_on_any_thr
         const philox::ExampleLayout l = example_layout(shape, ids.size(), "test");
         int64_t wrong = 0, ones_drawn = 0;
         for (uint64_t i = 0; i < got.size(); ++i) {
-          const uint64_t c4 = i % l.d[3], c3 = i / l.d[3] % l.d[2],
-                         c2 = i / (l.d[3] * l.d[2]) % l.d[1],
-                         c1 = i / (l.d[3] * l.d[2] * l.d[1]) % l.d[0], b = i / l.row();
-          const bool draw = philox::example_bernoulli(key, ids[b], c1, c2, c3, c4, threshold);
+          const bool draw = drawn_at(key, ids, l, i, threshold);
           wrong += got[i] != (draw ? kept : 0.0);
           ones_drawn += draw;
         }
@@ -114,12 +123,8 @@ BOOST_AUTO_TEST_CASE(short_lines_drawn_together_are_example_bernoulli_element_by
                                         threshold, 2.5f);
       int64_t wrong = 0;
       for (int64_t i = 0; i < lines * width; ++i) {
-        const uint64_t e = first_line * uint64_t(width) + uint64_t(i);
-        const uint64_t c4 = e % l.d[3], c3 = e / l.d[3] % l.d[2],
-                       c2 = e / (l.d[3] * l.d[2]) % l.d[1],
-                       c1 = e / (l.d[3] * l.d[2] * l.d[1]) % l.d[0], b = e / l.row();
         const bool draw =
-            philox::example_bernoulli(key, uint64_t(ids[b]), c1, c2, c3, c4, threshold);
+            drawn_at(key, ids, l, first_line * uint64_t(width) + uint64_t(i), threshold);
         wrong += got[size_t(i)] != (draw ? 2.5f : 0.0f);
       }
       BOOST_TEST(wrong == 0, "width " << width << ", keep " << keep);
