@@ -54,6 +54,34 @@ BOOST_AUTO_TEST_CASE(shared_subexpression_sums_its_gradients) {
   check_values(x.grad(), {2 * 3 + 4 * 27});
 }
 
+// The sweep adds a node's gradients in place when it alone holds the sum (engine/autograd.cpp).
+// add's rule hands one gradient tensor to both its inputs, and reshape's rule a view of it, so
+// a and b below may start from the same tensor or the same memory: adding a's second gradient
+// into it in place would add it to b's too. For each order of the terms, dx against the sum by
+// hand: loss = sum(c1 (a + b) + c2 a + c3 b), a = 3x, b = 5x.
+BOOST_AUTO_TEST_CASE(a_gradient_handed_to_two_inputs_is_summed_apart) {
+  const std::vector<double> c1 = {0.5, -1.5, 2.0}, c2 = {1.25, 0.75, -3.0}, c3 = {-2.5, 4.0, 1.0};
+  const TensorOptions f64 = TensorOptions{}.with(DType::f64);
+  std::vector<double> expected;
+  for (size_t i = 0; i < c1.size(); ++i)
+    expected.push_back(3 * (c1[i] + c2[i]) + 5 * (c1[i] + c3[i]));
+  for (bool through_views : {false, true})
+    for (int order = 0; order < 3; ++order) {
+      Tensor x = tensor({0.1, 0.2, 0.3}, {3}, f64).requires_grad_();
+      Tensor a = mul(x, 3.0), b = mul(x, 5.0);
+      Tensor s =
+          through_views ? reshape(add(reshape(a, {3, 1}), reshape(b, {3, 1})), {3}) : add(a, b);
+      Tensor t1 = mul(s, tensor(c1, {3}, f64)), t2 = mul(a, tensor(c2, {3}, f64)),
+             t3 = mul(b, tensor(c3, {3}, f64));
+      Tensor loss = order == 0   ? sum(add(add(t1, t2), t3))
+                    : order == 1 ? sum(add(t2, add(t3, t1)))
+                                 : sum(add(add(t3, t1), t2));
+      loss.backward();
+      BOOST_TEST_CONTEXT("through views " << through_views << ", order " << order)
+      check_values(x.grad(), expected, 1e-12);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(second_backward_needs_retain_graph) {
   Tensor x = tensor({2.0}).requires_grad_();
   Tensor y = sum(exp(x));
