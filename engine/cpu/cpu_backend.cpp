@@ -2,13 +2,11 @@
 // backends by device kind.
 #include "engine/cpu/cpu_backend.h"
 
-#include <sys/mman.h>
-
 #include <array>
-#include <cstdlib>
 
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/gemm_bf16.h"
+#include "engine/cpu/host_memory.h"
 #include "engine/device_loader.h"
 #include "engine/dispatch.h"
 
@@ -17,18 +15,11 @@ namespace qkv {
 namespace cpu {
 
 namespace {
-// Host memory behind the caching allocator: 64-byte aligned (a cache line, an AVX-512 register);
-// blocks of 2 MiB and more are aligned to 2 MiB and backed by transparent huge pages, so a
-// large activation costs one page fault per 2 MiB instead of 512.
+// The caching allocator's raw memory (engine/cpu/host_memory.h): never destroyed, as the backend.
 CachingAllocator::RawMemory host_memory() {
-  constexpr size_t kHugePage = size_t(2) << 20;
-  return {[](size_t bytes) -> void* {
-            bool huge = bytes >= kHugePage;
-            void* ptr = std::aligned_alloc(huge ? kHugePage : 64, bytes);
-            if (ptr && huge) madvise(ptr, bytes, MADV_HUGEPAGE);
-            return ptr;
-          },
-          [](void* ptr) { std::free(ptr); }};
+  static HostMemory* memory = new HostMemory();
+  return {[](size_t bytes) { return memory->allocate(bytes); },
+          [](void* ptr) { memory->free(ptr); }};
 }
 }  // namespace
 
