@@ -47,6 +47,12 @@ struct GemmMicrokernel {
   void (*run_a_transposed_in_place_prefetching_b)(int64_t kc, const T* a, int64_t lda, const T* b,
                                                   int64_t ldb, T* c, int64_t ldc, T alpha, T beta,
                                                   int rows, int cols) = nullptr;
+  // Like run_a_in_place, finishing the tile as it stores it: C = max(alpha A B + beta C + bias, 0)
+  // with bias (cols values) when not null and the max when relu; for a product whose depth is
+  // one block, instead of a pass over the stored tile. nullptr when the kernel has none.
+  void (*run_a_in_place_finishing)(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb,
+                                   T* c, int64_t ldc, T alpha, T beta, int rows, int cols,
+                                   const T* bias, bool relu) = nullptr;
 };
 
 // Each returns nullptr when this CPU cannot run that kernel.

@@ -10,6 +10,13 @@
 // every build and only called after cpuid says the CPU has AVX-512.
 #include <immintrin.h>
 
+// GCC 12's AVX-512 max intrinsics pass a self-initialized "undefined" vector as their unused
+// merge operand, which -Wmaybe-uninitialized reports wherever they are inlined (GCC bug 105593,
+// fixed in GCC 13); nothing here reads an uninitialized value.
+#if !defined(__clang__)  // a GCC-only warning; clang would warn about the unknown name
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 #include <array>
 #include <utility>
 
@@ -40,6 +47,7 @@ struct Zmm<float> {
   QKV_AVX512_INLINE static Vec broadcast(float x) { return _mm512_set1_ps(x); }
   QKV_AVX512_INLINE static Vec mul(Vec x, Vec y) { return _mm512_mul_ps(x, y); }
   QKV_AVX512_INLINE static Vec fma(Vec x, Vec y, Vec z) { return _mm512_fmadd_ps(x, y, z); }
+  QKV_AVX512_INLINE static Vec max(Vec x, Vec y) { return _mm512_max_ps(x, y); }
 };
 
 template <>
@@ -57,6 +65,7 @@ struct Zmm<double> {
   QKV_AVX512_INLINE static Vec broadcast(double x) { return _mm512_set1_pd(x); }
   QKV_AVX512_INLINE static Vec mul(Vec x, Vec y) { return _mm512_mul_pd(x, y); }
   QKV_AVX512_INLINE static Vec fma(Vec x, Vec y, Vec z) { return _mm512_fmadd_pd(x, y, z); }
+  QKV_AVX512_INLINE static Vec max(Vec x, Vec y) { return _mm512_max_pd(x, y); }
 };
 
 // Lanes [0, count) of a vector, count clamped to [0, 16].
@@ -71,9 +80,13 @@ QKV_AVX512_INLINE __mmask16 first_lanes(int count) {
 // column tiles, op(A) = A^T read in place; or, with kAInPlace, row-major as stored (a[i * lda +
 // p]). kPrefetchB > 0 prefetches B's row that many depth steps ahead (both lines of a 32-float
 // row).
+//
+// With `bias` (cols values) and `relu`, the tile is finished as it is stored: C = max(alpha A B +
+// beta C + bias, 0), the epilogue (gemm.h) of a product whose depth is one block.
 template <typename T, int MR, int R, int NV, bool kAInPlace, int kPrefetchB = 0>
 QKV_AVX512 void avx512_tile(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-                            int64_t ldc, T alpha, T beta, int cols) {
+                            int64_t ldc, T alpha, T beta, int cols, const T* bias = nullptr,
+                            bool relu = false) {
   using V = Zmm<T>;
   constexpr int W = V::width;
   typename V::Vec acc[R][NV];
@@ -103,6 +116,22 @@ QKV_AVX512 void avx512_tile(int64_t kc, const T* a, int64_t lda, const T* b, int
 #pragma GCC unroll 4
   for (int j = 0; j < NV; ++j) mask[j] = first_lanes(cols - j * W);
   const typename V::Vec va = V::broadcast(alpha);
+  if (bias || relu) {
+    typename V::Vec bv[NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) bv[j] = bias ? V::load(bias + j * W, mask[j]) : V::zero();
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) {
+        T* cij = c + i * ldc + j * W;
+        typename V::Vec v = V::fma(va, acc[i][j], bv[j]);
+        if (beta != T(0)) v = V::fma(V::broadcast(beta), V::load(cij, mask[j]), v);
+        if (relu) v = V::max(V::zero(), v);  // max(0, NaN) is NaN, as relu() leaves it
+        V::store(cij, mask[j], v);
+      }
+    return;
+  }
   if (beta == T(0)) {  // C is write-only: it may hold NaN
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i)
@@ -123,7 +152,8 @@ QKV_AVX512 void avx512_tile(int64_t kc, const T* a, int64_t lda, const T* b, int
 // One instantiation per row count, indexed by rows - 1.
 template <typename T, int MR, int NV, bool kAInPlace, int kPrefetchB, int... R>
 constexpr auto tile_table(std::integer_sequence<int, R...>) {
-  using Tile = void (*)(int64_t, const T*, int64_t, const T*, int64_t, T*, int64_t, T, T, int);
+  using Tile = void (*)(int64_t, const T*, int64_t, const T*, int64_t, T*, int64_t, T, T, int,
+                        const T*, bool);
   return std::array<Tile, MR>{avx512_tile<T, MR, R + 1, NV, kAInPlace, kPrefetchB>...};
 }
 
@@ -138,7 +168,7 @@ void avx512_kernel_a_transposed_in_place(int64_t kc, const T* a, int64_t lda, co
                                          int cols) {
   static constexpr auto tiles =
       tile_table<T, MR, NV, false, kPrefetchB>(std::make_integer_sequence<int, MR>());
-  tiles[rows - 1](kc, a, lda, b, ldb, c, ldc, alpha, beta, cols);
+  tiles[rows - 1](kc, a, lda, b, ldb, c, ldc, alpha, beta, cols, nullptr, false);
 }
 
 template <typename T, int MR, int NV>
@@ -153,7 +183,16 @@ void avx512_kernel_a_in_place(int64_t kc, const T* a, int64_t lda, const T* b, i
                               int64_t ldc, T alpha, T beta, int rows, int cols) {
   static constexpr auto tiles =
       tile_table<T, MR, NV, true, 0>(std::make_integer_sequence<int, MR>());
-  tiles[rows - 1](kc, a, lda, b, ldb, c, ldc, alpha, beta, cols);
+  tiles[rows - 1](kc, a, lda, b, ldb, c, ldc, alpha, beta, cols, nullptr, false);
+}
+
+template <typename T, int MR, int NV>
+void avx512_kernel_a_in_place_finishing(int64_t kc, const T* a, int64_t lda, const T* b,
+                                        int64_t ldb, T* c, int64_t ldc, T alpha, T beta, int rows,
+                                        int cols, const T* bias, bool relu) {
+  static constexpr auto tiles =
+      tile_table<T, MR, NV, true, 0>(std::make_integer_sequence<int, MR>());
+  tiles[rows - 1](kc, a, lda, b, ldb, c, ldc, alpha, beta, cols, bias, relu);
 }
 
 bool cpu_has_avx512() { return __builtin_cpu_supports("avx512f"); }
@@ -173,7 +212,8 @@ const GemmMicrokernel<float>* gemm_kernel_avx512<float>() {
       pack_transposed_avx512<float>,
       avx512_kernel_a_in_place<float, 12, 2>,
       avx512_kernel_a_transposed_in_place<float, 12, 2>,
-      avx512_kernel_a_transposed_in_place<float, 12, 2, kPrefetchDistance>};
+      avx512_kernel_a_transposed_in_place<float, 12, 2, kPrefetchDistance>,
+      avx512_kernel_a_in_place_finishing<float, 12, 2>};
   return cpu_has_avx512() ? &k : nullptr;
 }
 
@@ -190,7 +230,8 @@ const GemmMicrokernel<double>* gemm_kernel_avx512<double>() {
       pack_transposed_avx512<double>,
       avx512_kernel_a_in_place<double, 12, 2>,
       avx512_kernel_a_transposed_in_place<double, 12, 2>,
-      avx512_kernel_a_transposed_in_place<double, 12, 2, kPrefetchDistance>};
+      avx512_kernel_a_transposed_in_place<double, 12, 2, kPrefetchDistance>,
+      avx512_kernel_a_in_place_finishing<double, 12, 2>};
   return cpu_has_avx512() ? &k : nullptr;
 }
 

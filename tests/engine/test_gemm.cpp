@@ -251,6 +251,29 @@ BOOST_AUTO_TEST_CASE(the_epilogue_adds_the_bias_once_and_rectifies_the_sum) {
   check_all_kernels<float>(cases);
 }
 
+// The ReLU of the epilogue leaves a NaN sum NaN, as relu() does (max(x, 0) instructions return
+// their second operand when either is NaN: the order matters), in the kernel that finishes the
+// tile as it stores it and in the pass after it (k over one depth block, and over several).
+BOOST_AUTO_TEST_CASE(the_epilogue_relu_keeps_a_nan_sum_nan) {
+  for (int64_t k : {8, 1000}) {
+    const int64_t m = 30, n = 40;
+    std::vector<float> a(size_t(m * k), 0.5f), b(size_t(k * n), -0.25f), bias(size_t(n), 1.0f);
+    a[size_t(2 * k + 3)] = std::numeric_limits<float>::quiet_NaN();  // row 2's sums are NaN
+    std::vector<float> c(size_t(m * n), 7.0f);
+    qkv::cpu::gemm<float>(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n,
+                          qkv::cpu::GemmEpilogue<float>{bias.data(), true});
+    const float others = std::max(0.0f, 1.0f - 0.125f * float(k));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        BOOST_TEST_CONTEXT("k " << k << ", C[" << i << ", " << j << "]")
+        if (i == 2)
+          BOOST_TEST(std::isnan(c[size_t(i * n + j)]));
+        else
+          BOOST_TEST(c[size_t(i * n + j)] == others, boost::test_tools::tolerance(1e-5f));
+      }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(broadcast_and_irrelevant_leading_dimensions) {
   std::vector<Case> cases;
   for (bool ta : {false, true})
