@@ -53,6 +53,9 @@ struct GemmMicrokernel {
   void (*run_a_in_place_finishing)(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb,
                                    T* c, int64_t ldc, T alpha, T beta, int rows, int cols,
                                    const T* bias, bool relu) = nullptr;
+  // Like run (packed panels), finishing the tile as run_a_in_place_finishing does.
+  void (*run_finishing)(int64_t kc, const T* a, const T* b, int64_t ldb, T* c, int64_t ldc, T alpha,
+                        T beta, int rows, int cols, const T* bias, bool relu) = nullptr;
 };
 
 // Each returns nullptr when this CPU cannot run that kernel.

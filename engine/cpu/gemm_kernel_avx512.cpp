@@ -187,6 +187,14 @@ void avx512_kernel_a_in_place(int64_t kc, const T* a, int64_t lda, const T* b, i
 }
 
 template <typename T, int MR, int NV>
+void avx512_kernel_finishing(int64_t kc, const T* a, const T* b, int64_t ldb, T* c, int64_t ldc,
+                             T alpha, T beta, int rows, int cols, const T* bias, bool relu) {
+  static constexpr auto tiles =
+      tile_table<T, MR, NV, false, 0>(std::make_integer_sequence<int, MR>());
+  tiles[rows - 1](kc, a, MR, b, ldb, c, ldc, alpha, beta, cols, bias, relu);
+}
+
+template <typename T, int MR, int NV>
 void avx512_kernel_a_in_place_finishing(int64_t kc, const T* a, int64_t lda, const T* b,
                                         int64_t ldb, T* c, int64_t ldc, T alpha, T beta, int rows,
                                         int cols, const T* bias, bool relu) {
@@ -213,7 +221,8 @@ const GemmMicrokernel<float>* gemm_kernel_avx512<float>() {
       avx512_kernel_a_in_place<float, 12, 2>,
       avx512_kernel_a_transposed_in_place<float, 12, 2>,
       avx512_kernel_a_transposed_in_place<float, 12, 2, kPrefetchDistance>,
-      avx512_kernel_a_in_place_finishing<float, 12, 2>};
+      avx512_kernel_a_in_place_finishing<float, 12, 2>,
+      avx512_kernel_finishing<float, 12, 2>};
   return cpu_has_avx512() ? &k : nullptr;
 }
 
@@ -231,7 +240,8 @@ const GemmMicrokernel<double>* gemm_kernel_avx512<double>() {
       avx512_kernel_a_in_place<double, 12, 2>,
       avx512_kernel_a_transposed_in_place<double, 12, 2>,
       avx512_kernel_a_transposed_in_place<double, 12, 2, kPrefetchDistance>,
-      avx512_kernel_a_in_place_finishing<double, 12, 2>};
+      avx512_kernel_a_in_place_finishing<double, 12, 2>,
+      avx512_kernel_finishing<double, 12, 2>};
   return cpu_has_avx512() ? &k : nullptr;
 }
 

@@ -59,8 +59,10 @@ void gemm_packed(const GemmMicrokernel<T>& kernel, bool trans_a, bool trans_b, i
 
   // The epilogue in the kernel's stores when it can, and the whole depth is one block: else a
   // pass over each stored tile (finish_tile), reading back what the kernel has just written.
-  const bool finish_in_kernel = a_in_place && kernel.run_a_in_place_finishing && k <= kernel.kc &&
-                                (epilogue.bias || epilogue.relu);
+  const bool finish_in_kernel =
+      k <= kernel.kc && (epilogue.bias || epilogue.relu) &&
+      (a_in_place ? kernel.run_a_in_place_finishing != nullptr
+                  : !a_transposed_in_place && kernel.run_finishing != nullptr);
 
   thread_local ScratchBuffer a_scratch, b_scratch;
   const int64_t kc_max = std::min(kernel.kc, k);
@@ -94,10 +96,14 @@ void gemm_packed(const GemmMicrokernel<T>& kernel, bool trans_a, bool trans_b, i
             const int64_t cols = std::min<int64_t>(nr, nc - jr);
             T* c_tile = c + (i0 + ir) * ldc + j0 + jr;
             if (finish_in_kernel) {
-              kernel.run_a_in_place_finishing(
-                  kc, a + (i0 + ir) * lda + p0, lda, b_panel, in_place ? ldb : nr, c_tile, ldc,
-                  alpha, beta_block, int(rows), int(cols),
-                  epilogue.bias ? epilogue.bias + j0 + jr : nullptr, epilogue.relu);
+              const T* bias = epilogue.bias ? epilogue.bias + j0 + jr : nullptr;
+              if (a_in_place)
+                kernel.run_a_in_place_finishing(kc, a + (i0 + ir) * lda + p0, lda, b_panel,
+                                                in_place ? ldb : nr, c_tile, ldc, alpha, beta_block,
+                                                int(rows), int(cols), bias, epilogue.relu);
+              else
+                kernel.run_finishing(kc, a_panel, b_panel, in_place ? ldb : nr, c_tile, ldc, alpha,
+                                     beta_block, int(rows), int(cols), bias, epilogue.relu);
               continue;
             }
             if (a_in_place)

@@ -237,6 +237,13 @@ BOOST_AUTO_TEST_CASE(the_epilogue_adds_the_bias_once_and_rectifies_the_sum) {
       Case threaded{ta, tb, 301, 67, 150};
       threaded.bias = true;
       cases.push_back(threaded);
+      // A too large and C too wide to read A in place: packed panels, one depth block, so the
+      // kernel finishes the tiles itself (run_finishing). Large: once per B layout.
+      if (!ta) {
+        Case packed{ta, tb, 700, 260, 100};
+        packed.bias = packed.relu = true;
+        cases.push_back(packed);
+      }
       for (Case relu : {deep, few, empty, threaded}) {
         relu.relu = true;
         cases.push_back(relu);
