@@ -322,20 +322,28 @@ void draw_kept_words(const Tiling& p, int64_t n0, int64_t n1, std::vector<float>
 }
 
 // Asks for the cache lines of problem n's `rows` rows of `width` floats in a view, for reading
-// (write = 0) or writing (1). The small path reads each problem's rows in place, short runs
+// (kWrite = 0) or writing (1). The small path reads each problem's rows in place, short runs
 // (d = 32 floats: two lines) far apart (H d floats) in tensors the projections wrote long before,
 // mostly in memory: a pattern the hardware prefetchers follow late, so each problem would wait for
 // its operands. Asked for one problem ahead, they arrive while the previous one computes.
-void prefetch_problem(const RowsView& view, int64_t n, int64_t rows, int64_t width, int write) {
+template <int kWrite>
+void prefetch_problem(const RowsView& view, int64_t n, int64_t rows, int64_t width) {
   const float* first = view.tensor.data<float>() + view.base[size_t(n)];
   for (int64_t r = 0; r < rows; ++r) {
     const char* begin = reinterpret_cast<const char*>(first + r * view.ld);
     const char* end = reinterpret_cast<const char*>(first + r * view.ld + width);
-    for (const char* line = begin; line < end; line += 64)
-      write ? __builtin_prefetch(line, 1, 3) : __builtin_prefetch(line, 0, 3);
+    for (const char* line = begin; line < end; line += 64) __builtin_prefetch(line, kWrite, 3);
     if ((reinterpret_cast<uintptr_t>(begin) & 63) != 0)  // a run from mid-line ends a line later
-      write ? __builtin_prefetch(end - 1, 1, 3) : __builtin_prefetch(end - 1, 0, 3);
+      __builtin_prefetch(end - 1, kWrite, 3);
   }
+}
+
+// Problem n's q, k and v, which both passes read.
+void prefetch_inputs(const Tiling& p, const RowsView& qv, const RowsView& kv, const RowsView& vv,
+                     int64_t n) {
+  prefetch_problem<0>(qv, n, p.T, p.d);
+  prefetch_problem<0>(kv, n, p.S, p.d);
+  prefetch_problem<0>(vv, n, p.S, p.dv);
 }
 
 // The forward on the small-problem path: one problem per item, its visible keys made first, its
@@ -359,10 +367,8 @@ void small_forward(const Tiling& p, const RowsView& qv, const RowsView& kv, cons
         const Rows<const float> q(qv, n), k(kv, n), v(vv, n);
         const Rows<float> out(ov, n);
         if (n + 1 < end) {  // the next problem's operands, while this one computes
-          prefetch_problem(qv, n + 1, T, p.d, 0);
-          prefetch_problem(kv, n + 1, S, p.d, 0);
-          prefetch_problem(vv, n + 1, S, p.dv, 0);
-          prefetch_problem(ov, n + 1, T, p.dv, 1);
+          prefetch_inputs(p, qv, kv, vv, n + 1);
+          prefetch_problem<1>(ov, n + 1, T, p.dv);
         }
         visible_keys(p, n, visible.data());
         const cpu::SmallAttention a =
@@ -396,14 +402,12 @@ void small_backward(const Tiling& p, const RowsView& qv, const RowsView& kv, con
         const Rows<const float> q(qv, n), k(kv, n), v(vv, n), out(ov, n), gout(gov, n);
         const Rows<float> gq(gqv, n), gk(gkv, n), gv(gvv, n);
         if (n + 1 < end) {  // the next problem's operands, while this one computes
-          prefetch_problem(qv, n + 1, T, p.d, 0);
-          prefetch_problem(kv, n + 1, S, p.d, 0);
-          prefetch_problem(vv, n + 1, S, p.dv, 0);
-          prefetch_problem(ov, n + 1, T, p.dv, 0);
-          prefetch_problem(gov, n + 1, T, p.dv, 0);
-          prefetch_problem(gqv, n + 1, T, p.d, 1);
-          prefetch_problem(gkv, n + 1, S, p.d, 1);
-          prefetch_problem(gvv, n + 1, S, p.dv, 1);
+          prefetch_inputs(p, qv, kv, vv, n + 1);
+          prefetch_problem<0>(ov, n + 1, T, p.dv);
+          prefetch_problem<0>(gov, n + 1, T, p.dv);
+          prefetch_problem<1>(gqv, n + 1, T, p.d);
+          prefetch_problem<1>(gkv, n + 1, S, p.d);
+          prefetch_problem<1>(gvv, n + 1, S, p.dv);
         }
         if (!weights) visible_keys(p, n, visible.data());
         const cpu::SmallAttention a =

@@ -85,8 +85,7 @@ QKV_AVX512_INLINE __mmask16 first_lanes(int count) {
 // beta C + bias, 0), the epilogue (gemm.h) of a product whose depth is one block.
 template <typename T, int MR, int R, int NV, bool kAInPlace, int kPrefetchB = 0>
 QKV_AVX512 void avx512_tile(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-                            int64_t ldc, T alpha, T beta, int cols, const T* bias = nullptr,
-                            bool relu = false) {
+                            int64_t ldc, T alpha, T beta, int cols, const T* bias, bool relu) {
   using V = Zmm<T>;
   constexpr int W = V::width;
   typename V::Vec acc[R][NV];
@@ -171,21 +170,7 @@ void avx512_kernel_a_transposed_in_place(int64_t kc, const T* a, int64_t lda, co
   tiles[rows - 1](kc, a, lda, b, ldb, c, ldc, alpha, beta, cols, nullptr, false);
 }
 
-template <typename T, int MR, int NV>
-void avx512_kernel(int64_t kc, const T* a, const T* b, int64_t ldb, T* c, int64_t ldc, T alpha,
-                   T beta, int rows, int cols) {
-  avx512_kernel_a_transposed_in_place<T, MR, NV>(kc, a, MR, b, ldb, c, ldc, alpha, beta, rows,
-                                                 cols);
-}
-
-template <typename T, int MR, int NV>
-void avx512_kernel_a_in_place(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-                              int64_t ldc, T alpha, T beta, int rows, int cols) {
-  static constexpr auto tiles =
-      tile_table<T, MR, NV, true, 0>(std::make_integer_sequence<int, MR>());
-  tiles[rows - 1](kc, a, lda, b, ldb, c, ldc, alpha, beta, cols, nullptr, false);
-}
-
+// A packed A panel is op(A) = A^T in place with lda == MR.
 template <typename T, int MR, int NV>
 void avx512_kernel_finishing(int64_t kc, const T* a, const T* b, int64_t ldb, T* c, int64_t ldc,
                              T alpha, T beta, int rows, int cols, const T* bias, bool relu) {
@@ -195,12 +180,26 @@ void avx512_kernel_finishing(int64_t kc, const T* a, const T* b, int64_t ldb, T*
 }
 
 template <typename T, int MR, int NV>
+void avx512_kernel(int64_t kc, const T* a, const T* b, int64_t ldb, T* c, int64_t ldc, T alpha,
+                   T beta, int rows, int cols) {
+  avx512_kernel_finishing<T, MR, NV>(kc, a, b, ldb, c, ldc, alpha, beta, rows, cols, nullptr,
+                                     false);
+}
+
+template <typename T, int MR, int NV>
 void avx512_kernel_a_in_place_finishing(int64_t kc, const T* a, int64_t lda, const T* b,
                                         int64_t ldb, T* c, int64_t ldc, T alpha, T beta, int rows,
                                         int cols, const T* bias, bool relu) {
   static constexpr auto tiles =
       tile_table<T, MR, NV, true, 0>(std::make_integer_sequence<int, MR>());
   tiles[rows - 1](kc, a, lda, b, ldb, c, ldc, alpha, beta, cols, bias, relu);
+}
+
+template <typename T, int MR, int NV>
+void avx512_kernel_a_in_place(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
+                              int64_t ldc, T alpha, T beta, int rows, int cols) {
+  avx512_kernel_a_in_place_finishing<T, MR, NV>(kc, a, lda, b, ldb, c, ldc, alpha, beta, rows, cols,
+                                                nullptr, false);
 }
 
 bool cpu_has_avx512() { return __builtin_cpu_supports("avx512f"); }
