@@ -8,6 +8,7 @@
 #include "engine/cpu/gemm_packed.h"
 #include "engine/cpu/gemm_small_m.h"
 #include "engine/cpu/gemm_threading.h"
+#include "engine/cpu/scratch_buffer.h"
 #include "engine/parallel.h"
 
 namespace qkv::cpu {
@@ -17,6 +18,57 @@ template <typename T>
 void scale_c(int64_t m, int64_t n, T beta, T* c, int64_t ldc) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+}
+
+// A product whose depth dwarfs its result, such as a weight's gradient ([out, rows] x [rows, in]
+// with thousands of rows), is summed as two halves of the depth: C = beta C + alpha (A0 B0) on one
+// thread, P = alpha (A1 B1) on the other, then C += P. Each thread reads only its half of the rows,
+// which the row-split kernels before it left in its own cache; splitting C instead has every
+// thread pack every row, half of them from the other core's cache (docs/CPU_KERNELS.md, "Two
+// cores, two caches"). The halves are summed the same way at any thread count (in turn on one
+// thread, each banded over the threads on more than two), so the result has the same bits.
+bool sums_depth_in_halves(int64_t m, int64_t n, int64_t k) {
+  return k >= kDepthSplitRatio * std::max(m, n) && m * n * k >= kMinParallelMacs;
+}
+
+template <typename T>
+void gemm_depth_halves(const GemmMicrokernel<T>& kernel, bool trans_a, bool trans_b, int64_t m,
+                       int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+                       int64_t ldb, T beta, T* c, int64_t ldc) {
+  thread_local ScratchBuffer scratch;
+  T* partial = static_cast<T*>(scratch.get(size_t(m * n) * sizeof(T)));
+  const int64_t half = (k + 1) / 2;
+  const int64_t a_depth = trans_a ? lda : 1, b_depth = trans_b ? 1 : ldb;  // one step of depth
+  const int64_t a_row = trans_a ? 1 : lda, b_col = trans_b ? ldb : 1;      // a band's corner
+  // Half h of the depth, rows [i0, i1) and columns [j0, j1) of its result.
+  auto run_half = [&](int h, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    const int64_t k0 = h * half, depth = h == 0 ? half : k - half;
+    const T* ah = a + k0 * a_depth + i0 * a_row;
+    const T* bh = b + k0 * b_depth + j0 * b_col;
+    if (h == 0)
+      gemm_packed(kernel, trans_a, trans_b, i1 - i0, j1 - j0, depth, alpha, ah, lda, bh, ldb, beta,
+                  c + i0 * ldc + j0, ldc);
+    else
+      gemm_packed(kernel, trans_a, trans_b, i1 - i0, j1 - j0, depth, alpha, ah, lda, bh, ldb, T(0),
+                  partial + i0 * n + j0, n);
+  };
+  if (gemm_threads(m, n, k) == 2) {
+    parallel_for(0, 2, 1, [&](int64_t h0, int64_t h1) {
+      for (int64_t h = h0; h < h1; ++h) run_half(int(h), 0, m, 0, n);
+    });
+  } else {
+    for (int h = 0; h < 2; ++h)
+      split_into_bands(
+          m, n, half, kernel.mr, kernel.nr,
+          [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) { run_half(h, i0, i1, j0, j1); });
+  }
+  parallel_for(0, m, std::max<int64_t>(1, 4096 / n), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      T* to = c + i * ldc;
+      const T* from = partial + i * n;
+      for (int64_t j = 0; j < n; ++j) to[j] += from[j];
+    }
+  });
 }
 
 }  // namespace
@@ -71,6 +123,9 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
     });
   }
   const GemmMicrokernel<T>& kernel = *gemm_kernels<T>().front();
+  if (!epilogue.bias && !epilogue.relu && sums_depth_in_halves(m, n, k))
+    return gemm_depth_halves(kernel, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                             ldc);
   // Operand strides along a row of op(A) and a column of op(B), to find a band's corner.
   const int64_t a_row = trans_a ? 1 : lda, b_col = trans_b ? ldb : 1;
   split_into_bands(

@@ -14,6 +14,10 @@ namespace qkv::cpu {
 // threshold would be much higher (docs/CPU_KERNELS.md, "How the blocked GEMM is organized").
 constexpr int64_t kMinParallelMacs = int64_t(1) << 19;
 
+// A product whose depth is at least this many times its larger side is summed as two halves of the
+// depth, one per thread on two (gemm.cpp, gemm_depth_halves).
+constexpr int64_t kDepthSplitRatio = 4;
+
 // Threads a product of m x n x k multiply-adds should use: 1 inside a parallel region or below
 // min_parallel_macs, else the pool's size. A faster kernel needs a larger threshold: the cost of
 // waking a thread stays the same while the work it saves shrinks.

@@ -362,4 +362,40 @@ BOOST_AUTO_TEST_CASE(result_does_not_depend_on_thread_count) {
       }
 }
 
+// A product whose depth is at least four times its larger side (a weight's gradient) is summed as
+// two halves of the depth (gemm.cpp, gemm_depth_halves): right against the reference with odd
+// depths, alpha, beta and padding, and the same bits at 1, 2 and 3 threads.
+BOOST_AUTO_TEST_CASE(a_deep_product_sums_two_halves_the_same_way_at_any_thread_count) {
+  ThreadCount restore;
+  std::vector<Case> cases;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      cases.push_back({ta, tb, 40, 128, 1280});
+      cases.push_back({ta, tb, 128, 96, 1281, -0.5, 1, 3, 1, 2});
+      cases.push_back({ta, tb, 33, 70, 2001, 1.5, 0.25});
+    }
+  for (int threads : {1, 2, 3}) {
+    qkv::set_num_threads(threads);
+    check_gemm<float>(cases);
+    check_gemm<double>(cases);
+  }
+  std::mt19937 rng(5);
+  for (const Case& c : cases) {
+    const int64_t lda = ld_for(c.m, c.k, c.ta, c.pad_a), ldb = ld_for(c.k, c.n, c.tb, c.pad_b);
+    const Operand<float> a = random_operand<float>(c.m, c.k, c.ta, lda, rng);
+    const Operand<float> b = random_operand<float>(c.k, c.n, c.tb, ldb, rng);
+    const Operand<float> start = random_operand<float>(c.m, c.n, false, c.n, rng);
+    std::vector<std::vector<float>> results;
+    for (int threads : {1, 2, 3}) {
+      qkv::set_num_threads(threads);
+      std::vector<float> out = start.data;
+      qkv::cpu::gemm<float>(c.ta, c.tb, c.m, c.n, c.k, float(c.alpha), a.data.data(), lda,
+                            b.data.data(), ldb, float(c.beta), out.data(), c.n);
+      results.push_back(out);
+    }
+    BOOST_TEST((results[0] == results[1]), describe(c) << ": 1 and 2 threads differ");
+    BOOST_TEST((results[0] == results[2]), describe(c) << ": 1 and 3 threads differ");
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

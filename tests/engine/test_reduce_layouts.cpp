@@ -65,4 +65,31 @@ BOOST_AUTO_TEST_CASE(amax_amin_sum_over_spatial_dims_and_channels) {
   }
 }
 
+// The column sums of a tall matrix (a bias's gradient) are taken as two halves of the rows
+// (reduce_kernels.cpp, column_sums_in_halves): right against the loops with an odd row count,
+// and the same bits at 1, 2 and 3 threads.
+BOOST_AUTO_TEST_CASE(column_sums_of_a_tall_matrix_are_the_same_at_any_thread_count) {
+  qkv::testing::ThreadCount restore;
+  manual_seed(22);
+  const int64_t shapes[][2] = {{1280, 128}, {2001, 33}, {300, 200}};  // the last one: not tall
+  for (DType dtype : {DType::f32, DType::f64})
+    for (const auto& shape : shapes) {
+      const int64_t rows = shape[0], cols = shape[1];
+      BOOST_TEST_CONTEXT(dtype_name(dtype) << " [" << rows << ", " << cols << "]") {
+        Tensor x = randn({rows, cols}, {.dtype = dtype});
+        const std::vector<double> xv = x.to_vector<double>();
+        std::vector<std::vector<double>> results;
+        for (int threads : {1, 2, 3}) {
+          set_num_threads(threads);
+          results.push_back(sum(x, {0}).to_vector<double>());
+        }
+        check_values(tensor(results[0], {cols}, {.dtype = DType::f64}),
+                     reference(xv, 1, rows, cols, /*over_channels=*/true, '+'),
+                     dtype == DType::f32 ? 1e-4 : 1e-10);
+        BOOST_TEST((results[0] == results[1]), "1 and 2 threads differ");
+        BOOST_TEST((results[0] == results[2]), "1 and 3 threads differ");
+      }
+    }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
