@@ -48,7 +48,10 @@ void CpuBackend::adam_step(const Tensor& param, const Tensor& grad, const Tensor
     const T b1 = T(beta1), b2 = T(beta2), omb1 = T(1 - beta1), omb2 = T(1 - beta2);
     const T step_size = T(lr / bias1), rb2 = T(1 / std::sqrt(bias2)), e = T(eps);
     const T decay = T(1 - lr * weight_decay), wd = T(weight_decay);
-    parallel_for(0, param.numel(), 16384, [&](int64_t b, int64_t end) {
+    // Split down to 4096 elements: a weight's gradient comes from two threads in halves of its
+    // rows (gemm.cpp, gemm_depth_halves), and each thread updating its own half reads it from its
+    // own cache and keeps the same half of the parameter and its moments from step to step.
+    parallel_for(0, param.numel(), 4096, [&](int64_t b, int64_t end) {
       auto run = decoupled ? adam_elements<true, T> : adam_elements<false, T>;
       run(p + b, g + b, m + b, v + b, end - b, b1, b2, omb1, omb2, step_size, rb2, e, decay, wd);
     });
