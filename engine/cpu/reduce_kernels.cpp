@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/lane_sum.h"
 #include "engine/dispatch.h"
 #include "engine/parallel.h"
 
@@ -67,8 +68,10 @@ void extreme_values(const T* xp, int64_t outer, int64_t reduced, int64_t inner, 
 // that the row-split kernels before it left in its own cache, as the weight's gradient does
 // (gemm.cpp, gemm_depth_halves). Splitting the columns instead has each thread read every row.
 // The halves are summed the same way at any thread count, so the result has the same bits.
+// Rows of at least one vector: a narrower row is a sum over contiguous values (inner == 1 is the
+// whole tensor's sum), which lane_sum takes in vector lanes instead.
 bool sums_rows_in_halves(int64_t rows, int64_t columns) {
-  return rows >= 4 * columns && rows * columns >= 32768;
+  return columns >= 16 && rows >= 4 * columns && rows * columns >= 32768;
 }
 
 template <typename T>
@@ -109,14 +112,14 @@ void CpuBackend::reduce(ReduceOp op, const Tensor& x, const Tensor& out) {
                      if (inner == 1) {
                        for (int64_t o = b; o < e; ++o) {
                          const T* row = xp + o * reduced;
-                         Acc acc = 0;
                          if constexpr (std::is_floating_point_v<T>) {
-                           _Pragma("omp simd reduction(+ : acc)") for (int64_t r = 0; r < reduced;
-                                                                       ++r) acc += row[r];
+                           // sixteen double lanes: a single running sum would wait on each add
+                           op_[o] = T(lane_sum<double>(reduced, [&](int64_t r) { return row[r]; }));
                          } else {
+                           Acc acc = 0;
                            for (int64_t r = 0; r < reduced; ++r) acc += row[r];
+                           op_[o] = T(acc);
                          }
-                         op_[o] = T(acc);
                        }
                        return;
                      }

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/lane_sum.h"
 #include "engine/cpu/vec_math.h"
 #include "engine/dispatch.h"
 #include "engine/parallel.h"
@@ -15,27 +16,6 @@ inline float row_exp(float v) { return fast_exp(v); }
 inline double row_exp(double v) { return std::exp(v); }
 
 int64_t row_grain(int64_t cols) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)); }
-
-// The sum of term(c) for c < n, kept as sixteen partial sums (one per vector lane) that are added
-// up at the end. A single running sum puts one add per element on the critical path and cannot be
-// vectorized without reordering it; this order is fixed, so results stay deterministic. (An `omp
-// simd reduction` here is not vectorized by GCC inside the dispatch macro's lambda.) Float rows sum
-// in float, as PyTorch's CPU kernels do: sixteen lanes of at most cols / 16 terms each, then a
-// pairwise total, lose a few ulps where double lanes would halve the vector width and add a
-// conversion per element.
-template <typename Acc, typename Term>
-Acc lane_sum(int64_t n, Term term) {
-  constexpr int64_t kLanes = 16;
-  Acc part[kLanes] = {};
-  int64_t c = 0;
-  for (; c + kLanes <= n; c += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) part[l] += term(c + l);
-  for (; c < n; ++c) part[0] += term(c);
-  // pairwise, halving: four dependent vector adds instead of fifteen dependent scalar ones
-  for (int64_t half = kLanes / 2; half > 0; half /= 2)
-    for (int64_t l = 0; l < half; ++l) part[l] += part[l + half];
-  return part[0];
-}
 
 // layer_norm's backward takes rows in chunks of this many; each chunk sums its own share of the
 // weight and bias gradients, and the chunks' shares are added in order: the same sums whatever
