@@ -276,7 +276,7 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   NoGrad no_grad;
   double total_sq = 0;
   for (const Tensor& p : params)
-    if (p.grad().defined()) total_sq += sum(square(p.grad().to(DType::f64))).item();
+    if (p.grad().defined()) total_sq += sum(square(p.grad())).item();
   double norm = std::sqrt(total_sq);
   double coef = max_norm / (norm + 1e-6);
   // !(coef >= 1) rather than coef < 1: a NaN norm spreads NaN into every gradient, as in torch.

@@ -154,7 +154,8 @@ class AdamW : public Adam {
 
 // Scales all gradients together so their global L2 norm is at most max_norm: each gradient is
 // multiplied by min(1, max_norm / (norm + 1e-6)); returns the norm before clipping. As
-// torch.nn.utils.clip_grad_norm_ (norm_type 2), the norm summed in float64 here.
+// torch.nn.utils.clip_grad_norm_ (norm_type 2). Each gradient's squares are taken in its own
+// dtype, as torch's norm takes them, but summed in float64 (sum's lanes) and totalled in float64.
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
 
 }  // namespace qkv::nn
