@@ -15,9 +15,10 @@ namespace qkv::cpu {
 template <typename Acc, typename Term>
 Acc lane_sum(int64_t n, Term term) {
   constexpr int kLanes = 16;
-  // The lanes as one vector value (GCC's and clang's vector extension), so that they stay in
-  // registers through the loop and the pairwise total below: as an array they went through the
-  // stack, and the per-row total cost more than the row's adds (layer_norm, 128 columns).
+  // The loop keeps the lanes in an array, which GCC vectorizes into one register; the pairwise
+  // total takes them as one vector value (GCC's and clang's vector extension). Totalled as an
+  // array they went through the stack, read back lane by lane, and the per-row total cost more
+  // than the row's adds (layer_norm, 128 columns).
   typedef Acc Lanes __attribute__((vector_size(kLanes * sizeof(Acc))));
   typedef Acc Half __attribute__((vector_size(kLanes / 2 * sizeof(Acc))));
   typedef Acc Quarter __attribute__((vector_size(kLanes / 4 * sizeof(Acc))));

@@ -68,8 +68,8 @@ void extreme_values(const T* xp, int64_t outer, int64_t reduced, int64_t inner, 
 // that the row-split kernels before it left in its own cache, as the weight's gradient does
 // (gemm.cpp, gemm_depth_halves). Splitting the columns instead has each thread read every row.
 // The halves are summed the same way at any thread count, so the result has the same bits.
-// Rows of at least one vector: a narrower row is a sum over contiguous values (inner == 1 is the
-// whole tensor's sum), which lane_sum takes in vector lanes instead.
+// Only rows of at least 16 columns (one vector) go there: narrower ones take the loops below,
+// inner == 1 (a whole tensor's sum) in lane_sum's vector lanes.
 bool sums_rows_in_halves(int64_t rows, int64_t columns) {
   return columns >= 16 && rows >= 4 * columns && rows * columns >= 32768;
 }
