@@ -22,10 +22,12 @@
 // on the thread count (docs/TESTING.md, "Determinism"). A single image leaves the threading to
 // the GEMM.
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "engine/autocast.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/direct_conv.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/im2col.h"
 #include "engine/cpu/scratch_buffer.h"
@@ -40,8 +42,10 @@ namespace {
 struct ConvShape {
   int64_t N, C, H, W, O, groups, L, K;  // L = Ho * Wo, K = C / groups * kh * kw
   Window2d window;
+  bool float32;
 
-  ConvShape(int64_t n, int64_t c, int64_t h, int64_t w_, int64_t o, const Window2d& w, int64_t g)
+  ConvShape(int64_t n, int64_t c, int64_t h, int64_t w_, int64_t o, const Window2d& w, int64_t g,
+            bool f32)
       : N(n),
         C(c),
         H(h),
@@ -50,21 +54,34 @@ struct ConvShape {
         groups(g),
         L(w.out_h(h) * w.out_w(w_)),
         K(c / g * w.kernel_h * w.kernel_w),
-        window(w) {}
+        window(w),
+        float32(f32) {}
   ConvShape(const Tensor& x, const Tensor& weight, const Window2d& w, int64_t g)
-      : ConvShape(x.size(0), x.size(1), x.size(2), x.size(3), weight.size(0), w, g) {}
+      : ConvShape(x.size(0), x.size(1), x.size(2), x.size(3), weight.size(0), w, g,
+                  x.dtype() == DType::f32) {}
   int64_t Og() const { return O / groups; }
+  // The direct convolution (direct_conv.h) takes float32 at stride 1 with one group.
+  bool direct() const {
+    return float32 && groups == 1 && window.stride_h == 1 && window.stride_w == 1 &&
+           window.dilation_h == 1 && window.dilation_w == 1 && direct_conv_enabled();
+  }
+  DirectConvShape direct_shape() const {
+    return DirectConvShape(C, H, W, O, window.kernel_h, window.kernel_w, window.pad_h,
+                           window.pad_w);
+  }
   // With 32 or more output channels a group (one full register tile of floats across), the
   // weight gradient's products put the channels along the GEMM's columns, gW^T += cols @ gy[n]^T
   // ([K, O/g], transposed into gW at the end): cols is read in place as the left operand and only
   // gy^T is packed, instead of cols^T. With 16, half of each tile's vector lanes would idle, and
   // gy @ cols^T is as fast.
-  bool gw_transposed() const { return Og() >= 32; }
+  bool gw_transposed() const {
+    return direct() ? direct_shape().weight_grad_in_channel_lanes() : Og() >= 32;
+  }
   // The forward likewise, y[n]^T = cols^T @ W^T ([L, O/g], transposed into y while it is in
   // L1/L2), where an image has few output positions: W @ cols then has a handful of 32-wide
   // column tiles, the last one ragged (7 x 7: one full and one of 17), while cols^T @ W^T has
   // full ones. With many positions W @ cols is faster (no transpose, deep rows).
-  bool forward_transposed() const { return Og() >= 32 && L <= 256; }
+  bool forward_transposed() const { return Og() >= 32 && L <= 256 && !direct(); }
   // At stride 1, gx is itself a convolution: of gy (O channels, Ho x Wo) by the weights with
   // their kernel flipped and in and out channels swapped, padded by k - 1 - p, which gives an
   // H x W output. It replaces the shallow gcols = W^T @ gy (depth O/g, a result kh * kw times
@@ -80,7 +97,7 @@ struct ConvShape {
     Window2d f = window;
     f.pad_h = window.kernel_h - 1 - window.pad_h;
     f.pad_w = window.kernel_w - 1 - window.pad_w;
-    return ConvShape(N, O, window.out_h(H), window.out_w(W), C, f, groups);
+    return ConvShape(N, O, window.out_h(H), window.out_w(W), C, f, groups, float32);
   }
   int64_t image() const { return C * H * W; }
   int64_t cols() const { return groups * K * L; }  // one image's columns
@@ -118,11 +135,11 @@ const T* columns_of(const ConvShape& s, const T* xn, ScratchBuffer& scratch) {
 }
 
 // The weights [O, C/g, kh, kw] as forward_images reads them: wt [groups, K, O/g] when
-// forward_transposed(), else nothing.
+// forward_transposed() or direct(), else nothing.
 template <typename T>
 std::vector<T> transposed_weights(const ConvShape& s, const T* w) {
   std::vector<T> wt;
-  if (!s.forward_transposed()) return wt;
+  if (!s.forward_transposed() && !s.direct()) return wt;
   const int64_t Og = s.Og(), K = s.K;
   wt.resize(size_t(s.O * K));
   for (int64_t g = 0; g < s.groups; ++g)
@@ -153,6 +170,17 @@ void forward_images(const ConvShape& s, const T* x, const T* w, const T* wt, con
                     int64_t n0, int64_t n1) {
   thread_local ScratchBuffer cols_scratch, yt_scratch;
   const int64_t Og = s.Og(), K = s.K, L = s.L;
+  if constexpr (std::is_same_v<T, float>)
+    if (s.direct()) {
+      const DirectConvShape d = s.direct_shape();
+      float* xp = static_cast<float*>(cols_scratch.get(sizeof(float) * size_t(d.padded_floats())));
+      float* yq = static_cast<float*>(yt_scratch.get(sizeof(float) * size_t(d.O * d.Qs)));
+      for (int64_t n = n0; n < n1; ++n) {
+        direct_conv_pad(d, x + n * s.image(), xp);
+        direct_conv_forward(d, xp, wt, bias, yq, y + n * s.O * L);
+      }
+      return;
+    }
   for (int64_t n = n0; n < n1; ++n) {
     const T* cols = columns_of(s, x + n * s.image(), cols_scratch);
     T* yn = y + n * s.O * L;
@@ -177,6 +205,37 @@ void forward_images(const ConvShape& s, const T* x, const T* w, const T* wt, con
   }
 }
 
+// gw [O, K] (or [K, O] when gw_transposed()) += the weight gradient of images [n0, n1) by the
+// direct convolution, a few images at a
+// time: as many as keep their padded planes and gy rows within kPassBytes (at least one).
+void direct_weight_grad(const ConvShape& s, const float* x, const float* gy, float* gw, int64_t n0,
+                        int64_t n1) {
+  constexpr int64_t kPassBytes = 512 << 10;  // half of a 1 MB L2
+  thread_local ScratchBuffer xp_scratch, gyq_scratch;
+  if (n0 == n1) return;
+  const DirectConvShape d = s.direct_shape();
+  const bool lanes = d.weight_grad_in_channel_lanes();
+  const int64_t image_floats = d.padded_floats(), gy_floats = lanes ? d.O * s.L : d.O * d.Qs;
+  const int64_t per_pass = std::clamp<int64_t>(
+      kPassBytes / (int64_t(sizeof(float)) * (image_floats + gy_floats)), 1, n1 - n0);
+  float* xp = static_cast<float*>(xp_scratch.get(sizeof(float) * size_t(per_pass * image_floats)));
+  float* gyq = static_cast<float*>(gyq_scratch.get(sizeof(float) * size_t(per_pass * gy_floats)));
+  for (int64_t first = n0; first < n1; first += per_pass) {
+    const int64_t images = std::min(per_pass, n1 - first);
+    for (int64_t i = 0; i < images; ++i) {
+      direct_conv_pad(d, x + (first + i) * s.image(), xp + i * image_floats);
+      if (lanes)
+        direct_conv_gy_transposed(d, gy + (first + i) * s.O * s.L, gyq + i * gy_floats);
+      else
+        direct_conv_gy_rows(d, gy + (first + i) * s.O * s.L, gyq + i * gy_floats);
+    }
+    if (lanes)
+      direct_conv_weight_grad_in_channel_lanes(d, images, xp, gyq, gw);
+    else
+      direct_conv_weight_grad(d, images, xp, gyq, gw);
+  }
+}
+
 // The backward of images [n0, n1): gx for them (when wanted), and their sums into gw (when
 // wanted: [groups, O/g, K], or [groups, K, O/g] when gw_transposed()) and gb [O], which it
 // overwrites.
@@ -187,11 +246,13 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, co
   thread_local ScratchBuffer cols_scratch, gcols_scratch;
   const int64_t Og = s.Og(), K = s.K, L = s.L;
   const ConvShape flipped = s.flipped();
-  if (gw && n0 == n1) std::fill(gw, gw + s.O * K, T(0));
+  if (gw && (n0 == n1 || s.direct())) std::fill(gw, gw + s.O * K, T(0));
   if (gb) std::fill(gb, gb + s.O, 0.0);
+  if constexpr (std::is_same_v<T, float>)
+    if (gw && s.direct()) direct_weight_grad(s, x, gy, gw, n0, n1);
   for (int64_t n = n0; n < n1; ++n) {
     const T* gyn = gy + n * s.O * L;
-    if (gw) {
+    if (gw && !s.direct()) {
       const T* cols = columns_of(s, x + n * s.image(), cols_scratch);
       const T beta = n == n0 ? 0 : 1;
       for (int64_t g = 0; g < s.groups; ++g)

@@ -1,0 +1,77 @@
+// A direct float32 convolution for stride 1, on AVX-512 registers: the CPU conv2d's path
+// (conv2d_kernels.cpp) for its 3x3 layers with few channels, which im2col turns into poor GEMMs.
+//
+// Why it exists: with 16 output channels, y[n] = W @ cols is a GEMM with 16 rows (a 12-row
+// register tile and a 4-row one) over columns that im2col first copies kh * kw times. Here the
+// image is copied once, with its padding, into planes of Wp = W + 2 pw columns; an output
+// position q = oh * Wp + ow then reads tap (i, j) of channel c at xp[c][q + i * Wp + j], so
+// sixteen consecutive positions are sixteen consecutive floats of one padded plane: one unaligned
+// load, whatever the tap. The output is computed at every q of Ho rows of Wp columns (the last
+// Wp - Wo of each row are discarded), a tile of up to 8 output channels x 3 vectors of positions
+// at a time, each tap's weight broadcast to all lanes.
+//
+// The weight gradient is the same walk turned around: gW[o][c][i][j] = sum over q of gy[o][q] *
+// xp[c][q + i * Wp + j], with gy laid out on the same Wp-column rows and zero in the discarded
+// columns; a tile of 4 output channels x 6 taps keeps its sums in vector lanes over the positions
+// of a few images and adds them up once. The input's gradient at stride 1 is the forward
+// convolution of gy by the flipped kernel (conv2d_kernels.cpp), so it takes the forward here.
+//
+// What it assumes: float32, stride 1, dilation 1, one group, a CPU with AVX-512F
+// (direct_conv_enabled); any kernel size and padding with a non-empty output. Sums run in a
+// fixed order (taps in order for an output; positions in lanes, images in order, lanes in a fixed
+// tree for a weight), so a result does not depend on the thread count.
+#pragma once
+
+#include <cstdint>
+
+namespace qkv::cpu {
+
+// The sizes of one image's convolution and of its padded planes.
+struct DirectConvShape {
+  int64_t C, H, W, O, kh, kw, ph, pw;
+  int64_t Hp, Wp, Ho, Wo;
+  int64_t plane;  // Hp * Wp
+  int64_t Q;      // output positions computed: Ho * Wp
+  int64_t Qs;     // Q rounded up to whole vectors of 16: a row of the padded output and of gy
+  int64_t K;      // C * kh * kw
+
+  DirectConvShape(int64_t C, int64_t H, int64_t W, int64_t O, int64_t kh, int64_t kw, int64_t ph,
+                  int64_t pw);
+  // floats of a padded image, with the slack the last plane's reads run into
+  int64_t padded_floats() const { return C * plane + kw + 16; }
+  // The weight gradient's kernel: output channels across lanes (3-wide kernels, a multiple of 16
+  // output channels), else positions across lanes.
+  bool weight_grad_in_channel_lanes() const;
+};
+
+// AVX-512F is here and tests have not turned the path off.
+bool direct_conv_enabled();
+// For tests: send every convolution down the im2col path, to compare the two.
+void set_direct_conv_enabled(bool on);
+
+// xp = x [C, H, W] in padded planes [C, Hp, Wp], zero around, then zero slack.
+void direct_conv_pad(const DirectConvShape& s, const float* x, float* xp);
+
+// y [O, Ho, Wo] of one image from its padded planes xp and the weights transposed to wt [K, O]
+// (k = (c * kh + i) * kw + j); bias [O] or null. yq is scratch of O * Qs floats.
+void direct_conv_forward(const DirectConvShape& s, const float* xp, const float* wt,
+                         const float* bias, float* yq, float* y);
+
+// gy [O, Ho, Wo] of one image as gyq [O, Qs]: rows of Wp columns, zero past Wo and past Q.
+void direct_conv_gy_rows(const DirectConvShape& s, const float* gy, float* gyq);
+
+// gy [O, Ho, Wo] of one image transposed to gyt [Ho * Wo, O].
+void direct_conv_gy_transposed(const DirectConvShape& s, const float* gy, float* gyt);
+
+// gwt [K, O] += the weight gradient of `images` images with the output channels across lanes
+// (weight_grad_in_channel_lanes): xp[n] at xp + n * padded_floats(), gyt[n] at gyt + n * Ho * Wo
+// * O.
+void direct_conv_weight_grad_in_channel_lanes(const DirectConvShape& s, int64_t images,
+                                              const float* xp, const float* gyt, float* gwt);
+
+// gw [O, K] += the weight gradient of `images` images: xp[n] at xp + n * padded_floats(), gyq[n]
+// at gyq + n * O * Qs. The images' sums are added in lanes first, then into gw.
+void direct_conv_weight_grad(const DirectConvShape& s, int64_t images, const float* xp,
+                             const float* gyq, float* gw);
+
+}  // namespace qkv::cpu
