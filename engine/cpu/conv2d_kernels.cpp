@@ -60,14 +60,18 @@ struct ConvShape {
       : ConvShape(x.size(0), x.size(1), x.size(2), x.size(3), weight.size(0), w, g,
                   x.dtype() == DType::f32) {}
   int64_t Og() const { return O / groups; }
-  // The direct convolution (direct_conv.h) takes float32 at stride 1 with one group.
+  // The direct convolution (direct_conv.h) takes float32 at stride 1 or 2 with one group; not a
+  // 1x1 window at stride 2, which reads a quarter of the input that the phase planes would copy
+  // whole (the shortcuts' [128, 16, 28, 28] -> 32: 23 GFLOP/s direct, 51 by im2col and GEMM).
   bool direct() const {
-    return float32 && groups == 1 && window.stride_h == 1 && window.stride_w == 1 &&
-           window.dilation_h == 1 && window.dilation_w == 1 && direct_conv_enabled();
+    const int64_t stride = window.stride_h;
+    return float32 && groups == 1 && window.stride_w == stride &&
+           (stride == 1 || (stride == 2 && window.kernel_h * window.kernel_w > 1)) &&
+           window.dilation_h == 1 && window.dilation_w == 1 && L > 0 && direct_conv_enabled();
   }
   DirectConvShape direct_shape() const {
-    return DirectConvShape(C, H, W, O, window.kernel_h, window.kernel_w, window.pad_h,
-                           window.pad_w);
+    return DirectConvShape(C, H, W, O, window.kernel_h, window.kernel_w, window.pad_h, window.pad_w,
+                           window.stride_h);
   }
   // With 32 or more output channels a group (one full register tile of floats across), the
   // weight gradient's products put the channels along the GEMM's columns, gW^T += cols @ gy[n]^T
@@ -75,7 +79,7 @@ struct ConvShape {
   // gy^T is packed, instead of cols^T. With 16, half of each tile's vector lanes would idle, and
   // gy @ cols^T is as fast.
   bool gw_transposed() const {
-    return direct() ? direct_shape().weight_grad_in_channel_lanes() : Og() >= 32;
+    return direct() ? direct_conv_channel_lanes(window.kernel_w, O) : Og() >= 32;
   }
   // The forward likewise, y[n]^T = cols^T @ W^T ([L, O/g], transposed into y while it is in
   // L1/L2), where an image has few output positions: W @ cols then has a handful of 32-wide
@@ -334,10 +338,11 @@ void CpuBackend::conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor
     if (gweight.defined()) {
       T* gw = gweight.data<T>();
       const int64_t Og = s.Og(), K = s.K;
+      const bool transposed = s.gw_transposed();
       for (int64_t g = 0; g < s.groups; ++g)
         for (int64_t o = 0; o < Og; ++o)
           for (int64_t k = 0; k < K; ++k) {
-            const int64_t at = s.gw_transposed() ? (g * K + k) * Og + o : (g * Og + o) * K + k;
+            const int64_t at = transposed ? (g * K + k) * Og + o : (g * Og + o) * K + k;
             T total = gw_partial[size_t(at)];
             for (int64_t r = 1; r < ranges; ++r) total += gw_partial[size_t(r * OK + at)];
             gw[(g * Og + o) * K + k] = total;

@@ -16,8 +16,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
-#include <vector>
 
 #define QKV_AVX512 __attribute__((target("avx512f")))
 #define QKV_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) inline
@@ -30,6 +30,42 @@ std::atomic<bool> turned_on{true};
 
 constexpr int64_t kLanes = 16;
 
+// Lanes [0, n) of a vector (none for n <= 0, all for n >= 16).
+QKV_AVX512_INLINE __mmask16 lanes_below(int64_t n) {
+  return n <= 0 ? __mmask16(0) : n >= kLanes ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
+}
+
+// Columns [col, col + 16) of a padded row whose values are src[0, n) from column `before` on, zero
+// elsewhere. The masked load touches only src[0, n); the address of a vector that starts before
+// src is computed as an integer, never as a pointer outside the row.
+QKV_AVX512_INLINE __m512 padded_vector(const float* src, int64_t n, int64_t before, int64_t col) {
+  const __mmask16 in_src = __mmask16(~lanes_below(before - col) & lanes_below(before + n - col));
+  return _mm512_maskz_loadu_ps(
+      in_src, reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(src) +
+                                            uintptr_t((col - before) * int64_t(sizeof(float)))));
+}
+
+// dst[0, width) = that padded row: a vector at a time.
+QKV_AVX512_INLINE void place_row(const float* src, int64_t n, int64_t before, int64_t width,
+                                 float* dst) {
+  for (int64_t col = 0; col < width; col += kLanes)
+    _mm512_mask_storeu_ps(dst + col, lanes_below(width - col), padded_vector(src, n, before, col));
+}
+
+// The two column phases of a padded row, Wq values each: evens[t] = row[2 t], odds[t] = row[2 t +
+// 1], split in registers (row holds 2 Wq values rounded up to 32).
+QKV_AVX512_INLINE void split_columns(const float* row, int64_t Wq, float* evens, float* odds) {
+  const __m512i even_index =
+      _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd_index = _mm512_add_epi32(even_index, _mm512_set1_epi32(1));
+  for (int64_t t = 0; t < Wq; t += kLanes) {
+    const __m512 lo = _mm512_loadu_ps(row + 2 * t), hi = _mm512_loadu_ps(row + 2 * t + kLanes);
+    const __mmask16 m = lanes_below(Wq - t);
+    _mm512_mask_storeu_ps(evens + t, m, _mm512_permutex2var_ps(lo, even_index, hi));
+    _mm512_mask_storeu_ps(odds + t, m, _mm512_permutex2var_ps(lo, odd_index, hi));
+  }
+}
+
 // One tile of the forward: outputs [o0, o0 + OB) at positions [q0, q0 + 16 V), summed over every
 // channel and tap in order, into yq's rows.
 template <int OB, int V>
@@ -40,20 +76,16 @@ QKV_AVX512_INLINE void forward_tile(const DirectConvShape& s, const float* xp, c
     const __m512 b = _mm512_set1_ps(bias ? bias[o0 + t] : 0.f);
     for (int v = 0; v < V; ++v) acc[t][v] = b;
   }
-  for (int64_t c = 0; c < s.C; ++c) {
-    const float* xc = xp + c * s.plane + q0;
-    const float* wc = wt + c * s.kh * s.kw * s.O + o0;
-    for (int64_t i = 0; i < s.kh; ++i)
-      for (int64_t j = 0; j < s.kw; ++j) {
-        const float* xk = xc + i * s.Wp + j;
-        __m512 xv[V];
-        for (int v = 0; v < V; ++v) xv[v] = _mm512_loadu_ps(xk + kLanes * v);
-        const float* wk = wc + (i * s.kw + j) * s.O;
-        for (int t = 0; t < OB; ++t) {
-          const __m512 w = _mm512_set1_ps(wk[t]);
-          for (int v = 0; v < V; ++v) acc[t][v] = _mm512_fmadd_ps(xv[v], w, acc[t][v]);
-        }
-      }
+  const int64_t* off = s.tap_offsets.data();
+  for (int64_t k = 0; k < s.K; ++k) {
+    const float* xk = xp + off[k] + q0;
+    __m512 xv[V];
+    for (int v = 0; v < V; ++v) xv[v] = _mm512_loadu_ps(xk + kLanes * v);
+    const float* wk = wt + k * s.O + o0;
+    for (int t = 0; t < OB; ++t) {
+      const __m512 w = _mm512_set1_ps(wk[t]);
+      for (int v = 0; v < V; ++v) acc[t][v] = _mm512_fmadd_ps(xv[v], w, acc[t][v]);
+    }
   }
   for (int t = 0; t < OB; ++t)
     for (int v = 0; v < V; ++v) _mm512_store_ps(yq + (o0 + t) * s.Qs + q0 + kLanes * v, acc[t][v]);
@@ -123,8 +155,9 @@ QKV_AVX512 void weight_grad_rows(const DirectConvShape& s, int64_t images, const
 // += sum over the images' output positions of xp[n][row r][q + j] * gyt[n][q][o], for the KW taps
 // j of rows [r0, r0 + ROWS) (a row is one channel c and kernel row i: r = c * kh + i, k = r * KW
 // + j). Each tap's input value is broadcast; the row pointers stay in registers and the taps are
-// their displacements.
-template <int KW, int ROWS, int OV>
+// their displacements (at stride S, a row has one pointer per column phase: tap j reads phase j %
+// S at displacement j / S).
+template <int KW, int ROWS, int OV, int S>
 QKV_AVX512_INLINE void channel_lanes_tile(const DirectConvShape& s, int64_t images, const float* xp,
                                           const float* gyt, int64_t r0, int64_t o0, float* gwt) {
   __m512 acc[ROWS][KW][OV];
@@ -134,17 +167,21 @@ QKV_AVX512_INLINE void channel_lanes_tile(const DirectConvShape& s, int64_t imag
   const int64_t L = s.Ho * s.Wo;
   for (int64_t n = 0; n < images; ++n) {
     const float* x = xp + n * s.padded_floats();
-    const float* rows[ROWS];
-    for (int r = 0; r < ROWS; ++r) rows[r] = x + (r0 + r) / s.kh * s.plane + (r0 + r) % s.kh * s.Wp;
+    const float* rows[ROWS][S];
+    for (int r = 0; r < ROWS; ++r) {
+      const int64_t c = (r0 + r) / s.kh, i = (r0 + r) % s.kh;
+      for (int b = 0; b < S; ++b)
+        rows[r][b] = x + ((c * S + i % S) * S + b) * s.plane + i / S * s.Wq;
+    }
     const float* g = gyt + n * L * s.O + o0;
     for (int64_t oh = 0; oh < s.Ho; ++oh)
       for (int64_t ow = 0; ow < s.Wo; ++ow, g += s.O) {
-        const int64_t q = oh * s.Wp + ow;
+        const int64_t q = oh * s.Wq + ow;
         __m512 gv[OV];
         for (int v = 0; v < OV; ++v) gv[v] = _mm512_loadu_ps(g + kLanes * v);
         for (int r = 0; r < ROWS; ++r)
           for (int j = 0; j < KW; ++j) {
-            const __m512 xv = _mm512_set1_ps(rows[r][q + j]);
+            const __m512 xv = _mm512_set1_ps(rows[r][j % S][q + j / S]);
             for (int v = 0; v < OV; ++v) acc[r][j][v] = _mm512_fmadd_ps(xv, gv[v], acc[r][j][v]);
           }
       }
@@ -159,31 +196,48 @@ QKV_AVX512_INLINE void channel_lanes_tile(const DirectConvShape& s, int64_t imag
 
 // Every row and output channel, ROWS rows at a time (the last tile with fewer), 16 OV channels
 // at a time.
-template <int ROWS, int OV>
+template <int ROWS, int OV, int S>
 QKV_AVX512 void channel_lanes_all(const DirectConvShape& s, int64_t images, const float* xp,
                                   const float* gyt, float* gwt) {
   const int64_t rows = s.C * s.kh;
   for (int64_t o0 = 0; o0 < s.O; o0 += kLanes * OV) {
     int64_t r0 = 0;
     for (; r0 + ROWS <= rows; r0 += ROWS)
-      channel_lanes_tile<3, ROWS, OV>(s, images, xp, gyt, r0, o0, gwt);
-    for (; r0 < rows; ++r0) channel_lanes_tile<3, 1, OV>(s, images, xp, gyt, r0, o0, gwt);
+      channel_lanes_tile<3, ROWS, OV, S>(s, images, xp, gyt, r0, o0, gwt);
+    for (; r0 < rows; ++r0) channel_lanes_tile<3, 1, OV, S>(s, images, xp, gyt, r0, o0, gwt);
   }
+}
+
+template <int S>
+QKV_AVX512 void channel_lanes_at_stride(const DirectConvShape& s, int64_t images, const float* xp,
+                                        const float* gyt, float* gwt) {
+  if (s.O % (4 * kLanes) == 0) return channel_lanes_all<2, 4, S>(s, images, xp, gyt, gwt);
+  if (s.O % (2 * kLanes) == 0) return channel_lanes_all<4, 2, S>(s, images, xp, gyt, gwt);
+  channel_lanes_all<8, 1, S>(s, images, xp, gyt, gwt);
 }
 
 }  // namespace
 
 DirectConvShape::DirectConvShape(int64_t C_, int64_t H_, int64_t W_, int64_t O_, int64_t kh_,
-                                 int64_t kw_, int64_t ph_, int64_t pw_)
-    : C(C_), H(H_), W(W_), O(O_), kh(kh_), kw(kw_), ph(ph_), pw(pw_) {
+                                 int64_t kw_, int64_t ph_, int64_t pw_, int64_t stride_)
+    : C(C_), H(H_), W(W_), O(O_), kh(kh_), kw(kw_), ph(ph_), pw(pw_), stride(stride_) {
   Hp = H + 2 * ph;
   Wp = W + 2 * pw;
-  Ho = Hp - kh + 1;
-  Wo = Wp - kw + 1;
-  plane = Hp * Wp;
-  Q = Ho * Wp;
+  Ho = (Hp - kh) / stride + 1;
+  Wo = (Wp - kw) / stride + 1;
+  Hq = (Hp + stride - 1) / stride;
+  Wq = (Wp + stride - 1) / stride;
+  plane = Hq * Wq;
+  Q = Ho * Wq;
   Qs = (Q + kLanes - 1) / kLanes * kLanes;
   K = C * kh * kw;
+  tap_offsets.resize(size_t(K));
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t i = 0; i < kh; ++i)
+      for (int64_t j = 0; j < kw; ++j)
+        tap_offsets[size_t((c * kh + i) * kw + j)] =
+            ((c * stride + i % stride) * stride + j % stride) * plane + i / stride * Wq +
+            j / stride;
 }
 
 bool direct_conv_enabled() {
@@ -193,47 +247,55 @@ bool direct_conv_enabled() {
 
 void set_direct_conv_enabled(bool on) { turned_on.store(on, std::memory_order_relaxed); }
 
-void direct_conv_pad(const DirectConvShape& s, const float* x, float* xp) {
-  for (int64_t c = 0; c < s.C; ++c) {
-    float* p = xp + c * s.plane;
-    const float* xc = x + c * s.H * s.W;
-    std::fill(p, p + s.ph * s.Wp, 0.f);
-    for (int64_t h = 0; h < s.H; ++h) {
-      float* row = p + (s.ph + h) * s.Wp;
-      std::fill(row, row + s.pw, 0.f);
-      std::memcpy(row + s.pw, xc + h * s.W, sizeof(float) * size_t(s.W));
-      std::fill(row + s.pw + s.W, row + s.Wp, 0.f);
-    }
-    std::fill(p + (s.ph + s.H) * s.Wp, p + s.plane, 0.f);
+QKV_AVX512 void direct_conv_pad(const DirectConvShape& s, const float* x, float* xp) {
+  if (s.stride == 1) {  // zeros, then the rows: a memset and a memcpy a row, the fastest here
+    std::fill(xp, xp + s.C * s.plane, 0.f);
+    for (int64_t c = 0; c < s.C; ++c)
+      for (int64_t h = 0; h < s.H; ++h)
+        std::memcpy(xp + c * s.plane + (s.ph + h) * s.Wp + s.pw, x + (c * s.H + h) * s.W,
+                    sizeof(float) * size_t(s.W));
+  } else {  // stride 2: each padded row copied into `row` (zero around), split into two phases
+    std::vector<float> row(size_t((s.Wq + kLanes - 1) / kLanes * 2 * kLanes), 0.f);
+    for (int64_t c = 0; c < s.C; ++c)
+      for (int64_t hp = 0; hp < 2 * s.Hq; ++hp) {
+        const int64_t h = hp - s.ph;
+        float* evens = xp + ((c * 2 + hp % 2) * 2) * s.plane + hp / 2 * s.Wq;
+        if (h >= 0 && h < s.H) {
+          std::memcpy(row.data() + s.pw, x + (c * s.H + h) * s.W, sizeof(float) * size_t(s.W));
+          split_columns(row.data(), s.Wq, evens, evens + s.plane);
+        } else {
+          std::fill(evens, evens + s.Wq, 0.f);
+          std::fill(evens + s.plane, evens + s.plane + s.Wq, 0.f);
+        }
+      }
   }
-  std::fill(xp + s.C * s.plane, xp + s.padded_floats(), 0.f);
+  const int64_t planes = s.C * s.stride * s.stride * s.plane;
+  std::fill(xp + planes, xp + s.padded_floats(), 0.f);
 }
 
 QKV_AVX512 void direct_conv_forward(const DirectConvShape& s, const float* xp, const float* wt,
                                     const float* bias, float* yq, float* y) {
-  constexpr int V = 3;
+  // tiles of 3 vectors, and the last 4, 2 or 1 as tiles of 2 and 1 (a tile of 1 is half as fast:
+  // 8 broadcasts and a load for 8 FMAs)
   const int64_t vectors = s.Qs / kLanes;
   int64_t v = 0;
-  for (; v + V <= vectors; v += V) forward_positions<V>(s, xp, wt, bias, v * kLanes, yq);
-  for (; v < vectors; ++v) forward_positions<1>(s, xp, wt, bias, v * kLanes, yq);
+  for (; vectors - v >= 3 && vectors - v != 4; v += 3)
+    forward_positions<3>(s, xp, wt, bias, v * kLanes, yq);
+  for (; vectors - v >= 2; v += 2) forward_positions<2>(s, xp, wt, bias, v * kLanes, yq);
+  if (v < vectors) forward_positions<1>(s, xp, wt, bias, v * kLanes, yq);
   for (int64_t o = 0; o < s.O; ++o)
     for (int64_t oh = 0; oh < s.Ho; ++oh)
-      std::memcpy(y + (o * s.Ho + oh) * s.Wo, yq + o * s.Qs + oh * s.Wp,
-                  sizeof(float) * size_t(s.Wo));
+      place_row(yq + o * s.Qs + oh * s.Wq, s.Wo, 0, s.Wo, y + (o * s.Ho + oh) * s.Wo);
 }
 
-void direct_conv_gy_rows(const DirectConvShape& s, const float* gy, float* gyq) {
+QKV_AVX512 void direct_conv_gy_rows(const DirectConvShape& s, const float* gy, float* gyq) {
   for (int64_t o = 0; o < s.O; ++o) {
     float* row = gyq + o * s.Qs;
-    for (int64_t oh = 0; oh < s.Ho; ++oh) {
-      std::memcpy(row + oh * s.Wp, gy + (o * s.Ho + oh) * s.Wo, sizeof(float) * size_t(s.Wo));
-      std::fill(row + oh * s.Wp + s.Wo, row + (oh + 1) * s.Wp, 0.f);
-    }
+    for (int64_t oh = 0; oh < s.Ho; ++oh)
+      place_row(gy + (o * s.Ho + oh) * s.Wo, s.Wo, 0, s.Wq, row + oh * s.Wq);
     std::fill(row + s.Q, row + s.Qs, 0.f);
   }
 }
-
-bool DirectConvShape::weight_grad_in_channel_lanes() const { return kw == 3 && O % kLanes == 0; }
 
 void direct_conv_gy_transposed(const DirectConvShape& s, const float* gy, float* gyt) {
   const int64_t L = s.Ho * s.Wo;
@@ -243,22 +305,17 @@ void direct_conv_gy_transposed(const DirectConvShape& s, const float* gy, float*
 QKV_AVX512 void direct_conv_weight_grad_in_channel_lanes(const DirectConvShape& s, int64_t images,
                                                          const float* xp, const float* gyt,
                                                          float* gwt) {
-  if (s.O % (4 * kLanes) == 0) return channel_lanes_all<2, 4>(s, images, xp, gyt, gwt);
-  if (s.O % (2 * kLanes) == 0) return channel_lanes_all<4, 2>(s, images, xp, gyt, gwt);
-  channel_lanes_all<8, 1>(s, images, xp, gyt, gwt);
+  if (s.stride == 2) return channel_lanes_at_stride<2>(s, images, xp, gyt, gwt);
+  channel_lanes_at_stride<1>(s, images, xp, gyt, gwt);
 }
 
 QKV_AVX512 void direct_conv_weight_grad(const DirectConvShape& s, int64_t images, const float* xp,
                                         const float* gyq, float* gw) {
-  std::vector<int64_t> off(size_t(s.K));
-  for (int64_t c = 0; c < s.C; ++c)
-    for (int64_t i = 0; i < s.kh; ++i)
-      for (int64_t j = 0; j < s.kw; ++j)
-        off[size_t((c * s.kh + i) * s.kw + j)] = c * s.plane + i * s.Wp + j;
+  const int64_t* off = s.tap_offsets.data();
   int64_t o0 = 0;
-  for (; o0 + 4 <= s.O; o0 += 4) weight_grad_rows<4>(s, images, xp, gyq, off.data(), o0, gw);
-  if (o0 + 2 <= s.O) weight_grad_rows<2>(s, images, xp, gyq, off.data(), o0, gw), o0 += 2;
-  if (o0 < s.O) weight_grad_rows<1>(s, images, xp, gyq, off.data(), o0, gw);
+  for (; o0 + 4 <= s.O; o0 += 4) weight_grad_rows<4>(s, images, xp, gyq, off, o0, gw);
+  if (o0 + 2 <= s.O) weight_grad_rows<2>(s, images, xp, gyq, off, o0, gw), o0 += 2;
+  if (o0 < s.O) weight_grad_rows<1>(s, images, xp, gyq, off, o0, gw);
 }
 
 }  // namespace qkv::cpu

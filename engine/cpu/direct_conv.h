@@ -16,32 +16,42 @@
 // of a few images and adds them up once. The input's gradient at stride 1 is the forward
 // convolution of gy by the flipped kernel (conv2d_kernels.cpp), so it takes the forward here.
 //
-// What it assumes: float32, stride 1, dilation 1, one group, a CPU with AVX-512F
-// (direct_conv_enabled); any kernel size and padding with a non-empty output. Sums run in a
-// fixed order (taps in order for an output; positions in lanes, images in order, lanes in a fixed
-// tree for a weight), so a result does not depend on the thread count.
+// What it assumes: float32, stride 1 or 2 (the same along both axes), dilation 1, one group, a CPU
+// with AVX-512F (direct_conv_enabled); any kernel size and padding with a non-empty output. Sums
+// run in a fixed order (taps in order for an output; positions in lanes, images in order, lanes in
+// a fixed tree for a weight), so a result does not depend on the thread count.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace qkv::cpu {
 
-// The sizes of one image's convolution and of its padded planes.
+// The weight gradient's kernel: output channels across lanes (3-wide kernels, a multiple of 16
+// output channels; the gradient laid out [K, O]), else positions across lanes ([O, K]).
+inline bool direct_conv_channel_lanes(int64_t kw, int64_t O) { return kw == 3 && O % 16 == 0; }
+
+// The sizes of one image's convolution and of its padded planes. At stride 2 each channel's
+// padded image is split into four phase planes, (a, b) holding the padded rows a, a + 2, ... and
+// columns b, b + 2, ...: output (oh, ow) reads tap (i, j) at row oh + i / 2, column ow + j / 2 of
+// phase (i % 2, j % 2), so a stride-2 window also reads consecutive positions from consecutive
+// floats.
 struct DirectConvShape {
-  int64_t C, H, W, O, kh, kw, ph, pw;
-  int64_t Hp, Wp, Ho, Wo;
-  int64_t plane;  // Hp * Wp
-  int64_t Q;      // output positions computed: Ho * Wp
-  int64_t Qs;     // Q rounded up to whole vectors of 16: a row of the padded output and of gy
-  int64_t K;      // C * kh * kw
+  int64_t C, H, W, O, kh, kw, ph, pw, stride;
+  int64_t Hp, Wp;  // the padded image
+  int64_t Ho, Wo;  // the output
+  int64_t Hq, Wq;  // a phase plane (the padded image at stride 1)
+  int64_t plane;   // Hq * Wq
+  int64_t Q;       // output positions computed: Ho rows of Wq
+  int64_t Qs;      // Q rounded up to whole vectors of 16: a row of the padded output and of gy
+  int64_t K;       // C * kh * kw
+  std::vector<int64_t> tap_offsets;  // K: where tap k = (c * kh + i) * kw + j reads, from q
 
   DirectConvShape(int64_t C, int64_t H, int64_t W, int64_t O, int64_t kh, int64_t kw, int64_t ph,
-                  int64_t pw);
+                  int64_t pw, int64_t stride);
   // floats of a padded image, with the slack the last plane's reads run into
-  int64_t padded_floats() const { return C * plane + kw + 16; }
-  // The weight gradient's kernel: output channels across lanes (3-wide kernels, a multiple of 16
-  // output channels), else positions across lanes.
-  bool weight_grad_in_channel_lanes() const;
+  int64_t padded_floats() const { return C * stride * stride * plane + kw + 16; }
+  bool weight_grad_in_channel_lanes() const { return direct_conv_channel_lanes(kw, O); }
 };
 
 // AVX-512F is here and tests have not turned the path off.
@@ -49,7 +59,7 @@ bool direct_conv_enabled();
 // For tests: send every convolution down the im2col path, to compare the two.
 void set_direct_conv_enabled(bool on);
 
-// xp = x [C, H, W] in padded planes [C, Hp, Wp], zero around, then zero slack.
+// xp = x [C, H, W] in padded planes [C, stride^2, Hq, Wq], zero around, then zero slack.
 void direct_conv_pad(const DirectConvShape& s, const float* x, float* xp);
 
 // y [O, Ho, Wo] of one image from its padded planes xp and the weights transposed to wt [K, O]

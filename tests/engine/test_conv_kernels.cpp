@@ -58,6 +58,13 @@ const std::vector<ConvCase> kCases = {
     {{2, 2, 13, 12}, {1, 2, 7, 7}, 1, 3, 1, false},
     {{2, 1, 9, 8}, {3, 1, 7, 7}, 1, 3, 1, true},
     {{17, 2, 40, 40}, {64, 2, 3, 3}, 1, 1, 1, true},
+    // and at stride 2, on phase planes: 16, 32 and 64 channels across lanes (odd and even
+    // padded sizes), 1x2 without padding, 7x7 with 5 channels
+    {{2, 3, 9, 10}, {16, 3, 3, 3}, 2, 1, 1, true},
+    {{3, 5, 8, 8}, {32, 5, 3, 3}, 2, 1, 1, false},
+    {{2, 4, 7, 6}, {64, 4, 3, 3}, 2, 1, 1, true},
+    {{2, 6, 8, 7}, {10, 6, 1, 2}, 2, 0, 1, true},
+    {{2, 2, 15, 13}, {5, 2, 7, 7}, 2, 3, 1, false},
 };
 
 Tensor random(const Shape& shape, uint64_t seed, DType dtype) {
