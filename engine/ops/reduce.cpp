@@ -120,7 +120,9 @@ Tensor extreme(const Tensor& x, std::vector<int> dims, bool keepdim, bool is_max
   Shape out_shape = reduced_shape(x, dims, keepdim);
   Tensor y = make_view(kept, out_shape, contiguous_strides(out_shape), 0);
   return record(name, {x}, y, [x, kept](const Tensor& gy) {
-    // every element equal to the extremum shares the gradient equally
+    // every element equal to the extremum shares the gradient equally: (gy / count) * hit, as
+    // PyTorch computes it (gy divided once per reduced value, not 1 / count per element: one
+    // full-size pass fewer, and gy / 3 rather than (1 / 3) * gy)
     Tensor hit = eq(x, kept).to(gy.dtype());
     Tensor count = sum(
         hit,
@@ -131,7 +133,7 @@ Tensor extreme(const Tensor& x, std::vector<int> dims, bool keepdim, bool is_max
           return d;
         }(),
         true);
-    return grads{mul(div(hit, count), reshape(gy, kept.shape()))};
+    return grads{mul(hit, div(reshape(gy, kept.shape()), count))};
   });
 }
 }  // namespace

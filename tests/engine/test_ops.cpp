@@ -85,6 +85,28 @@ BOOST_AUTO_TEST_CASE(comparisons_where_masked_fill) {
   check_error([&] { masked_fill(a, gt(zeros({2, 3}), 0.0), 0); }, {"masked_fill"});
 }
 
+// amax's gradient is shared among tied maxima as PyTorch computes it, (gy / count) * hit: each
+// tied element gets exactly gy / 3 here, which (1 / 3) * gy misses in the last bit for some gy.
+BOOST_AUTO_TEST_CASE(amax_gives_each_of_three_tied_maxima_gy_over_three) {
+  const std::vector<float> gys = {1.0f, 0.7f, 10.0f, 0.1f, 5.0f, 1e-3f, 3.3f, 77.0f};
+  const int64_t rows = int64_t(gys.size());
+  std::vector<double> xs;
+  for (int64_t r = 0; r < rows; ++r) xs.insert(xs.end(), {1, 5, 2, 5, 5});
+  Tensor x = tensor(xs, {rows, 5}).requires_grad_();
+  Tensor gy = tensor(std::vector<double>(gys.begin(), gys.end()), {rows});
+  amax(x, {1}).backward(gy);
+  const std::vector<float> got = x.grad().to_vector<float>();
+  int misses_of_one_third_times_gy = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float want = gys[size_t(r)] / 3.0f;  // one correctly rounded division
+    misses_of_one_third_times_gy += (1.0f / 3.0f) * gys[size_t(r)] != want;
+    for (int64_t c = 0; c < 5; ++c)
+      BOOST_TEST(got[size_t(r * 5 + c)] == (c == 0 || c == 2 ? 0.0f : want),
+                 "row " << r << ", column " << c);
+  }
+  BOOST_TEST(misses_of_one_third_times_gy > 0);  // the gys tell the two formulas apart
+}
+
 BOOST_AUTO_TEST_CASE(reductions) {
   Tensor x = arange(0.0, 24.0, 1.0).reshape({2, 3, 4});
   check_values(sum(x), {276});
