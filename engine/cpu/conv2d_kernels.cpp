@@ -22,6 +22,7 @@
 // on the thread count (docs/TESTING.md, "Determinism"). A single image leaves the threading to
 // the GEMM.
 #include <algorithm>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -250,6 +251,10 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, co
   thread_local ScratchBuffer cols_scratch, gcols_scratch;
   const int64_t Og = s.Og(), K = s.K, L = s.L;
   const ConvShape flipped = s.flipped();
+  // at stride 2 (direct), gx phase by phase (direct_conv.h)
+  std::optional<DirectConvInputGrad> stride2_gx;
+  if constexpr (std::is_same_v<T, float>)
+    if (gx && s.direct() && s.window.stride_h == 2) stride2_gx.emplace(s.direct_shape(), w);
   if (gw && (n0 == n1 || s.direct())) std::fill(gw, gw + s.O * K, T(0));
   if (gb) std::fill(gb, gb + s.O, 0.0);
   if constexpr (std::is_same_v<T, float>)
@@ -276,6 +281,12 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, co
       }
     if (gx && s.gx_by_flipped_kernel()) {
       forward_images<T>(flipped, gy, wf, wft, nullptr, gx, n, n + 1);
+    } else if (gx && stride2_gx) {
+      if constexpr (std::is_same_v<T, float>) {
+        float* scratch = static_cast<float*>(
+            gcols_scratch.get(sizeof(float) * size_t(stride2_gx->scratch_floats())));
+        stride2_gx->run(gyn, gx + n * s.image(), scratch);
+      }
     } else if (gx) {
       T* gxn = gx + n * s.image();
       // gcols straight into gx when cols is x, else into scratch for col2im

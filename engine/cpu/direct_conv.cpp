@@ -273,8 +273,11 @@ QKV_AVX512 void direct_conv_pad(const DirectConvShape& s, const float* x, float*
   std::fill(xp + planes, xp + s.padded_floats(), 0.f);
 }
 
-QKV_AVX512 void direct_conv_forward(const DirectConvShape& s, const float* xp, const float* wt,
-                                    const float* bias, float* yq, float* y) {
+namespace {
+
+// yq [O, Qs]: the output at every position of Ho rows of Wq columns.
+QKV_AVX512 void forward_rows(const DirectConvShape& s, const float* xp, const float* wt,
+                             const float* bias, float* yq) {
   // tiles of 3 vectors, and the last 4, 2 or 1 as tiles of 2 and 1 (a tile of 1 is half as fast:
   // 8 broadcasts and a load for 8 FMAs)
   const int64_t vectors = s.Qs / kLanes;
@@ -283,6 +286,29 @@ QKV_AVX512 void direct_conv_forward(const DirectConvShape& s, const float* xp, c
     forward_positions<3>(s, xp, wt, bias, v * kLanes, yq);
   for (; vectors - v >= 2; v += 2) forward_positions<2>(s, xp, wt, bias, v * kLanes, yq);
   if (v < vectors) forward_positions<1>(s, xp, wt, bias, v * kLanes, yq);
+}
+
+// dst[0, n) = interleave(even, odd): dst[2 k] = even[k], dst[2 k + 1] = odd[k], reading even[k]
+// only for k < n_even and odd[k] for k < n_odd (zero past them).
+QKV_AVX512 void interleave_row(const float* even, int64_t n_even, const float* odd, int64_t n_odd,
+                               int64_t n, float* dst) {
+  const __m512i lo_index = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const __m512i hi_index = _mm512_add_epi32(lo_index, _mm512_set1_epi32(8));
+  for (int64_t k = 0; 2 * k < n; k += kLanes) {
+    const __m512 e = _mm512_maskz_loadu_ps(lanes_below(n_even - k), even + k);
+    const __m512 o = _mm512_maskz_loadu_ps(lanes_below(n_odd - k), odd + k);
+    _mm512_mask_storeu_ps(dst + 2 * k, lanes_below(n - 2 * k),
+                          _mm512_permutex2var_ps(e, lo_index, o));
+    _mm512_mask_storeu_ps(dst + 2 * k + kLanes, lanes_below(n - 2 * k - kLanes),
+                          _mm512_permutex2var_ps(e, hi_index, o));
+  }
+}
+
+}  // namespace
+
+QKV_AVX512 void direct_conv_forward(const DirectConvShape& s, const float* xp, const float* wt,
+                                    const float* bias, float* yq, float* y) {
+  forward_rows(s, xp, wt, bias, yq);
   for (int64_t o = 0; o < s.O; ++o)
     for (int64_t oh = 0; oh < s.Ho; ++oh)
       place_row(yq + o * s.Qs + oh * s.Wq, s.Wo, 0, s.Wo, y + (o * s.Ho + oh) * s.Wo);
@@ -316,6 +342,70 @@ QKV_AVX512 void direct_conv_weight_grad(const DirectConvShape& s, int64_t images
   for (; o0 + 4 <= s.O; o0 += 4) weight_grad_rows<4>(s, images, xp, gyq, off, o0, gw);
   if (o0 + 2 <= s.O) weight_grad_rows<2>(s, images, xp, gyq, off, o0, gw), o0 += 2;
   if (o0 < s.O) weight_grad_rows<1>(s, images, xp, gyq, off, o0, gw);
+}
+
+}  // namespace qkv::cpu
+
+namespace qkv::cpu {
+
+DirectConvInputGrad::DirectConvInputGrad(const DirectConvShape& s, const float* w)
+    : s_(s),
+      gy_shape_(s.O, s.Ho, s.Wo, s.C, (s.kh + 1) / 2, (s.kw + 1) / 2, (s.kh + 1) / 2 - 1,
+                (s.kw + 1) / 2 - 1, 1) {
+  const int64_t Mmax = gy_shape_.kh, Nmax = gy_shape_.kw;
+  for (int64_t a = 0; a < 2; ++a)
+    for (int64_t b = 0; b < 2; ++b) {
+      const int64_t Ma = (s.kh - a + 1) / 2, Nb = (s.kw - b + 1) / 2;  // taps a, a + 2, ...
+      DirectConvShape p = gy_shape_;
+      p.kh = Ma, p.kw = Nb, p.K = s.O * Ma * Nb;
+      p.tap_offsets.assign(size_t(p.K), 0);
+      std::vector<float> wt(size_t(p.K * s.C));
+      for (int64_t o = 0; o < s.O; ++o)
+        for (int64_t m = 0; m < Ma; ++m)  // flipped: tap m of the sub-kernel is row a + 2 (Ma-1-m)
+          for (int64_t n = 0; n < Nb; ++n) {
+            const int64_t k = (o * Ma + m) * Nb + n;
+            // a smaller sub-kernel reads the shared padding one row (column) further in
+            p.tap_offsets[size_t(k)] = o * p.plane + (m + Mmax - Ma) * p.Wq + (n + Nmax - Nb);
+            const int64_t i = a + 2 * (Ma - 1 - m), j = b + 2 * (Nb - 1 - n);
+            for (int64_t c = 0; c < s.C; ++c)
+              wt[size_t(k * s.C + c)] = w[((o * s.C + c) * s.kh + i) * s.kw + j];
+          }
+      phases_.push_back(std::move(p));
+      phase_weights_.push_back(std::move(wt));
+    }
+}
+
+namespace {
+// The phases' outputs start after the padded gy, on a 64-byte boundary (aligned stores).
+int64_t aligned_floats(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
+}  // namespace
+
+int64_t DirectConvInputGrad::scratch_floats() const {
+  return aligned_floats(gy_shape_.padded_floats()) + 4 * s_.C * gy_shape_.Qs;
+}
+
+QKV_AVX512 void DirectConvInputGrad::run(const float* gy, float* gx, float* scratch) const {
+  float* gyp = scratch;
+  float* out = scratch + aligned_floats(gy_shape_.padded_floats());  // four phases' [C, Qs]
+  const int64_t Qs = gy_shape_.Qs, Wq = gy_shape_.Wq, rows = gy_shape_.Ho, cols = gy_shape_.Wo;
+  direct_conv_pad(gy_shape_, gy, gyp);
+  for (size_t p = 0; p < 4; ++p)
+    forward_rows(phases_[p], gyp, phase_weights_[p].data(), nullptr, out + int64_t(p) * s_.C * Qs);
+  // gx[c][h][w] is phase ((h + ph) % 2, (w + pw) % 2) at row (h + ph) / 2, column (w + pw) / 2;
+  // a row or column past the phases' outputs gets nothing
+  const int64_t b0 = s_.pw % 2, t0 = s_.pw / 2, b1 = (1 + s_.pw) % 2, t1 = (1 + s_.pw) / 2;
+  for (int64_t c = 0; c < s_.C; ++c)
+    for (int64_t h = 0; h < s_.H; ++h) {
+      const int64_t a = (h + s_.ph) % 2, r = (h + s_.ph) / 2;
+      float* row = gx + (c * s_.H + h) * s_.W;
+      if (r >= rows) {
+        std::fill(row, row + s_.W, 0.f);
+        continue;
+      }
+      const float* even = out + ((a * 2 + b0) * s_.C + c) * Qs + r * Wq + t0;
+      const float* odd = out + ((a * 2 + b1) * s_.C + c) * Qs + r * Wq + t1;
+      interleave_row(even, cols - t0, odd, cols - t1, s_.W, row);
+    }
 }
 
 }  // namespace qkv::cpu

@@ -67,6 +67,31 @@ void direct_conv_pad(const DirectConvShape& s, const float* x, float* xp);
 void direct_conv_forward(const DirectConvShape& s, const float* xp, const float* wt,
                          const float* bias, float* yq, float* y);
 
+// The input's gradient at stride 2, image by image. Phase (a, b) of the padded input's gradient
+// (rows a, a + 2, ..., columns b, b + 2, ...) is a stride-1 convolution of gy alone: tap (a + 2 m,
+// b + 2 n) of the kernel reaches it from output (r - m, t - n), so
+//
+//   gxp_ab[c][r][t] = sum over o, m, n of gy[o][r - m][t - n] * w[o][c][a + 2 m][b + 2 n],
+//
+// a convolution by the sub-kernel of taps with i % 2 == a, j % 2 == b, flipped, over gy padded by
+// one less than the largest sub-kernel (ceil(k / 2)) on every side. The four phases share that
+// padded gy, each reading it through its own tap offsets, and are interleaved into gx.
+class DirectConvInputGrad {
+ public:
+  // For a convolution `s` (stride 2) and its weights [O, C, kh, kw].
+  DirectConvInputGrad(const DirectConvShape& s, const float* w);
+  // Scratch floats one image needs.
+  int64_t scratch_floats() const;
+  // gx [C, H, W] of one image from its gy [O, Ho, Wo].
+  void run(const float* gy, float* gx, float* scratch) const;
+
+ private:
+  DirectConvShape s_;
+  DirectConvShape gy_shape_;  // gy padded: C = O channels of Ho x Wo, the largest sub-kernel
+  std::vector<DirectConvShape> phases_;            // (a, b) = (0, 0), (0, 1), (1, 0), (1, 1)
+  std::vector<std::vector<float>> phase_weights_;  // each [O * Ma * Nb, C]
+};
+
 // gy [O, Ho, Wo] of one image as gyq [O, Qs]: rows of Wp columns, zero past Wo and past Q.
 void direct_conv_gy_rows(const DirectConvShape& s, const float* gy, float* gyq);
 
