@@ -1,6 +1,9 @@
 // Builds `bench_conv`: conv2d forward and forward+backward through the im2col op, beside the
 // convolution composed from strided views (nn::pad2d + nn::unfold2d + matmul, the same result
-// without the op), both measured in this run. Flag: --threads N.
+// without the op), both measured in this run; then the CNN+CBAM step's convolutions (batch 128)
+// by im2col + GEMM and by the direct convolution (engine/cpu/direct_conv.h), forward, weight
+// gradient and input gradient apart, with the FMA peak measured in the same run. Flag:
+// --threads N.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -8,9 +11,11 @@
 #include <cstring>
 #include <functional>
 
+#include "engine/cpu/direct_conv.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
 #include "nn/conv.h"
+#include "train/bench/fma_peak.h"
 
 using namespace qkv;
 
@@ -36,6 +41,61 @@ Tensor conv_from_views(const Tensor& x, const Tensor& w, const Tensor& b, int64_
   const int64_t Ho = win.size(4), Wo = win.size(5);
   Tensor y = matmul(w.reshape({O, K}), win.reshape({B, K, Ho * Wo})).reshape({B, O, Ho, Wo});
   return add(y, b.reshape({1, O, 1, 1}));
+}
+
+// The CNN+CBAM step's convolutions, each timed three ways (best of 7): the forward, forward and
+// weight gradient, and forward and both gradients; the gradients' times are the differences.
+void direct_against_im2col() {
+  const bool direct_here = cpu::direct_conv_enabled();
+  std::printf("\nthe CNN+CBAM step's convolutions, batch 128, GFLOP/s (im2col + GEMM / direct), %d"
+              " threads; FMA peak %.1f GFLOP/s measured now%s\n",
+              num_threads(), bench::measured_fma_peak_gflops(num_threads()),
+              direct_here ? "" : " (no AVX-512: both columns are im2col)");
+  std::printf("%-26s %6s %15s %15s %15s\n", "[N,C,H,W] -> O", "kernel", "forward", "weight grad",
+              "input grad");
+  struct Layer {
+    int64_t c, h, o, k, stride, pad;
+  };
+  for (Layer l : {Layer{1, 28, 16, 3, 1, 1}, Layer{16, 28, 16, 3, 1, 1}, Layer{16, 28, 32, 3, 2, 1},
+                  Layer{32, 14, 32, 3, 1, 1}, Layer{32, 14, 64, 3, 2, 1},
+                  Layer{64, 7, 64, 3, 1, 1}, Layer{2, 28, 1, 7, 1, 3}}) {
+    manual_seed(2);
+    Tensor x = randn({128, l.c, l.h, l.h}), xg = x.detach().requires_grad_();
+    Tensor w = randn({l.o, l.c, l.k, l.k}).requires_grad_();
+    Tensor gy;
+    {
+      NoGrad no_grad;
+      gy = conv2d(x, w, Tensor(), l.stride, l.pad);
+    }
+    const double flop = 2.0 * double(gy.numel()) * double(l.c * l.k * l.k);
+    double rate[2][3];
+    for (int direct = 0; direct < 2; ++direct) {
+      cpu::set_direct_conv_enabled(direct == 1);
+      const double f = best_ms([&] {
+        NoGrad no_grad;
+        conv2d(x, w, Tensor(), l.stride, l.pad);
+      });
+      const double fw = best_ms([&] {
+        conv2d(x, w, Tensor(), l.stride, l.pad).backward(gy);
+        w.zero_grad();
+      });
+      const double fwx = best_ms([&] {
+        conv2d(xg, w, Tensor(), l.stride, l.pad).backward(gy);
+        w.zero_grad(), xg.zero_grad();
+      });
+      rate[direct][0] = flop / f / 1e6, rate[direct][1] = flop / (fw - f) / 1e6;
+      rate[direct][2] = flop / (fwx - fw) / 1e6;
+    }
+    cpu::set_direct_conv_enabled(true);
+    char name[64], kernel[16];
+    std::snprintf(name, sizeof name, "[128,%ld,%ld,%ld] -> %ld", long(l.c), long(l.h), long(l.h),
+                  long(l.o));
+    std::snprintf(kernel, sizeof kernel, "%ldx%ld/%ld", long(l.k), long(l.k), long(l.stride));
+    std::printf("%-26s %6s", name, kernel);
+    for (int part = 0; part < 3; ++part)
+      std::printf("   %5.1f / %5.1f", rate[0][part], rate[1][part]);
+    std::printf("\n");
+  }
 }
 
 }  // namespace
@@ -71,5 +131,6 @@ int main(int argc, char** argv) {
                   long(s.w), long(s.o));
     std::printf("%-22s %10.2f %10.2f %10.2f %10.2f %7.1fx\n", name, vf, of, vb, ob, vb / ob);
   }
+  direct_against_im2col();
   return 0;
 }
