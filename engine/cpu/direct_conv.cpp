@@ -254,7 +254,11 @@ QKV_AVX512 void channel_lanes_all(const DirectConvShape& s, int64_t images, cons
         channel_lanes_tile_reusing<ROWS, 4>(s, images, xp, gyt, r0, o0, gwt);
       else
         channel_lanes_tile<3, ROWS, OV, S>(s, images, xp, gyt, r0, o0, gwt);
-    for (; r0 < rows; ++r0) channel_lanes_tile<3, 1, OV, S>(s, images, xp, gyt, r0, o0, gwt);
+    for (; r0 < rows; ++r0)
+      if constexpr (OV == 1 && S == 1)
+        channel_lanes_tile_reusing<1, 4>(s, images, xp, gyt, r0, o0, gwt);
+      else
+        channel_lanes_tile<3, 1, OV, S>(s, images, xp, gyt, r0, o0, gwt);
   }
 }
 

@@ -51,6 +51,8 @@ const std::vector<ConvCase> kCases = {
     // left over: 3, 5, 2 and 1); a 7x7 to one channel (CBAM's); and images too large for two in
     // a pass of gW.
     {{3, 16, 9, 11}, {16, 16, 3, 3}, 1, 1, 1, true},
+    {{2, 3, 7, 9}, {16, 3, 3, 3}, 1, 1, 1, false},  // 16 channels: 8 rows and one left over
+    {{2, 1, 6, 6}, {16, 1, 3, 3}, 1, 1, 1, true},   // the stem's 1 -> 16: three rows left over
     {{2, 5, 7, 6}, {32, 5, 3, 3}, 1, 1, 1, false},
     {{2, 3, 5, 6}, {64, 3, 3, 3}, 1, 1, 1, true},
     {{2, 3, 8, 9}, {15, 3, 5, 3}, 1, 2, 1, true},
