@@ -1,8 +1,9 @@
 // Builds `bench_conv`: conv2d forward and forward+backward through the im2col op, beside the
 // convolution composed from strided views (nn::pad2d + nn::unfold2d + matmul, the same result
 // without the op), both measured in this run; then the CNN+CBAM step's convolutions (batch 128)
-// by im2col + GEMM and by the direct convolution (engine/cpu/direct_conv.h), forward, weight
-// gradient and input gradient apart, with the FMA peak measured in the same run. Flag:
+// by im2col + GEMM and by the direct convolution (engine/cpu/direct_conv.h), the backend's forward,
+// weight gradient and input gradient kernels timed alone, with the FMA peak measured in the same
+// run. Flag:
 // --threads N.
 #include <algorithm>
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <functional>
 
+#include "engine/backend.h"
 #include "engine/cpu/direct_conv.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
@@ -43,48 +45,45 @@ Tensor conv_from_views(const Tensor& x, const Tensor& w, const Tensor& b, int64_
   return add(y, b.reshape({1, O, 1, 1}));
 }
 
-// The CNN+CBAM step's convolutions, each timed three ways (best of 7): the forward, forward and
-// weight gradient, and forward and both gradients; the gradients' times are the differences.
+// The CNN+CBAM step's convolutions, the backend's kernels timed alone (best of 7): the forward,
+// the weight gradient alone and the input gradient alone (conv2d_backward with only that output).
 void direct_against_im2col() {
   const bool direct_here = cpu::direct_conv_enabled();
-  std::printf("\nthe CNN+CBAM step's convolutions, batch 128, GFLOP/s (im2col + GEMM / direct), %d"
-              " threads; FMA peak %.1f GFLOP/s measured now%s\n",
-              num_threads(), bench::measured_fma_peak_gflops(num_threads()),
-              direct_here ? "" : " (no AVX-512: both columns are im2col)");
+  std::printf(
+      "\nthe CNN+CBAM step's convolutions, batch 128, GFLOP/s (im2col + GEMM / direct), %d"
+      " threads; FMA peak %.1f GFLOP/s measured now%s\n",
+      num_threads(), bench::measured_fma_peak_gflops(num_threads()),
+      direct_here ? "" : " (no AVX-512: both columns are im2col)");
   std::printf("%-26s %6s %15s %15s %15s\n", "[N,C,H,W] -> O", "kernel", "forward", "weight grad",
               "input grad");
   struct Layer {
     int64_t c, h, o, k, stride, pad;
   };
   for (Layer l : {Layer{1, 28, 16, 3, 1, 1}, Layer{16, 28, 16, 3, 1, 1}, Layer{16, 28, 32, 3, 2, 1},
-                  Layer{32, 14, 32, 3, 1, 1}, Layer{32, 14, 64, 3, 2, 1},
-                  Layer{64, 7, 64, 3, 1, 1}, Layer{2, 28, 1, 7, 1, 3}}) {
+                  Layer{32, 14, 32, 3, 1, 1}, Layer{32, 14, 64, 3, 2, 1}, Layer{64, 7, 64, 3, 1, 1},
+                  Layer{2, 28, 1, 7, 1, 3}}) {
     manual_seed(2);
-    Tensor x = randn({128, l.c, l.h, l.h}), xg = x.detach().requires_grad_();
-    Tensor w = randn({l.o, l.c, l.k, l.k}).requires_grad_();
-    Tensor gy;
-    {
-      NoGrad no_grad;
-      gy = conv2d(x, w, Tensor(), l.stride, l.pad);
-    }
+    Tensor x = randn({128, l.c, l.h, l.h}), w = randn({l.o, l.c, l.k, l.k});
+    const Window2d window{.kernel_h = l.k,
+                          .kernel_w = l.k,
+                          .stride_h = l.stride,
+                          .stride_w = l.stride,
+                          .pad_h = l.pad,
+                          .pad_w = l.pad};
+    Backend& cpu = x.backend();
+    Tensor gy = cpu.conv2d_forward(x, w, Tensor(), window, 1).y;
+    Tensor gx = Tensor::empty(x.shape()), gw = Tensor::empty(w.shape());
     const double flop = 2.0 * double(gy.numel()) * double(l.c * l.k * l.k);
     double rate[2][3];
     for (int direct = 0; direct < 2; ++direct) {
       cpu::set_direct_conv_enabled(direct == 1);
-      const double f = best_ms([&] {
-        NoGrad no_grad;
-        conv2d(x, w, Tensor(), l.stride, l.pad);
-      });
-      const double fw = best_ms([&] {
-        conv2d(x, w, Tensor(), l.stride, l.pad).backward(gy);
-        w.zero_grad();
-      });
-      const double fwx = best_ms([&] {
-        conv2d(xg, w, Tensor(), l.stride, l.pad).backward(gy);
-        w.zero_grad(), xg.zero_grad();
-      });
-      rate[direct][0] = flop / f / 1e6, rate[direct][1] = flop / (fw - f) / 1e6;
-      rate[direct][2] = flop / (fwx - fw) / 1e6;
+      const double f = best_ms([&] { cpu.conv2d_forward(x, w, Tensor(), window, 1); });
+      const double wg = best_ms(
+          [&] { cpu.conv2d_backward(gy, x, w, Tensor(), window, 1, Tensor(), gw, Tensor()); });
+      const double xg = best_ms(
+          [&] { cpu.conv2d_backward(gy, x, w, Tensor(), window, 1, gx, Tensor(), Tensor()); });
+      rate[direct][0] = flop / f / 1e6, rate[direct][1] = flop / wg / 1e6;
+      rate[direct][2] = flop / xg / 1e6;
     }
     cpu::set_direct_conv_enabled(true);
     char name[64], kernel[16];
