@@ -91,6 +91,37 @@ __attribute__((target("avx512f"))) void channel_sums_avx512(const float* a, cons
   sum1 = _mm512_reduce_add_pd(_mm512_add_pd(s1lo, s1hi));
 }
 
+// One channel's mean and variance (its first run at xc, the next stride apart) by
+// channel_sums_avx512; false where that does not run (not float32, or no AVX-512), and the
+// caller's loops compute them.
+template <typename T>
+bool lane_statistics(const T* xc, int64_t stride, int64_t batch, int64_t S, T& mean, T& var) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (!cpu_has_avx512f()) return false;
+    double s = 0, v = 0, unused = 0;
+    channel_sums_avx512<ChannelSums::values>(xc, nullptr, stride, batch, S, 0.f, s, unused);
+    mean = float(s / double(batch * S));
+    channel_sums_avx512<ChannelSums::centered_squares>(xc, nullptr, stride, batch, S, mean, v,
+                                                       unused);
+    var = float(v / double(batch * S));
+    return true;
+  }
+  return false;
+}
+
+// sum(g) and sum(g * (x - mu)) over one channel the same way; false where that does not run.
+template <typename T>
+bool lane_gradient_sums(const T* gc, const T* xc, int64_t stride, int64_t batch, int64_t S, T mu,
+                        double& sum_g, double& sum_gc) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (!cpu_has_avx512f()) return false;
+    channel_sums_avx512<ChannelSums::grads_and_grads_times_centered>(gc, xc, stride, batch, S, mu,
+                                                                     sum_g, sum_gc);
+    return true;
+  }
+  return false;
+}
+
 Layout layout_of(const Tensor& x) {
   int64_t s = 1;
   for (int d = 2; d < x.dim(); ++d) s *= x.size(d);
@@ -114,18 +145,7 @@ void CpuBackend::batch_norm(const Tensor& x, const Tensor& weight, const Tensor&
     T* yp = out.data<T>();
     parallel_for(0, C, l.grain(), [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
-        if constexpr (std::is_same_v<T, float>)
-          if (training && cpu_has_avx512f()) {
-            double s = 0, v = 0, unused = 0;
-            channel_sums_avx512<ChannelSums::values>(xp + c * S, nullptr, C * S, l.batch, S, 0.f, s,
-                                                     unused);
-            const float mu = float(s / double(l.count()));
-            channel_sums_avx512<ChannelSums::centered_squares>(xp + c * S, nullptr, C * S, l.batch,
-                                                               S, mu, v, unused);
-            mp[c] = mu;
-            vp[c] = float(v / double(l.count()));
-          }
-        if (training && !(std::is_same_v<T, float> && cpu_has_avx512f())) {
+        if (training && !lane_statistics(xp + c * S, C * S, l.batch, S, mp[c], vp[c])) {
           // two passes (mean, then centered variance): stable where E[x^2]-E[x]^2 is not
           double s = 0;
           for (int64_t n = 0; n < l.batch; ++n) {
@@ -174,11 +194,8 @@ void CpuBackend::batch_norm_backward(const Tensor& gy, const Tensor& x, const Te
         const T mu = mp[c], rs = rp[c];
         // sum(g) and sum(g * (x - mean)); sum(g * xhat) is the second times rstd
         double sum_g = 0, sum_gc = 0;
-        if (std::is_same_v<T, float> && cpu_has_avx512f() && (gw || gb || (o && training))) {
-          if constexpr (std::is_same_v<T, float>)
-            channel_sums_avx512<ChannelSums::grads_and_grads_times_centered>(
-                g + c * S, xp + c * S, C * S, l.batch, S, mu, sum_g, sum_gc);
-        } else if (gw || gb || (o && training)) {
+        if ((gw || gb || (o && training)) &&
+            !lane_gradient_sums(g + c * S, xp + c * S, C * S, l.batch, S, mu, sum_g, sum_gc)) {
           for (int64_t n = 0; n < l.batch; ++n) {
             const T* gr = g + (n * C + c) * S;
             const T* xr = xp + (n * C + c) * S;

@@ -63,7 +63,8 @@ struct ConvShape {
   int64_t Og() const { return O / groups; }
   // The direct convolution (direct_conv.h) takes float32 at stride 1 or 2 with one group; not a
   // 1x1 window at stride 2, which reads a quarter of the input that the phase planes would copy
-  // whole (the shortcuts' [128, 16, 28, 28] -> 32: 23 GFLOP/s direct, 51 by im2col and GEMM).
+  // whole (the shortcuts' [128, 16, 28, 28] -> 32 forward: 19-23 GFLOP/s direct, 50-51 by im2col
+  // and GEMM).
   bool direct() const {
     const int64_t stride = window.stride_h;
     return float32 && groups == 1 && window.stride_w == stride &&
@@ -211,8 +212,8 @@ void forward_images(const ConvShape& s, const T* x, const T* w, const T* wt, con
 }
 
 // gw [O, K] (or [K, O] when gw_transposed()) += the weight gradient of images [n0, n1) by the
-// direct convolution, a few images at a
-// time: as many as keep their padded planes and gy rows within kPassBytes (at least one).
+// direct convolution, a few images at a time: as many as keep their padded planes and gy rows
+// within kPassBytes (at least one).
 void direct_weight_grad(const ConvShape& s, const float* x, const float* gy, float* gw, int64_t n0,
                         int64_t n1) {
   constexpr int64_t kPassBytes = 512 << 10;  // half of a 1 MB L2

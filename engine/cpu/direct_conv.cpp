@@ -35,21 +35,12 @@ QKV_AVX512_INLINE __mmask16 lanes_below(int64_t n) {
   return n <= 0 ? __mmask16(0) : n >= kLanes ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
 }
 
-// Columns [col, col + 16) of a padded row whose values are src[0, n) from column `before` on, zero
-// elsewhere. The masked load touches only src[0, n); the address of a vector that starts before
-// src is computed as an integer, never as a pointer outside the row.
-QKV_AVX512_INLINE __m512 padded_vector(const float* src, int64_t n, int64_t before, int64_t col) {
-  const __mmask16 in_src = __mmask16(~lanes_below(before - col) & lanes_below(before + n - col));
-  return _mm512_maskz_loadu_ps(
-      in_src, reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(src) +
-                                            uintptr_t((col - before) * int64_t(sizeof(float)))));
-}
-
-// dst[0, width) = that padded row: a vector at a time.
-QKV_AVX512_INLINE void place_row(const float* src, int64_t n, int64_t before, int64_t width,
-                                 float* dst) {
+// dst[0, width) = src[0, n), then zeros: a vector at a time, the masked loads touching only
+// src[0, n).
+QKV_AVX512_INLINE void copy_row(const float* src, int64_t n, int64_t width, float* dst) {
   for (int64_t col = 0; col < width; col += kLanes)
-    _mm512_mask_storeu_ps(dst + col, lanes_below(width - col), padded_vector(src, n, before, col));
+    _mm512_mask_storeu_ps(dst + col, lanes_below(width - col),
+                          _mm512_maskz_loadu_ps(lanes_below(n - col), src + col));
 }
 
 // The two column phases of a padded row, Wq values each: evens[t] = row[2 t], odds[t] = row[2 t +
@@ -365,14 +356,14 @@ QKV_AVX512 void direct_conv_forward(const DirectConvShape& s, const float* xp, c
   forward_rows(s, xp, wt, bias, yq);
   for (int64_t o = 0; o < s.O; ++o)
     for (int64_t oh = 0; oh < s.Ho; ++oh)
-      place_row(yq + o * s.Qs + oh * s.Wq, s.Wo, 0, s.Wo, y + (o * s.Ho + oh) * s.Wo);
+      copy_row(yq + o * s.Qs + oh * s.Wq, s.Wo, s.Wo, y + (o * s.Ho + oh) * s.Wo);
 }
 
 QKV_AVX512 void direct_conv_gy_rows(const DirectConvShape& s, const float* gy, float* gyq) {
   for (int64_t o = 0; o < s.O; ++o) {
     float* row = gyq + o * s.Qs;
     for (int64_t oh = 0; oh < s.Ho; ++oh)
-      place_row(gy + (o * s.Ho + oh) * s.Wo, s.Wo, 0, s.Wq, row + oh * s.Wq);
+      copy_row(gy + (o * s.Ho + oh) * s.Wo, s.Wo, s.Wq, row + oh * s.Wq);
     std::fill(row + s.Q, row + s.Qs, 0.f);
   }
 }
