@@ -1,6 +1,7 @@
 // Elementwise CPU kernels: copy/cast, fill, unary, binary and where over strided operands.
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "engine/convert.h"
 #include "engine/cpu/cpu_backend.h"
@@ -164,6 +165,8 @@ void CpuBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double sc
       case UnaryOp::tanh:
         return map1<T, T>(x, out, [](T v) { return std::tanh(v); });
       case UnaryOp::sigmoid:
+        if constexpr (std::is_same_v<T, float>)  // vectorized: libm's exp is a call per element
+          return map1<T, T>(x, out, [](T v) { return fast_sigmoid(v); });
         return map1<T, T>(x, out, [](T v) {
           // the two-sided form never evaluates exp of a large positive number
           return v >= 0 ? T(1) / (T(1) + std::exp(-v)) : std::exp(v) / (T(1) + std::exp(v));

@@ -1,4 +1,4 @@
-// The vectorizable float exp/erf against libm, and the kernels that use them.
+// The vectorizable float exp/sigmoid/erf against libm, and the kernels that use them.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 
@@ -22,6 +22,19 @@ BOOST_AUTO_TEST_CASE(fast_exp_matches_libm) {
   BOOST_CHECK(std::isfinite(cpu::fast_exp(1000.0f)));
 }
 
+BOOST_AUTO_TEST_CASE(fast_sigmoid_matches_libm) {
+  double worst = 0;
+  for (float x = -87.0f; x < 88.0f; x += 0.01373f) {
+    const double want = 1 / (1 + std::exp(-double(x)));
+    worst = std::max(worst, std::abs(cpu::fast_sigmoid(x) - want) / want);
+  }
+  BOOST_CHECK_LT(worst, 6e-7);  // a few float ulps
+  BOOST_CHECK_EQUAL(cpu::fast_sigmoid(-INFINITY), 0.0f);
+  BOOST_CHECK_EQUAL(cpu::fast_sigmoid(INFINITY), 1.0f);
+  BOOST_CHECK_EQUAL(cpu::fast_sigmoid(0.0f), 0.5f);
+  BOOST_CHECK(std::isnan(cpu::fast_sigmoid(NAN)));
+}
+
 BOOST_AUTO_TEST_CASE(fast_erf_matches_libm) {
   double worst = 0;
   for (float x = -6.0f; x < 6.0f; x += 0.001f)
@@ -40,6 +53,7 @@ BOOST_AUTO_TEST_CASE(float_kernels_agree_with_double_ones) {
   close(softmax(xf, 1), softmax(x, 1), 1e-6);
   close(log_softmax(xf, 1), log_softmax(x, 1), 1e-5);
   close(gelu(xf), gelu(x), 2e-6);
+  close(sigmoid(xf), sigmoid(x), 2e-7);
   close(layer_norm(xf, {301}), layer_norm(x, {301}), 1e-5);
 }
 
