@@ -216,18 +216,22 @@ class Backend {
   // trailing dims; mean, var, rstd [C] contiguous in x's dtype)
   // ------------------------------------- Training writes the batch's mean and biased variance into
   // mean and var; eval reads them (the running statistics). Both write rstd = 1 / sqrt(var + eps)
-  // and out = (x - mean) * rstd * weight + bias; weight and bias [C] may be undefined. The default
-  // composes the formula from ops (a backend without the kernel still runs it); the CPU's is fused.
+  // and out = (x - mean) * rstd * weight + bias; weight and bias [C] may be undefined; with relu,
+  // out = max(that, 0) (NaN passes, as relu's). The default composes the formula from ops (a
+  // backend without the kernel still runs it); the CPU's is fused.
   virtual void batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                           bool training, const Tensor& mean, const Tensor& var, const Tensor& rstd,
-                          const Tensor& out);
+                          const Tensor& out, bool relu);
   // From the saved mean and rstd, with xhat = (x - mean) * rstd: gweight = sum(gy * xhat) and
   // gbias = sum(gy) per channel; gx = weight * rstd * (gy - mean(gy) - xhat * mean(gy * xhat)) in
   // training (the statistics depend on x), weight * rstd * gy in eval. gx, gweight and gbias may
-  // each be undefined (not wanted); weight undefined means ones.
+  // each be undefined (not wanted); weight undefined means ones. A defined relu_output (the
+  // forward's output with relu) masks gy first as relu_backward(gy, relu_output) does: 0 where the
+  // output is <= 0.
   virtual void batch_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
                                    const Tensor& mean, const Tensor& rstd, bool training,
-                                   const Tensor& gx, const Tensor& gweight, const Tensor& gbias);
+                                   const Tensor& relu_output, const Tensor& gx,
+                                   const Tensor& gweight, const Tensor& gbias);
 
   // ---- indexing (x contiguous, index int64 contiguous, bounds checked by the caller) ------------
   // out = x selected along `dim` at the 1-D `index`.

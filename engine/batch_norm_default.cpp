@@ -22,7 +22,7 @@ Tensor per_channel(const Tensor& t) { return t.reshape({1, t.numel(), 1}); }
 
 void Backend::batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
                          bool training, const Tensor& mean, const Tensor& var, const Tensor& rstd,
-                         const Tensor& out) {
+                         const Tensor& out, bool relu) {
   NoGrad no_grad;
   Tensor x3 = x.reshape(as_three_dims(x));
   if (training) {
@@ -34,15 +34,17 @@ void Backend::batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bi
   Tensor y = mul(sub(x3, per_channel(mean)), per_channel(rstd));
   if (weight.defined()) y = mul(y, per_channel(weight));
   if (bias.defined()) y = qkv::add(y, per_channel(bias));
+  if (relu) y = qkv::relu(y);
   copy_(out, y.reshape(out.shape()));
 }
 
 void Backend::batch_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
                                   const Tensor& mean, const Tensor& rstd, bool training,
-                                  const Tensor& gx, const Tensor& gweight, const Tensor& gbias) {
+                                  const Tensor& relu_output, const Tensor& gx,
+                                  const Tensor& gweight, const Tensor& gbias) {
   NoGrad no_grad;
   const Shape three = as_three_dims(x);
-  Tensor g3 = gy.reshape(three);
+  Tensor g3 = (relu_output.defined() ? relu_backward(gy, relu_output) : gy).reshape(three);
   Tensor xhat = mul(sub(x.reshape(three), per_channel(mean)), per_channel(rstd));
   if (gweight.defined()) copy_(gweight, sum(mul(g3, xhat), {0, 2}));
   if (gbias.defined()) copy_(gbias, sum(g3, {0, 2}));

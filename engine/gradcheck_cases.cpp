@@ -145,6 +145,14 @@ void register_engine_gradcheck_cases(OpRegistry& r) {
            [](X x) {
              return batch_norm(cat({x[0], x[1]}, 1), Tensor(), Tensor(), x[2], x[3], true);
            });
+  // batch_norm_relu: training with the affine, and eval; the bias keeps some outputs clipped
+  add_case("batch_norm_relu", {{{3, 2, 2, 2}}, {{2}}, {{2}}},
+           [](X x) { return batch_norm_relu(x[0], Tensor(), Tensor(), x[1], x[2], true); });
+  add_case("batch_norm_relu", {{{2, 3, 2, 2}}}, [](X x) {
+    const Tensor running_mean = tensor({0.25, -0.5, 1.0}, {3}, {.dtype = DType::f64});
+    const Tensor running_var = tensor({0.6, 1.3, 2.0}, {3}, {.dtype = DType::f64});
+    return batch_norm_relu(x[0], running_mean, running_var, Tensor(), Tensor(), false);
+  });
   add_case("embedding", {{{5, 3}}, {{2, 4}, Domain::index, 5}},
            [](X x) { return embedding(x[0], x[1]); });
   add_case("dropout", {{{4, 5}}}, [](X x) {

@@ -150,6 +150,11 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
                   bool training = false, double momentum = 0.1, double eps = 1e-5);
+// relu(batch_norm(...)) with the same arguments, the ReLU fused into batch_norm's kernels (no
+// separate pass forward or backward); the same values and gradients as the two ops.
+Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                       bool training = false, double momentum = 0.1, double eps = 1e-5);
 // Rows of weight [num, dim] at the int64 indices (any shape) -> indices.shape + [dim].
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 // Zeroes elements with probability p and scales the rest by 1/(1-p) when training: one recorded op

@@ -22,7 +22,7 @@ CnnClassifier::CnnClassifier(const CnnClassifierConfig& c) : config(c) {
 Tensor CnnClassifier::forward(const Tensor& images) {
   QKV_CHECK(images.dim() == 4 && images.size(1) == config.in_channels, "CnnClassifier",
             "expected [B, ", config.in_channels, ", H, W], got ", shape_str(images.shape()));
-  Tensor x = relu(stem_bn->forward(stem->forward(images)));
+  Tensor x = stem_bn->forward_relu(stem->forward(images));
   for (auto& block : blocks) x = block->forward(x);
   return head->forward(mean(x, {2, 3}));  // global average pooling: any input size works
 }

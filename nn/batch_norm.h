@@ -14,6 +14,8 @@ class BatchNorm2d : public Layer {
  public:
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1);
   Tensor forward(const Tensor& x) override;
+  // relu(forward(x)) in one kernel each way (engine's batch_norm_relu).
+  Tensor forward_relu(const Tensor& x);
   std::string describe() const override {
     return "BatchNorm2d(" + std::to_string(num_features) + ")";
   }
@@ -22,6 +24,9 @@ class BatchNorm2d : public Layer {
   double eps, momentum;
   Tensor weight, bias;                                    // [C] ones, zeros
   Tensor running_mean, running_var, num_batches_tracked;  // buffers
+
+ private:
+  Tensor normalize(const Tensor& x, bool relu);
 };
 
 }  // namespace qkv::nn

@@ -30,7 +30,7 @@ ResidualBlock::ResidualBlock(int64_t in, int64_t out, int64_t stride, const std:
 }
 
 Tensor ResidualBlock::forward(const Tensor& x) {
-  Tensor y = bn2->forward(conv2->forward(relu(bn1->forward(conv1->forward(x)))));
+  Tensor y = bn2->forward(conv2->forward(bn1->forward_relu(conv1->forward(x))));
   if (se) y = se->forward(y);
   if (cbam) y = cbam->forward(y);
   Tensor identity = shortcut_conv ? shortcut_bn->forward(shortcut_conv->forward(x)) : x;

@@ -11,12 +11,13 @@ namespace qkv {
 
 namespace {
 
-void check_per_channel(const Tensor& t, const Tensor& x, const char* what, bool same_dtype) {
+void check_per_channel(const Tensor& t, const Tensor& x, const char* what, bool same_dtype,
+                       const char* name) {
   if (!t.defined()) return;
-  QKV_CHECK(t.shape() == Shape{x.size(1)}, "batch_norm", what, " has shape ", shape_str(t.shape()),
+  QKV_CHECK(t.shape() == Shape{x.size(1)}, name, what, " has shape ", shape_str(t.shape()),
             ", expected [", x.size(1), "] (the channels of the input ", shape_str(x.shape()), ")");
-  if (same_dtype) detail::check_same_dtype(x, t, "batch_norm");
-  detail::check_same_device(x, t, "batch_norm");
+  if (same_dtype) detail::check_same_dtype(x, t, name);
+  detail::check_same_device(x, t, name);
 }
 
 // running = (1 - momentum) * running + momentum * batch, in the running statistic's dtype.
@@ -25,30 +26,26 @@ void fold_in(const Tensor& running, const Tensor& batch, double momentum) {
     copy_(running, add(mul(running, 1 - momentum), mul(batch.to(running.dtype()), momentum)));
 }
 
-}  // namespace
-
-// The backward is the fused batch_norm_backward kernel.
-QKV_RECORDED_OP("batch_norm", "engine", kernel);
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
-                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
-                  double eps) {
-  detail::check_defined(x, "batch_norm");
-  detail::check_f32_or_f64(x, "batch_norm");
-  QKV_CHECK(x.dim() >= 2, "batch_norm", "expected an input [N, C, ...], got ",
-            shape_str(x.shape()));
-  check_per_channel(weight, x, "weight", true);
-  check_per_channel(bias, x, "bias", true);
-  check_per_channel(running_mean, x, "running_mean", false);
-  check_per_channel(running_var, x, "running_var", false);
+// batch_norm, or relu(batch_norm) with relu: one kernel each way, under the op's name.
+Tensor normalize(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                 const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                 double eps, bool relu, const char* name) {
+  detail::check_defined(x, name);
+  detail::check_f32_or_f64(x, name);
+  QKV_CHECK(x.dim() >= 2, name, "expected an input [N, C, ...], got ", shape_str(x.shape()));
+  check_per_channel(weight, x, "weight", true, name);
+  check_per_channel(bias, x, "bias", true, name);
+  check_per_channel(running_mean, x, "running_mean", false, name);
+  check_per_channel(running_var, x, "running_var", false, name);
   const int64_t channels = x.size(1), per_channel = channels ? x.numel() / channels : 0;
   Tensor mean = Tensor::empty({channels}, x.dtype(), x.device());
   Tensor var = Tensor::empty({channels}, x.dtype(), x.device());
   if (training) {
-    QKV_CHECK(per_channel > 1, "batch_norm",
+    QKV_CHECK(per_channel > 1, name,
               "training needs more than one value per channel, got an input ",
               shape_str(x.shape()));
   } else {
-    QKV_CHECK(running_mean.defined() && running_var.defined(), "batch_norm",
+    QKV_CHECK(running_mean.defined() && running_var.defined(), name,
               "eval mode needs running_mean and running_var");
     NoGrad no_grad;
     copy_(mean, running_mean);
@@ -59,15 +56,19 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   Tensor bc = bias.defined() ? detail::contiguous_data(bias) : Tensor();
   Tensor rstd = Tensor::empty({channels}, x.dtype(), x.device());
   Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  x.backend().batch_norm(xc, wc, bc, eps, training, mean, var, rstd, y);
+  x.backend().batch_norm(xc, wc, bc, eps, training, mean, var, rstd, y, relu);
+  // With relu the backward masks gy by the output, as relu_backward(gy, y) does; the output is
+  // saved as data (no autograd edge), so the node does not keep itself alive.
+  Tensor relu_output = relu ? y.detach() : Tensor();
   Tensor result = record(
-      "batch_norm", {x, weight, bias}, y, [xc, wc, mean, rstd, training, bias](const Tensor& gy) {
+      name, {x, weight, bias}, y,
+      [xc, wc, mean, rstd, training, bias, relu_output](const Tensor& gy) {
         Tensor gx = Tensor::empty(xc.shape(), xc.dtype(), xc.device());
         Tensor gw = wc.defined() ? Tensor::empty(wc.shape(), wc.dtype(), wc.device()) : Tensor();
         Tensor gb =
             bias.defined() ? Tensor::empty(bias.shape(), bias.dtype(), bias.device()) : Tensor();
         xc.backend().batch_norm_backward(detail::contiguous_data(gy), xc, wc, mean, rstd, training,
-                                         gx, gw, gb);
+                                         relu_output, gx, gw, gb);
         return grads{gx, gw, gb};
       });
   // After record(): the profiler charges an op the time since the previous one finished, so the
@@ -78,6 +79,27 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     fold_in(running_var, mul(var, double(per_channel) / double(per_channel - 1)), momentum);
   }
   return result;
+}
+
+}  // namespace
+
+// The backward is the fused batch_norm_backward kernel.
+QKV_RECORDED_OP("batch_norm", "engine", kernel);
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps) {
+  return normalize(x, running_mean, running_var, weight, bias, training, momentum, eps, false,
+                   "batch_norm");
+}
+
+// The same kernels with the ReLU applied as the output is stored and its mask applied to gy as the
+// backward reads it: no separate relu pass either way.
+QKV_RECORDED_OP("batch_norm_relu", "engine", kernel);
+Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                       double eps) {
+  return normalize(x, running_mean, running_var, weight, bias, training, momentum, eps, true,
+                   "batch_norm_relu");
 }
 
 }  // namespace qkv

@@ -22,16 +22,17 @@ struct Forward {
 
 // The CPU's fused kernel, or (composed) the Backend default it overrides, on the same inputs.
 Forward forward(const Tensor& x, const Tensor& w, const Tensor& b, bool training, bool composed,
-                const Tensor& running_mean = Tensor(), const Tensor& running_var = Tensor()) {
+                const Tensor& running_mean = Tensor(), const Tensor& running_var = Tensor(),
+                bool relu = false) {
   const int64_t c = x.size(1);
   Forward f{Tensor::empty(x.shape(), x.dtype()), Tensor::empty({c}, x.dtype()),
             Tensor::empty({c}, x.dtype()), Tensor::empty({c}, x.dtype())};
   if (!training) copy_(f.mean, running_mean), copy_(f.var, running_var);
   Backend& backend = x.backend();
   if (composed)
-    backend.Backend::batch_norm(x, w, b, 1e-5, training, f.mean, f.var, f.rstd, f.out);
+    backend.Backend::batch_norm(x, w, b, 1e-5, training, f.mean, f.var, f.rstd, f.out, relu);
   else
-    backend.batch_norm(x, w, b, 1e-5, training, f.mean, f.var, f.rstd, f.out);
+    backend.batch_norm(x, w, b, 1e-5, training, f.mean, f.var, f.rstd, f.out, relu);
   return f;
 }
 
@@ -39,15 +40,18 @@ struct Backward {
   Tensor gx, gw, gb;
 };
 
+// relu: the forward ran with relu, and its output masks g.
 Backward backward(const Tensor& g, const Tensor& x, const Tensor& w, const Forward& f,
-                  bool training, bool composed) {
+                  bool training, bool composed, bool relu = false) {
+  const Tensor relu_output = relu ? f.out : Tensor();
   Backward r{Tensor::empty(x.shape(), x.dtype()), Tensor::empty({x.size(1)}, x.dtype()),
              Tensor::empty({x.size(1)}, x.dtype())};
   Backend& backend = x.backend();
   if (composed)
-    backend.Backend::batch_norm_backward(g, x, w, f.mean, f.rstd, training, r.gx, r.gw, r.gb);
+    backend.Backend::batch_norm_backward(g, x, w, f.mean, f.rstd, training, relu_output, r.gx, r.gw,
+                                         r.gb);
   else
-    backend.batch_norm_backward(g, x, w, f.mean, f.rstd, training, r.gx, r.gw, r.gb);
+    backend.batch_norm_backward(g, x, w, f.mean, f.rstd, training, relu_output, r.gx, r.gw, r.gb);
   return r;
 }
 
@@ -59,7 +63,9 @@ void check_same(const Tensor& fused, const Tensor& composed, double tol) {
 
 BOOST_AUTO_TEST_SUITE(batch_norm_kernels)
 
-// Odd sizes (no run a multiple of a vector), an offset mean, two threads over the channels.
+// Odd sizes (no run a multiple of a vector), an offset mean, two threads over the channels; with
+// and without the fused ReLU (the bias is about as large as the normalized values, so about a
+// third of the outputs are clipped).
 BOOST_AUTO_TEST_CASE(fused_kernels_match_the_composed_formula) {
   const int threads = num_threads();
   set_num_threads(2);
@@ -70,22 +76,29 @@ BOOST_AUTO_TEST_CASE(fused_kernels_match_the_composed_formula) {
     Tensor w = randn({5}, o), b = randn({5}, o);
     Tensor rm = randn({5}, o), rv = uniform({5}, 0.5, 2.0, o);
     const double tol = dtype == DType::f32 ? 2e-5 : 1e-12;
-    for (bool training : {true, false}) {
-      BOOST_TEST_CONTEXT(dtype_name(dtype) << (training ? " training" : " eval")) {
-        Forward fused = forward(x, w, b, training, false, rm, rv);
-        Forward composed = forward(x, w, b, training, true, rm, rv);
-        for (auto [a, c] : {std::pair{fused.out, composed.out},
-                            {fused.mean, composed.mean},
-                            {fused.var, composed.var},
-                            {fused.rstd, composed.rstd}})
-          check_same(a, c, tol * 10);
-        Backward bf = backward(g, x, w, fused, training, false);
-        Backward bc = backward(g, x, w, composed, training, true);
-        check_same(bf.gx, bc.gx, tol);
-        check_same(bf.gw, bc.gw, tol * 100);  // sums of 378 products
-        check_same(bf.gb, bc.gb, tol * 100);
+    for (bool training : {true, false})
+      for (bool relu : {false, true}) {
+        BOOST_TEST_CONTEXT(dtype_name(dtype)
+                           << (training ? " training" : " eval") << (relu ? " relu" : "")) {
+          Forward fused = forward(x, w, b, training, false, rm, rv, relu);
+          Forward composed = forward(x, w, b, training, true, rm, rv, relu);
+          for (auto [a, c] : {std::pair{fused.out, composed.out},
+                              {fused.mean, composed.mean},
+                              {fused.var, composed.var},
+                              {fused.rstd, composed.rstd}})
+            check_same(a, c, tol * 10);
+          if (relu) {  // the mask is exercised: some outputs clipped, most not
+            const double clipped = sum(eq(fused.out, 0.0).to(DType::f64)).item();
+            BOOST_TEST(clipped > 0.1 * double(x.numel()));
+            BOOST_TEST(clipped < 0.9 * double(x.numel()));
+          }
+          Backward bf = backward(g, x, w, fused, training, false, relu);
+          Backward bc = backward(g, x, w, composed, training, true, relu);
+          check_same(bf.gx, bc.gx, tol);
+          check_same(bf.gw, bc.gw, tol * 100);  // sums of 378 products
+          check_same(bf.gb, bc.gb, tol * 100);
+        }
       }
-    }
   }
   set_num_threads(threads);
 }
@@ -109,6 +122,23 @@ BOOST_AUTO_TEST_CASE(a_constant_channel_normalizes_to_its_bias) {
   check_values(narrow(r.gb, 0, 1, 1), sum(g1).to_vector<double>(), 1e-5);
 }
 
+// The statistics of channels whose mean is far from zero beside their spread (1e6 and 1e5 with a
+// standard deviation of 1 to 2): the variance within float rounding of the double-precision
+// two-pass one over the same float values. A one-pass sum of x^2, even in double, loses about
+// mean^2 / var times double's rounding here (about 1e-4 relative).
+BOOST_AUTO_TEST_CASE(channels_far_from_zero_keep_their_variance) {
+  manual_seed(9);
+  Tensor x = add(mul(randn({8, 2, 9, 11}), tensor({1.0f, 2.0f}, {1, 2, 1, 1})),
+                 tensor({1e6f, -1e5f}, {1, 2, 1, 1}));
+  Forward f = forward(x, Tensor(), Tensor(), true, false);
+  Tensor x64 = x.to(DType::f64);
+  Tensor mean64 = mean(x64, {0, 2, 3});
+  Tensor var64 = mean(square(sub(x64, mean64.reshape({1, 2, 1, 1}))), {0, 2, 3});
+  const std::vector<double> v = var64.to_vector<double>();
+  check_values(f.var, v, 1e-6 * std::max(v[0], v[1]));
+  check_values(f.mean, mean64.to_vector<double>(), 0.07);  // float's spacing at 1e6 is 0.0625
+}
+
 // The op folds the batch's statistics into the running ones (unbiased variance), and eval uses
 // them: per channel mean 3, biased variance 3.5, unbiased 14/3.
 BOOST_AUTO_TEST_CASE(op_updates_the_running_statistics_and_eval_reads_them) {
@@ -125,6 +155,47 @@ BOOST_AUTO_TEST_CASE(op_updates_the_running_statistics_and_eval_reads_them) {
   check_values(running_var, {4.0}, 0);  // eval leaves it alone
 }
 
+// batch_norm_relu computes relu(batch_norm(...)): the same values bit for bit (the kernel clips
+// as relu's does) and the same gradients to rounding (gy masked as relu_backward(gy, y) masks it,
+// the sums vectorized apart). In eval a NaN input stays in its place: relu passes the NaN forward
+// and its gradient backward, and eval's gx = w * rstd * gy has no x term to turn it into NaN
+// (PyTorch 1.13: the gradient at a NaN input of an eval BatchNorm2d is finite).
+BOOST_AUTO_TEST_CASE(batch_norm_relu_is_relu_of_batch_norm_bit_for_bit) {
+  manual_seed(8);
+  for (DType dtype : {DType::f32, DType::f64})
+    for (bool training : {true, false}) {
+      BOOST_TEST_CONTEXT(dtype_name(dtype) << (training ? " training" : " eval")) {
+        const TensorOptions o{.dtype = dtype};
+        Tensor x0 = randn({5, 3, 6, 7}, o), g = randn({5, 3, 6, 7}, o);
+        Tensor w0 = randn({3}, o), b0 = randn({3}, o);
+        Tensor rm = randn({3}, o), rv = uniform({3}, 0.5, 2.0, o);
+        if (!training) {  // a NaN at element 10 (channel 0)
+          Tensor flat = x0.reshape({-1});
+          copy_(narrow(flat, 0, 10, 1), full({1}, std::nan(""), o));
+        }
+        std::vector<Tensor> grads[2];
+        Tensor out[2];
+        for (int fused = 0; fused < 2; ++fused) {
+          Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(),
+                 b = b0.clone().requires_grad_();
+          Tensor m = rm.clone(), v = rv.clone();
+          out[fused] = fused ? batch_norm_relu(x, m, v, w, b, training)
+                             : relu(batch_norm(x, m, v, w, b, training));
+          out[fused].backward(g);
+          grads[fused] = {x.grad(), w.grad(), b.grad(), m, v};
+        }
+        BOOST_TEST(qkv::testing::equal_values(out[1], out[0]));
+        const double tol = dtype == DType::f32 ? 1e-5 : 1e-12;
+        for (size_t i = 0; i < grads[0].size(); ++i)
+          BOOST_TEST_CONTEXT("tensor " << i) check_same(grads[1][i], grads[0][i], tol);
+        if (!training) {
+          BOOST_TEST(std::isnan(out[1].reshape({-1}).to_vector<double>()[10]));
+          BOOST_TEST(std::isfinite(grads[1][0].reshape({-1}).to_vector<double>()[10]));
+        }
+      }
+    }
+}
+
 BOOST_AUTO_TEST_CASE(bad_inputs_name_the_op_and_what_is_wrong) {
   Tensor x = zeros({2, 3, 4}), c = zeros({3});
   BOOST_CHECK_EXCEPTION(batch_norm(zeros({3}), c, c), Error,
@@ -139,6 +210,8 @@ BOOST_AUTO_TEST_CASE(bad_inputs_name_the_op_and_what_is_wrong) {
                         message_has({"batch_norm", "more than one value per channel"}));
   BOOST_CHECK_EXCEPTION(batch_norm(x, c, c, zeros({3}, {.dtype = DType::f64})), Error,
                         message_has({"batch_norm"}));
+  BOOST_CHECK_EXCEPTION(batch_norm_relu(x, c, c, zeros({4})), Error,
+                        message_has({"batch_norm_relu", "weight has shape [4], expected [3]"}));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
