@@ -227,10 +227,12 @@ class Backend {
   // training (the statistics depend on x), weight * rstd * gy in eval. gx, gweight and gbias may
   // each be undefined (not wanted); weight undefined means ones. A defined relu_output (the
   // forward's output with relu) masks gy first as relu_backward(gy, relu_output) does: 0 where the
-  // output is <= 0.
+  // output is <= 0. A kernel may instead recompute the output's sign from x, weight and bias (the
+  // forward's, bias undefined meaning zeros) where it gets the forward's values bit for bit (the
+  // CPU's float32 kernels do).
   virtual void batch_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
-                                   const Tensor& mean, const Tensor& rstd, bool training,
-                                   const Tensor& relu_output, const Tensor& gx,
+                                   const Tensor& bias, const Tensor& mean, const Tensor& rstd,
+                                   bool training, const Tensor& relu_output, const Tensor& gx,
                                    const Tensor& gweight, const Tensor& gbias);
 
   // ---- indexing (x contiguous, index int64 contiguous, bounds checked by the caller) ------------

@@ -39,6 +39,7 @@ void Backend::batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bi
 }
 
 void Backend::batch_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
+                                  const Tensor& /*bias: the mask is read from relu_output*/,
                                   const Tensor& mean, const Tensor& rstd, bool training,
                                   const Tensor& relu_output, const Tensor& gx,
                                   const Tensor& gweight, const Tensor& gbias) {

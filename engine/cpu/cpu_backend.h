@@ -53,9 +53,9 @@ class CpuBackend final : public Backend {
                   bool training, const Tensor& mean, const Tensor& var, const Tensor& rstd,
                   const Tensor& out, bool relu) override;  // engine/cpu/batch_norm_kernels.cpp
   void batch_norm_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
-                           const Tensor& mean, const Tensor& rstd, bool training,
-                           const Tensor& relu_output, const Tensor& gx, const Tensor& gweight,
-                           const Tensor& gbias) override;
+                           const Tensor& bias, const Tensor& mean, const Tensor& rstd,
+                           bool training, const Tensor& relu_output, const Tensor& gx,
+                           const Tensor& gweight, const Tensor& gbias) override;
   void index_select(const Tensor& x, int dim, const Tensor& index, const Tensor& out) override;
   void index_add(const Tensor& out, int dim, const Tensor& index, const Tensor& src) override;
   void gather(const Tensor& x, int dim, const Tensor& index, const Tensor& out) override;

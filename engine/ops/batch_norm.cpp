@@ -62,13 +62,12 @@ Tensor normalize(const Tensor& x, const Tensor& running_mean, const Tensor& runn
   Tensor relu_output = relu ? y.detach() : Tensor();
   Tensor result = record(
       name, {x, weight, bias}, y,
-      [xc, wc, mean, rstd, training, bias, relu_output](const Tensor& gy) {
+      [xc, wc, bc, mean, rstd, training, relu_output](const Tensor& gy) {
         Tensor gx = Tensor::empty(xc.shape(), xc.dtype(), xc.device());
         Tensor gw = wc.defined() ? Tensor::empty(wc.shape(), wc.dtype(), wc.device()) : Tensor();
-        Tensor gb =
-            bias.defined() ? Tensor::empty(bias.shape(), bias.dtype(), bias.device()) : Tensor();
-        xc.backend().batch_norm_backward(detail::contiguous_data(gy), xc, wc, mean, rstd, training,
-                                         relu_output, gx, gw, gb);
+        Tensor gb = bc.defined() ? Tensor::empty(bc.shape(), bc.dtype(), bc.device()) : Tensor();
+        xc.backend().batch_norm_backward(detail::contiguous_data(gy), xc, wc, bc, mean, rstd,
+                                         training, relu_output, gx, gw, gb);
         return grads{gx, gw, gb};
       });
   // After record(): the profiler charges an op the time since the previous one finished, so the

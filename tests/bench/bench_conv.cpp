@@ -3,7 +3,7 @@
 // without the op), both measured in this run; then the CNN+CBAM step's convolutions (batch 128)
 // by im2col + GEMM and by the direct convolution (engine/cpu/direct_conv.h), the backend's forward,
 // weight gradient and input gradient kernels timed alone, with the FMA peak measured in the same
-// run. Flag:
+// run; last the CNN's BatchNorm2d + ReLU as two ops and as the fused batch_norm_relu. Flag:
 // --threads N.
 #include <algorithm>
 #include <chrono>
@@ -97,6 +97,43 @@ void direct_against_im2col() {
   }
 }
 
+// The CNN's BatchNorm2d + ReLU (stem and blocks, training, batch 128): relu(batch_norm(x)) as two
+// ops against the fused batch_norm_relu, forward alone and forward + backward, best of 15 each
+// (the two alternate, so a noisy neighbour slows both).
+void batch_norm_relu_against_two_ops() {
+  std::printf("\nthe CNN's BatchNorm2d + ReLU, batch 128, float32, %d threads, ms\n",
+              num_threads());
+  std::printf("%-18s %12s %12s %7s %12s %12s %7s\n", "[N,C,H,W]", "two ops fwd", "fused fwd",
+              "ratio", "two ops f+b", "fused f+b", "ratio");
+  for (Shape shape : {Shape{128, 16, 28, 28}, Shape{128, 32, 14, 14}, Shape{128, 64, 7, 7}}) {
+    manual_seed(2);
+    Tensor x = randn(shape).requires_grad_(), g = randn(shape);
+    Tensor w = add(randn({shape[1]}), 1.0).requires_grad_(), b = randn({shape[1]}).requires_grad_();
+    auto forward = [&](bool fused) {
+      return fused ? batch_norm_relu(x, Tensor(), Tensor(), w, b, true)
+                   : relu(batch_norm(x, Tensor(), Tensor(), w, b, true));
+    };
+    double fwd[2] = {1e30, 1e30}, both[2] = {1e30, 1e30};
+    for (int round = 0; round < 15; ++round)
+      for (int fused = 0; fused < 2; ++fused) {
+        fwd[fused] = std::min(fwd[fused], best_ms(
+                                              [&] {
+                                                NoGrad no_grad;
+                                                forward(fused);
+                                              },
+                                              1));
+        both[fused] = std::min(both[fused], best_ms(
+                                                [&] {
+                                                  forward(fused).backward(g);
+                                                  x.zero_grad(), w.zero_grad(), b.zero_grad();
+                                                },
+                                                1));
+      }
+    std::printf("%-18s %12.3f %12.3f %6.2fx %12.3f %12.3f %6.2fx\n", shape_str(shape).c_str(),
+                fwd[0], fwd[1], fwd[0] / fwd[1], both[0], both[1], both[0] / both[1]);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -131,5 +168,6 @@ int main(int argc, char** argv) {
     std::printf("%-22s %10.2f %10.2f %10.2f %10.2f %7.1fx\n", name, vf, of, vb, ob, vb / ob);
   }
   direct_against_im2col();
+  batch_norm_relu_against_two_ops();
   return 0;
 }

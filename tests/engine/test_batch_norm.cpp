@@ -40,18 +40,20 @@ struct Backward {
   Tensor gx, gw, gb;
 };
 
-// relu: the forward ran with relu, and its output masks g.
-Backward backward(const Tensor& g, const Tensor& x, const Tensor& w, const Forward& f,
-                  bool training, bool composed, bool relu = false) {
+// relu: the forward ran with relu, and its output masks g (or, in the CPU's float32 kernel, the
+// sign recomputed from x, w and b).
+Backward backward(const Tensor& g, const Tensor& x, const Tensor& w, const Tensor& b,
+                  const Forward& f, bool training, bool composed, bool relu = false) {
   const Tensor relu_output = relu ? f.out : Tensor();
   Backward r{Tensor::empty(x.shape(), x.dtype()), Tensor::empty({x.size(1)}, x.dtype()),
              Tensor::empty({x.size(1)}, x.dtype())};
   Backend& backend = x.backend();
   if (composed)
-    backend.Backend::batch_norm_backward(g, x, w, f.mean, f.rstd, training, relu_output, r.gx, r.gw,
-                                         r.gb);
+    backend.Backend::batch_norm_backward(g, x, w, b, f.mean, f.rstd, training, relu_output, r.gx,
+                                         r.gw, r.gb);
   else
-    backend.batch_norm_backward(g, x, w, f.mean, f.rstd, training, relu_output, r.gx, r.gw, r.gb);
+    backend.batch_norm_backward(g, x, w, b, f.mean, f.rstd, training, relu_output, r.gx, r.gw,
+                                r.gb);
   return r;
 }
 
@@ -92,8 +94,8 @@ BOOST_AUTO_TEST_CASE(fused_kernels_match_the_composed_formula) {
             BOOST_TEST(clipped > 0.1 * double(x.numel()));
             BOOST_TEST(clipped < 0.9 * double(x.numel()));
           }
-          Backward bf = backward(g, x, w, fused, training, false, relu);
-          Backward bc = backward(g, x, w, composed, training, true, relu);
+          Backward bf = backward(g, x, w, b, fused, training, false, relu);
+          Backward bc = backward(g, x, w, b, composed, training, true, relu);
           check_same(bf.gx, bc.gx, tol);
           check_same(bf.gw, bc.gw, tol * 100);  // sums of 378 products
           check_same(bf.gb, bc.gb, tol * 100);
@@ -114,7 +116,7 @@ BOOST_AUTO_TEST_CASE(a_constant_channel_normalizes_to_its_bias) {
   Forward f = forward(x, w, b, true, false);
   check_values(narrow(f.out, 1, 1, 1), std::vector<double>(40, -0.75), 0);
   check_values(narrow(f.var, 0, 1, 1), {0.0}, 0);
-  Backward r = backward(g, x, w, f, true, false);
+  Backward r = backward(g, x, w, b, f, true, false);
   Tensor g1 = narrow(g, 1, 1, 1);
   Tensor expected = mul(sub(g1, mean(g1)), 2.0 / std::sqrt(1e-5));
   check_values(narrow(r.gx, 1, 1, 1), expected.to_vector<double>(), 2e-3);
