@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     if (kind.padded) p.masks.push_back(padding);
     p.pattern.causal = kind.causal;
     p.scale = 1 / std::sqrt(double(d));
-    p.dropout = {kind.dropout, 5, 0};
+    p.dropout.p = kind.dropout, p.dropout.seed = 5;
     p.backward_expected = kind.kept;  // as nn::efficient_attention says when a graph is recorded
     AttentionForward f = cpu.attention_forward(p);
     auto seconds = [&](const std::function<void()>& fn) {

@@ -348,7 +348,7 @@ BOOST_AUTO_TEST_CASE(keeps_the_weights_for_the_backward_or_recomputes_them) {
     problem.masks = {key_padding(c.S)};
     problem.pattern.causal = c.causal;
     problem.scale = 1 / std::sqrt(double(c.d));
-    problem.dropout = {c.p, 91, 1000};
+    problem.dropout.p = c.p, problem.dropout.seed = 91, problem.dropout.offset = 1000;
     const Tensor gy = randn({B, H, c.T, c.dv});
     AttentionForward kept;
     const Result kept_path = through_backend(problem, true, false, gy, &kept);
@@ -405,7 +405,7 @@ BOOST_AUTO_TEST_CASE(keeps_the_weights_for_the_backward_or_recomputes_them) {
   // Without a backward expected the forward keeps nothing.
   AttentionProblem problem;
   problem.q = randn({2, 3, 5, 8}), problem.k = randn({2, 3, 6, 8}), problem.v = randn({2, 3, 6, 8});
-  problem.dropout = {0.1, 1, 0};
+  problem.dropout.p = 0.1, problem.dropout.seed = 1;
   const AttentionForward f = backend_for(Device::cpu()).attention_forward(problem);
   BOOST_TEST(!f.saved.at(3).defined());
   BOOST_TEST(!f.saved.at(4).defined());
