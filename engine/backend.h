@@ -142,6 +142,17 @@ class Backend {
   // x is contiguous [outer, reduced, inner]; out is [outer, inner] (argmax/argmin: int64 indices
   // into the reduced dimension).
   virtual void reduce(ReduceOp op, const Tensor& x, const Tensor& out) = 0;
+  // The gradient of amax/amin over the middle axis of a contiguous x [outer, reduced, inner] whose
+  // extremes are kept [outer, inner], for gy [outer, inner]: gx [outer, reduced, inner] = hit *
+  // (gy / count), hit 1 where x equals its extreme and count the hits of its run, as PyTorch 1.13
+  // computes it (a NaN extreme equals nothing, so its run gets (gy / 0) * 0: NaN). The default
+  // composes it from ops (eq, to, sum, div, mul); a kernel gives the same values bit for bit.
+  virtual void extreme_backward(const Tensor& x, const Tensor& kept, const Tensor& gy,
+                                const Tensor& gx);
+  // out [outer, inner] = the sum over the middle axis of a * b, a and b contiguous [outer,
+  // reduced, inner] of one floating dtype: mul's gradient for a factor broadcast along that axis,
+  // without the full-size product written and read back. The default composes sum(mul(a, b)).
+  virtual void product_sum(const Tensor& a, const Tensor& b, const Tensor& out);
 
   // ---- matmul ---------------------------------------------------------------------------------
   // out[b] = a[b] @ b[b], or out[b] += a[b] @ b[b] when `accumulate` (how linear() adds its bias

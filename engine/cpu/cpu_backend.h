@@ -24,6 +24,9 @@ class CpuBackend final : public Backend {
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) override;
   void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) override;
   void reduce(ReduceOp op, const Tensor& x, const Tensor& out) override;
+  void extreme_backward(const Tensor& x, const Tensor& kept, const Tensor& gy,
+                        const Tensor& gx) override;  // engine/cpu/reduction_gradients.cpp
+  void product_sum(const Tensor& a, const Tensor& b, const Tensor& out) override;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out,
               bool accumulate = false) override;
   // One product with a float bias (and ReLU): the GEMM's epilogue, on each tile as it is stored.

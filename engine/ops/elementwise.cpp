@@ -204,12 +204,46 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   });
 }
 
+namespace {
+// sum_to(mul(gy, other), shape): the gradient of a factor of mul, broadcast to gy's shape from
+// `shape`. Where no graph is wanted (a create_graph backward records the composed form, which can
+// be differentiated again), `other` has gy's shape and `shape` keeps gy's rank with the broadcast
+// dims adjacent (CBAM's [B, C, 1, 1] and [B, 1, H, W] weights), the backend's product_sum takes
+// the sum of products in one pass instead of writing the full-size product and reading it back.
+Tensor factor_gradient(const Tensor& gy, const Tensor& other, const Shape& shape) {
+  auto composed = [&] { return sum_to(mul(gy, other), shape); };
+  if (grad_enabled() || shape == gy.shape() || other.shape() != gy.shape() ||
+      int(shape.size()) != gy.dim() || (gy.dtype() != DType::f32 && gy.dtype() != DType::f64))
+    return composed();
+  int first = -1, last = -1;  // the broadcast dims
+  for (int d = 0; d < gy.dim(); ++d)
+    if (shape[d] != gy.size(d)) {
+      if (first < 0) first = d;
+      last = d;
+    }
+  int64_t outer = 1, reduced = 1, inner = 1;
+  for (int d = 0; d < gy.dim(); ++d) {
+    // a dim between two broadcast ones must be broadcast too, or of size 1
+    if (d > first && d < last && shape[d] != 1 && gy.size(d) != 1) return composed();
+    (d < first ? outer : d <= last ? reduced : inner) *= gy.size(d);
+  }
+  Tensor out = Tensor::empty(shape, gy.dtype(), gy.device());
+  auto three = [&](const Tensor& t) {
+    return make_view(t, {outer, reduced, inner}, {reduced * inner, inner, 1}, t.offset());
+  };
+  gy.backend().product_sum(three(detail::contiguous_data(gy)),
+                           three(detail::contiguous_data(other)),
+                           make_view(out, {outer, inner}, {inner, 1}, 0));
+  return out;
+}
+}  // namespace
+
 QKV_RECORDED_OP("mul", "engine", composed);
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor y = arithmetic(BinaryOp::mul, a, b, "mul");
   return record("mul", {a, b}, y, [a, b](const Tensor& gy) {
-    return grads{a.requires_grad() ? sum_to(mul(gy, b), a.shape()) : Tensor(),
-                 b.requires_grad() ? sum_to(mul(gy, a), b.shape()) : Tensor()};
+    return grads{a.requires_grad() ? factor_gradient(gy, b, a.shape()) : Tensor(),
+                 b.requires_grad() ? factor_gradient(gy, a, b.shape()) : Tensor()};
   });
 }
 

@@ -57,6 +57,12 @@ inline Tensor unary_kernel(UnaryOp op, const Tensor& x, double scalar = 0,
 // A broadcast view of t with the given shape (stride 0 along broadcast dims).
 Tensor broadcast_view(const Tensor& t, const Shape& shape);
 
+// amax/amin's gradient composed from ops, hit * (gy / count) with hit = (x == kept) and count its
+// sum over `dims` (kept and gy have x's shape with those dims 1): differentiable again, so a
+// create_graph backward records it; Backend::extreme_backward's default is this formula.
+Tensor extreme_gradient(const Tensor& x, const Tensor& kept, const Tensor& gy,
+                        const std::vector<int>& dims);
+
 // Checks that every index lies in [0, size) and throws "<op>: index 7 is out of range for
 // <what> of size 5" otherwise. Runs the min/max on the index's device.
 void check_index_range(const Tensor& index, int64_t size, const char* op, const char* what);

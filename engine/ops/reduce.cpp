@@ -119,24 +119,39 @@ Tensor extreme(const Tensor& x, std::vector<int> dims, bool keepdim, bool is_max
   Tensor kept = reduce_kernel(is_max ? ReduceOp::max : ReduceOp::min, x, dims, name);
   Shape out_shape = reduced_shape(x, dims, keepdim);
   Tensor y = make_view(kept, out_shape, contiguous_strides(out_shape), 0);
-  return record(name, {x}, y, [x, kept](const Tensor& gy) {
-    // every element equal to the extremum shares the gradient equally: (gy / count) * hit, as
-    // PyTorch computes it (gy divided once per reduced value, not 1 / count per element: one
-    // full-size pass fewer, and gy / 3 rather than (1 / 3) * gy)
-    Tensor hit = eq(x, kept).to(gy.dtype());
-    Tensor count = sum(
-        hit,
-        [&] {
-          std::vector<int> d;
-          for (int i = 0; i < x.dim(); ++i)
-            if (kept.shape()[i] == 1 && x.shape()[i] != 1) d.push_back(i);
-          return d;
-        }(),
-        true);
-    return grads{mul(hit, div(reshape(gy, kept.shape()), count))};
+  return record(name, {x}, y, [x, kept, dims](const Tensor& gy) {
+    Tensor g = reshape(gy, kept.shape());
+    // A create_graph backward (grad enabled) records the composed formula, which can be
+    // differentiated again; otherwise adjacent dims take the backend's one-pass kernel.
+    const bool adjacent = !dims.empty() && dims.back() - dims.front() + 1 == int(dims.size());
+    if (grad_enabled() || !adjacent) return grads{detail::extreme_gradient(x, kept, g, dims)};
+    Tensor xc = detail::contiguous_data(x);
+    int64_t outer = 1, reduced = 1, inner = 1;
+    for (int d = 0; d < x.dim(); ++d)
+      (d < dims.front() ? outer : d <= dims.back() ? reduced : inner) *= x.shape()[d];
+    Tensor gx = Tensor::empty(x.shape(), x.dtype(), x.device());
+    auto three = [&](const Tensor& t) {
+      return make_view(t, {outer, reduced, inner}, {reduced * inner, inner, 1}, t.offset());
+    };
+    auto two = [&](const Tensor& t) {
+      return make_view(t, {outer, inner}, {inner, 1}, t.offset());
+    };
+    x.backend().extreme_backward(three(xc), two(kept), two(detail::contiguous_data(g)), three(gx));
+    return grads{gx};
   });
 }
 }  // namespace
+
+namespace detail {
+Tensor extreme_gradient(const Tensor& x, const Tensor& kept, const Tensor& gy,
+                        const std::vector<int>& dims) {
+  // every element equal to the extremum shares the gradient equally: (gy / count) * hit, as
+  // PyTorch computes it (gy divided once per reduced value, not 1 / count per element: one
+  // full-size pass fewer, and gy / 3 rather than (1 / 3) * gy)
+  Tensor hit = eq(x, kept).to(gy.dtype());
+  return mul(hit, div(gy, sum(hit, dims, true)));
+}
+}  // namespace detail
 
 Tensor amax(const Tensor& x, std::vector<int> dims, bool keepdim) {
   return extreme(x, dims, keepdim, true);

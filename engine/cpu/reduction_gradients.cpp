@@ -1,0 +1,122 @@
+// Gradient kernels of reductions over the middle axis of a contiguous [outer, reduced, inner]
+// block, each one pass where the composed formula (engine/reduction_gradients_default.cpp) takes
+// four or five full-size ones:
+//
+//   extreme_backward   gx = hit * (gy / count): a count pass over the run, then a write pass
+//   product_sum        out = sum over the run of a * b, without the product written out
+//
+// Both give the composed formula's values bit for bit: the same float operations on the same
+// values (the count exact, gy / count once per run; each product rounded to T, summed in double
+// in reduce's order: sixteen lanes along a contiguous run, else run by run).
+#include <algorithm>
+#include <vector>
+
+#include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/lane_sum.h"
+#include "engine/dispatch.h"
+#include "engine/parallel.h"
+
+namespace qkv::cpu {
+
+namespace {
+
+// Runs of `reduced` values a block of `inner` positions wide (256: the counts and the gradients
+// of a block stay in L1 while its rows go past twice). The grain: a few thousand values a task.
+constexpr int64_t kBlock = 256;
+
+int64_t grain_for(int64_t values_per_item) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(values_per_item, 1));
+}
+
+template <typename T>
+void extreme_gradient_rows(const T* x, const T* kept, const T* gy, T* gx, int64_t outer,
+                           int64_t reduced, int64_t inner) {
+  if (inner == 1) {  // amax over trailing dims: each run is one contiguous row
+    parallel_for(0, outer, grain_for(reduced), [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) {
+        const T* row = x + o * reduced;
+        T* out = gx + o * reduced;
+        const T m = kept[o];
+        int64_t count = 0;
+        _Pragma("omp simd reduction(+ : count)") for (int64_t r = 0; r < reduced; ++r) count +=
+            row[r] == m;
+        // T(0) * inf is NaN: a run whose extreme is NaN (count 0) gets NaN, as the formula's
+        const T g = gy[o] / T(count);
+        _Pragma("omp simd") for (int64_t r = 0; r < reduced; ++r) out[r] = T(row[r] == m) * g;
+      }
+    });
+    return;
+  }
+  // amax over channels: each run strides by inner; a block of positions goes row by row
+  const int64_t blocks = (inner + kBlock - 1) / kBlock;
+  parallel_for(0, outer * blocks, grain_for(reduced * kBlock), [&](int64_t b, int64_t e) {
+    T count[kBlock], g[kBlock];
+    for (int64_t idx = b; idx < e; ++idx) {
+      const int64_t o = idx / blocks, i0 = (idx % blocks) * kBlock;
+      const int64_t n = std::min(kBlock, inner - i0);
+      const T* m = kept + o * inner + i0;
+      const T* base = x + o * reduced * inner + i0;
+      T* out = gx + o * reduced * inner + i0;
+      std::fill(count, count + n, T(0));
+      for (int64_t r = 0; r < reduced; ++r) {
+        const T* row = base + r * inner;
+        _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) count[i] += T(row[i] == m[i]);
+      }
+      const T* gyo = gy + o * inner + i0;
+      _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) g[i] = gyo[i] / count[i];
+      for (int64_t r = 0; r < reduced; ++r) {
+        const T* row = base + r * inner;
+        T* dst = out + r * inner;
+        _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) dst[i] = T(row[i] == m[i]) * g[i];
+      }
+    }
+  });
+}
+
+template <typename T>
+void product_sum_rows(const T* a, const T* b, T* out, int64_t outer, int64_t reduced,
+                      int64_t inner) {
+  if (inner == 1) {
+    parallel_for(0, outer, grain_for(reduced), [&](int64_t b0, int64_t e) {
+      for (int64_t o = b0; o < e; ++o) {
+        const T* ra = a + o * reduced;
+        const T* rb = b + o * reduced;
+        out[o] = T(lane_sum<double>(reduced, [&](int64_t r) { return double(T(ra[r] * rb[r])); }));
+      }
+    });
+    return;
+  }
+  parallel_for(0, outer * inner, grain_for(reduced), [&](int64_t b0, int64_t e) {
+    std::vector<double> acc;
+    for (int64_t idx = b0; idx < e;) {
+      const int64_t o = idx / inner, i0 = idx % inner, i1 = std::min(inner, i0 + (e - idx));
+      acc.assign(size_t(i1 - i0), 0.0);
+      for (int64_t r = 0; r < reduced; ++r) {
+        const T* ra = a + (o * reduced + r) * inner;
+        const T* rb = b + (o * reduced + r) * inner;
+        _Pragma("omp simd") for (int64_t i = i0; i < i1; ++i) acc[size_t(i - i0)] +=
+            double(T(ra[i] * rb[i]));
+      }
+      for (int64_t i = i0; i < i1; ++i) out[o * inner + i] = T(acc[size_t(i - i0)]);
+      idx += i1 - i0;
+    }
+  });
+}
+
+}  // namespace
+
+void CpuBackend::extreme_backward(const Tensor& x, const Tensor& kept, const Tensor& gy,
+                                  const Tensor& gx) {
+  QKV_DISPATCH_FLOAT(x.dtype(), "extreme_backward", [&] {
+    extreme_gradient_rows(x.data<T>(), kept.data<T>(), gy.data<T>(), gx.data<T>(), x.size(0),
+                          x.size(1), x.size(2));
+  });
+}
+
+void CpuBackend::product_sum(const Tensor& a, const Tensor& b, const Tensor& out) {
+  QKV_DISPATCH_FLOAT(a.dtype(), "product_sum", [&] {
+    product_sum_rows(a.data<T>(), b.data<T>(), out.data<T>(), a.size(0), a.size(1), a.size(2));
+  });
+}
+
+}  // namespace qkv::cpu

@@ -1,0 +1,22 @@
+// Backend's default gradient kernels for reductions, composed from ops: what a backend without
+// its own kernels (CUDA) runs. The CPU's are one pass each (engine/cpu/reduction_gradients.cpp).
+#include "engine/autograd.h"
+#include "engine/backend.h"
+#include "engine/ops.h"
+#include "engine/ops/op_helpers.h"
+
+namespace qkv {
+
+void Backend::extreme_backward(const Tensor& x, const Tensor& kept, const Tensor& gy,
+                               const Tensor& gx) {
+  NoGrad no_grad;
+  const Shape keep = {x.size(0), 1, x.size(2)};
+  copy_(gx, detail::extreme_gradient(x, kept.reshape(keep), gy.reshape(keep), {1}));
+}
+
+void Backend::product_sum(const Tensor& a, const Tensor& b, const Tensor& out) {
+  NoGrad no_grad;
+  copy_(out, sum(mul(a, b), {1}));
+}
+
+}  // namespace qkv

@@ -1,0 +1,123 @@
+// The CPU's one-pass gradients of amax/amin and of mul's broadcast factor
+// (engine/cpu/reduction_gradients.cpp) against the formula composed from ops (Backend's default,
+// which CUDA runs), bit for bit: over the layouts CBAM reduces (a contiguous run, inner 1, and a
+// run strided across positions, two blocks and a tail), with ties, NaN and infinities, at one and
+// two threads. Then through the ops: a plain backward (the kernels) against a create_graph one
+// (the composed ops, recorded).
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <limits>
+
+#include "engine/autograd.h"
+#include "engine/backend.h"
+#include "engine/ops.h"
+#include "tests/engine/helpers.h"
+
+using namespace qkv;
+using qkv::testing::equal_values;
+using qkv::testing::ThreadCount;
+
+namespace {
+
+struct Layout {
+  int64_t outer, reduced, inner;
+};
+const Layout kLayouts[] = {{7, 33, 1}, {3, 5, 300}, {2, 16, 49}};
+
+// [outer, reduced, inner] values on a coarse grid (ties in most runs), with -inf, +inf and one
+// NaN, which makes its run's extreme NaN.
+Tensor tied_values(const Layout& l, DType dtype) {
+  std::vector<double> v =
+      randn({l.outer, l.reduced, l.inner}, {.dtype = DType::f64}).to_vector<double>();
+  for (double& e : v) e = std::floor(e * 0.75);
+  v[1] = -INFINITY;
+  v[v.size() / 2] = INFINITY;
+  v[v.size() - 2] = std::nan("");
+  return tensor(v, {l.outer, l.reduced, l.inner}, {.dtype = dtype});
+}
+
+int64_t count_nan(const Tensor& t) {
+  int64_t n = 0;
+  for (double v : t.to_vector<double>()) n += std::isnan(v);
+  return n;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(reduction_gradients)
+
+BOOST_AUTO_TEST_CASE(extreme_backward_kernel_gives_the_composed_formulas_bits) {
+  manual_seed(31);
+  Backend& cpu = backend_for(Device::cpu());
+  for (const Layout& l : kLayouts)
+    for (DType dtype : {DType::f32, DType::f64})
+      for (bool is_max : {true, false})
+        for (int threads : {1, 2}) {
+          BOOST_TEST_CONTEXT(l.outer << "x" << l.reduced << "x" << l.inner << " "
+                                     << dtype_name(dtype) << (is_max ? " amax" : " amin") << " "
+                                     << threads << " threads") {
+            ThreadCount scope(threads);
+            Tensor x = tied_values(l, dtype);
+            Tensor kept = (is_max ? amax(x, {1}) : amin(x, {1})).contiguous();
+            Tensor gy = randn({l.outer, l.inner}, {.dtype = dtype});
+            Tensor fused = Tensor::empty(x.shape(), dtype),
+                   composed = Tensor::empty(x.shape(), dtype);
+            cpu.extreme_backward(x, kept, gy, fused);
+            cpu.Backend::extreme_backward(x, kept, gy, composed);
+            BOOST_TEST(equal_values(fused, composed));
+            // the cases are there: shared maxima (more hits than runs) and a NaN run
+            const double hits = sum(ne(fused, zeros_like(fused)).to(DType::f64)).item();
+            BOOST_TEST(hits > double(l.outer * l.inner - 1 + l.reduced));
+            BOOST_TEST(count_nan(fused) == l.reduced);
+          }
+        }
+}
+
+BOOST_AUTO_TEST_CASE(product_sum_kernel_gives_the_composed_formulas_bits) {
+  manual_seed(32);
+  Backend& cpu = backend_for(Device::cpu());
+  for (const Layout& l : kLayouts)
+    for (DType dtype : {DType::f32, DType::f64})
+      for (int threads : {1, 2}) {
+        BOOST_TEST_CONTEXT(l.outer << "x" << l.reduced << "x" << l.inner << " " << dtype_name(dtype)
+                                   << " " << threads << " threads") {
+          ThreadCount scope(threads);
+          Tensor a = randn({l.outer, l.reduced, l.inner}, {.dtype = dtype});
+          Tensor b = randn({l.outer, l.reduced, l.inner}, {.dtype = dtype});
+          Tensor fused = Tensor::empty({l.outer, l.inner}, dtype);
+          Tensor composed = Tensor::empty({l.outer, l.inner}, dtype);
+          cpu.product_sum(a, b, fused);
+          cpu.Backend::product_sum(a, b, composed);
+          BOOST_TEST(equal_values(fused, composed));
+        }
+      }
+}
+
+// CBAM's pattern: channel weights [B, C, 1, 1] and a spatial map [B, 1, H, W] multiplied in, the
+// maxima over H, W and over C. A plain backward runs the kernels, a create_graph one the ops.
+BOOST_AUTO_TEST_CASE(amax_and_mul_gradients_are_the_same_with_and_without_create_graph) {
+  manual_seed(33);
+  for (DType dtype : {DType::f32, DType::f64}) {
+    BOOST_TEST_CONTEXT(dtype_name(dtype)) {
+      Tensor x = tied_values({2 * 6, 5, 7}, dtype).reshape({2, 6, 5, 7}).requires_grad_();
+      Tensor cw = randn({2, 6, 1, 1}, {.dtype = dtype}).requires_grad_();
+      Tensor sw = randn({2, 1, 5, 7}, {.dtype = dtype}).requires_grad_();
+      Tensor r1 = randn({2, 6}, {.dtype = dtype}), r2 = randn({2, 5, 7}, {.dtype = dtype});
+      auto loss = [&] {
+        Tensor y = mul(mul(x, cw), sw);
+        return add(sum(mul(amax(y, {2, 3}), r1)), sum(mul(amax(y, {1}), r2)));
+      };
+      const std::vector<Tensor> inputs = {x, cw, sw};
+      const std::vector<Tensor> plain = grad(loss(), inputs);
+      const std::vector<Tensor> recorded = grad(loss(), inputs, Tensor(), false, true);
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        BOOST_TEST_CONTEXT("input " << i) {
+          BOOST_TEST(bool(recorded[i].grad_fn()));  // the composed ops were recorded
+          BOOST_TEST(equal_values(plain[i], recorded[i].detach()));
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
