@@ -59,9 +59,10 @@ void direct_against_im2col() {
   struct Layer {
     int64_t c, h, o, k, stride, pad;
   };
-  for (Layer l : {Layer{1, 28, 16, 3, 1, 1}, Layer{16, 28, 16, 3, 1, 1}, Layer{16, 28, 32, 3, 2, 1},
-                  Layer{32, 14, 32, 3, 1, 1}, Layer{32, 14, 64, 3, 2, 1}, Layer{64, 7, 64, 3, 1, 1},
-                  Layer{2, 28, 1, 7, 1, 3}}) {
+  for (Layer l :
+       {Layer{1, 28, 16, 3, 1, 1}, Layer{16, 28, 16, 3, 1, 1}, Layer{16, 28, 32, 3, 2, 1},
+        Layer{32, 14, 32, 3, 1, 1}, Layer{32, 14, 64, 3, 2, 1}, Layer{64, 7, 64, 3, 1, 1},
+        Layer{16, 28, 32, 1, 2, 0}, Layer{32, 14, 64, 1, 2, 0}, Layer{2, 28, 1, 7, 1, 3}}) {
     manual_seed(2);
     Tensor x = randn({128, l.c, l.h, l.h}), w = randn({l.o, l.c, l.k, l.k});
     const Window2d window{.kernel_h = l.k,
