@@ -82,6 +82,47 @@ QKV_AVX512_INLINE void forward_tile(const DirectConvShape& s, const float* xp, c
     for (int v = 0; v < V; ++v) _mm512_store_ps(yq + (o0 + t) * s.Qs + q0 + kLanes * v, acc[t][v]);
 }
 
+// One tile of the forward with the output channels across lanes: outputs [o0, o0 + 16 OV) at the
+// P positions whose padded-plane indices are q[0, P), into yt's rows [P][O]. Each tap's weights
+// are OV vector loads and its input value at each position one broadcast; the taps are added in
+// order, as forward_tile adds them, so each output has forward_tile's bits.
+template <int P, int OV>
+QKV_AVX512_INLINE void forward_lanes_tile(const DirectConvShape& s, const float* xp,
+                                          const float* wt, const float* bias, const int64_t* q,
+                                          int64_t o0, float* yt) {
+  __m512 acc[P][OV];
+  for (int v = 0; v < OV; ++v) {
+    const __m512 b = bias ? _mm512_loadu_ps(bias + o0 + kLanes * v) : _mm512_setzero_ps();
+    for (int p = 0; p < P; ++p) acc[p][v] = b;
+  }
+  const float* at[P];
+  for (int p = 0; p < P; ++p) at[p] = xp + q[p];
+  const int64_t* off = s.tap_offsets.data();
+  for (int64_t k = 0; k < s.K; ++k) {
+    const float* wk = wt + k * s.O + o0;
+    __m512 wv[OV];
+    for (int v = 0; v < OV; ++v) wv[v] = _mm512_loadu_ps(wk + kLanes * v);
+    const int64_t d = off[k];
+    for (int p = 0; p < P; ++p) {
+      const __m512 xv = _mm512_set1_ps(at[p][d]);
+      for (int v = 0; v < OV; ++v) acc[p][v] = _mm512_fmadd_ps(xv, wv[v], acc[p][v]);
+    }
+  }
+  for (int p = 0; p < P; ++p)
+    for (int v = 0; v < OV; ++v) _mm512_storeu_ps(yt + p * s.O + o0 + kLanes * v, acc[p][v]);
+}
+
+// Every output channel at every position, P positions at a time (the rest one at a time).
+template <int P, int OV>
+QKV_AVX512 void forward_lanes(const DirectConvShape& s, const float* xp, const float* wt,
+                              const float* bias, const int64_t* q, int64_t L, float* yt) {
+  for (int64_t o0 = 0; o0 < s.O; o0 += kLanes * OV) {
+    int64_t p = 0;
+    for (; p + P <= L; p += P) forward_lanes_tile<P, OV>(s, xp, wt, bias, q + p, o0, yt + p * s.O);
+    for (; p < L; ++p) forward_lanes_tile<1, OV>(s, xp, wt, bias, q + p, o0, yt + p * s.O);
+  }
+}
+
 // Every output channel at positions [q0, q0 + 16 V): blocks of 8 channels, then of 4, 2, 1 for
 // the rest.
 template <int V>
@@ -292,6 +333,19 @@ bool direct_conv_enabled() {
 
 void set_direct_conv_enabled(bool on) { turned_on.store(on, std::memory_order_relaxed); }
 
+namespace {
+std::atomic<bool> forward_lanes_on{true};
+}  // namespace
+
+void set_direct_conv_forward_lanes_enabled(bool on) {
+  forward_lanes_on.store(on, std::memory_order_relaxed);
+}
+
+bool DirectConvShape::forward_in_channel_lanes() const {
+  return O % (2 * kLanes) == 0 && 10 * Ho * Wo < 9 * Qs &&
+         forward_lanes_on.load(std::memory_order_relaxed);
+}
+
 QKV_AVX512 void direct_conv_pad(const DirectConvShape& s, const float* x, float* xp) {
   if (s.stride == 1) {  // zeros, then the rows: a memset and a memcpy a row, the fastest here
     std::fill(xp, xp + s.C * s.plane, 0.f);
@@ -353,6 +407,19 @@ QKV_AVX512 void interleave_row(const float* even, int64_t n_even, const float* o
 
 QKV_AVX512 void direct_conv_forward(const DirectConvShape& s, const float* xp, const float* wt,
                                     const float* bias, float* yq, float* y) {
+  if (s.forward_in_channel_lanes()) {
+    // yq holds yt [L][O] (L * O <= Qs * O floats), transposed into y [O][L]
+    const int64_t L = s.Ho * s.Wo;
+    std::vector<int64_t> q(static_cast<size_t>(L));
+    for (int64_t oh = 0; oh < s.Ho; ++oh)
+      for (int64_t ow = 0; ow < s.Wo; ++ow) q[size_t(oh * s.Wo + ow)] = oh * s.Wq + ow;
+    if (s.O % (4 * kLanes) == 0)
+      forward_lanes<6, 4>(s, xp, wt, bias, q.data(), L, yq);
+    else
+      forward_lanes<7, 2>(s, xp, wt, bias, q.data(), L, yq);
+    pack_transposed_avx512(yq, s.O, L, s.O, int(L), y);
+    return;
+  }
   forward_rows(s, xp, wt, bias, yq);
   for (int64_t o = 0; o < s.O; ++o)
     for (int64_t oh = 0; oh < s.Ho; ++oh)

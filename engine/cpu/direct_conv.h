@@ -52,6 +52,11 @@ struct DirectConvShape {
   // floats of a padded image, with the slack the last plane's reads run into
   int64_t padded_floats() const { return C * stride * stride * plane + kw + 16; }
   bool weight_grad_in_channel_lanes() const { return direct_conv_channel_lanes(kw, O); }
+  // The forward with the output channels across lanes (a multiple of 32 of them), at the L = Ho *
+  // Wo positions alone, where the rows of Wq positions rounded up to Qs would compute more than a
+  // tenth that is thrown away (7 x 7 outputs: 64 computed for 49; 14 x 14 at stride 1: 224 for
+  // 196). direct_conv_forward_lanes_enabled() can turn it off, for tests.
+  bool forward_in_channel_lanes() const;
 };
 
 // AVX-512F is here and tests have not turned the path off.
@@ -59,11 +64,15 @@ bool direct_conv_enabled();
 // For tests: send every convolution down the im2col path, to compare the two.
 void set_direct_conv_enabled(bool on);
 
+// For tests: the forward of every shape on its rows of Wq positions, to compare the two.
+void set_direct_conv_forward_lanes_enabled(bool on);
+
 // xp = x [C, H, W] in padded planes [C, stride^2, Hq, Wq], zero around, then zero slack.
 void direct_conv_pad(const DirectConvShape& s, const float* x, float* xp);
 
 // y [O, Ho, Wo] of one image from its padded planes xp and the weights transposed to wt [K, O]
-// (k = (c * kh + i) * kw + j); bias [O] or null. yq is scratch of O * Qs floats.
+// (k = (c * kh + i) * kw + j); bias [O] or null. yq is scratch of O * Qs floats. Each output
+// is bias + the taps' products added in tap order by FMA, in either layout: the same bits.
 void direct_conv_forward(const DirectConvShape& s, const float* xp, const float* wt,
                          const float* bias, float* yq, float* y);
 

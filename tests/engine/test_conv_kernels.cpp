@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/cpu/direct_conv.h"
 #include "engine/ops.h"
 #include "tests/engine/conv_reference.h"
 #include "tests/engine/helpers.h"
@@ -55,6 +56,11 @@ const std::vector<ConvCase> kCases = {
     {{2, 1, 6, 6}, {16, 1, 3, 3}, 1, 1, 1, true},   // the stem's 1 -> 16: three rows left over
     {{2, 5, 7, 6}, {32, 5, 3, 3}, 1, 1, 1, false},
     {{2, 3, 5, 6}, {64, 3, 3, 3}, 1, 1, 1, true},
+    // its forward with 32 and 64 channels across lanes where rows of Wq positions would waste
+    // more than a tenth: a position left over from the tiles of 6 (64 channels) and two from
+    // those of 7 (32), with a bias
+    {{2, 3, 5, 5}, {64, 3, 3, 3}, 1, 1, 1, true},
+    {{2, 4, 6, 5}, {32, 4, 3, 3}, 1, 1, 1, true},
     {{2, 3, 8, 9}, {15, 3, 5, 3}, 1, 2, 1, true},
     {{2, 5, 6, 7}, {16, 5, 5, 5}, 1, 2, 1, false},
     {{2, 2, 13, 12}, {1, 2, 7, 7}, 1, 3, 1, false},
@@ -151,6 +157,43 @@ BOOST_AUTO_TEST_CASE(conv2d_computes_only_the_wanted_gradients) {
   Tensor x2 = x.detach().requires_grad_();
   sum(mul(conv2d(x2, w.detach(), b, 1, 1), g)).backward();
   check_values(x2.grad(), want.gx, 1e-12);
+}
+
+// The direct forward with the output channels across lanes (at the Ho * Wo positions alone) adds
+// each output's taps in the order the rows of Wq positions add them: the same bits, for the output
+// and for gx at stride 1 (a forward of gy by the flipped kernel: lanes where x has 32 channels).
+// Every shape's forward here takes the lanes.
+BOOST_AUTO_TEST_CASE(direct_forward_gives_the_same_bits_with_channels_or_positions_in_lanes) {
+  if (!cpu::direct_conv_enabled()) return;  // no AVX-512: there is one layout only
+  struct Case {
+    Shape x, w;
+    int64_t stride;
+  };
+  uint64_t seed = 500;
+  for (const Case& c :
+       {Case{{3, 5, 7, 7}, {64, 5, 3, 3}, 1}, Case{{2, 6, 14, 14}, {32, 6, 3, 3}, 1},
+        Case{{2, 3, 5, 5}, {64, 3, 3, 3}, 1}, Case{{2, 4, 14, 14}, {64, 4, 3, 3}, 2},
+        Case{{3, 5, 9, 8}, {32, 5, 3, 3}, 2}, Case{{2, 32, 7, 7}, {32, 32, 3, 3}, 1}}) {
+    BOOST_TEST_CONTEXT("x " << shape_str(c.x) << ", w " << shape_str(c.w) << ", stride "
+                            << c.stride) {
+      const cpu::DirectConvShape d(c.x[1], c.x[2], c.x[3], c.w[0], 3, 3, 1, 1, c.stride);
+      BOOST_TEST(d.forward_in_channel_lanes());
+      Tensor x = random(c.x, seed, DType::f32), w = random(c.w, seed + 1, DType::f32);
+      Tensor b = random({c.w[0]}, seed + 2, DType::f32);
+      auto run = [&](bool lanes) {
+        cpu::set_direct_conv_forward_lanes_enabled(lanes);
+        Tensor xg = x.detach().requires_grad_();
+        Tensor y = conv2d(xg, w, b, c.stride, 1, 1);
+        sum(mul(y, random(y.shape(), seed + 3, DType::f32))).backward();
+        cpu::set_direct_conv_forward_lanes_enabled(true);
+        return std::vector<Tensor>{y.detach(), xg.grad()};
+      };
+      const std::vector<Tensor> rows = run(false), lanes = run(true);
+      BOOST_TEST(testing::equal_values(rows[0], lanes[0]));
+      BOOST_TEST(testing::equal_values(rows[1], lanes[1]));
+    }
+    seed += 10;
+  }
 }
 
 // The CPU's kernels and Backend's composed default (what CUDA and autocast run) agree.
