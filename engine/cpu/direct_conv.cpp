@@ -405,21 +405,26 @@ QKV_AVX512 void interleave_row(const float* even, int64_t n_even, const float* o
 
 }  // namespace
 
+namespace {
+// y [O][Ho * Wo] by forward_lanes (forward_in_channel_lanes), through yt [Ho * Wo][O].
+QKV_AVX512 void forward_in_lanes(const DirectConvShape& s, const float* xp, const float* wt,
+                                 const float* bias, float* yt, float* y) {
+  const int64_t L = s.Ho * s.Wo;
+  std::vector<int64_t> q(static_cast<size_t>(L));
+  for (int64_t oh = 0; oh < s.Ho; ++oh)
+    for (int64_t ow = 0; ow < s.Wo; ++ow) q[size_t(oh * s.Wo + ow)] = oh * s.Wq + ow;
+  if (s.O % (4 * kLanes) == 0)
+    forward_lanes<6, 4>(s, xp, wt, bias, q.data(), L, yt);
+  else
+    forward_lanes<7, 2>(s, xp, wt, bias, q.data(), L, yt);
+  pack_transposed_avx512(yt, s.O, L, s.O, int(L), y);
+}
+}  // namespace
+
 QKV_AVX512 void direct_conv_forward(const DirectConvShape& s, const float* xp, const float* wt,
                                     const float* bias, float* yq, float* y) {
-  if (s.forward_in_channel_lanes()) {
-    // yq holds yt [L][O] (L * O <= Qs * O floats), transposed into y [O][L]
-    const int64_t L = s.Ho * s.Wo;
-    std::vector<int64_t> q(static_cast<size_t>(L));
-    for (int64_t oh = 0; oh < s.Ho; ++oh)
-      for (int64_t ow = 0; ow < s.Wo; ++ow) q[size_t(oh * s.Wo + ow)] = oh * s.Wq + ow;
-    if (s.O % (4 * kLanes) == 0)
-      forward_lanes<6, 4>(s, xp, wt, bias, q.data(), L, yq);
-    else
-      forward_lanes<7, 2>(s, xp, wt, bias, q.data(), L, yq);
-    pack_transposed_avx512(yq, s.O, L, s.O, int(L), y);
-    return;
-  }
+  // yq holds yt (Ho * Wo * O <= Qs * O floats)
+  if (s.forward_in_channel_lanes()) return forward_in_lanes(s, xp, wt, bias, yq, y);
   forward_rows(s, xp, wt, bias, yq);
   for (int64_t o = 0; o < s.O; ++o)
     for (int64_t oh = 0; oh < s.Ho; ++oh)
@@ -493,16 +498,27 @@ int64_t aligned_floats(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
 }  // namespace
 
 int64_t DirectConvInputGrad::scratch_floats() const {
-  return aligned_floats(gy_shape_.padded_floats()) + 4 * s_.C * gy_shape_.Qs;
+  // the padded gy, the four phases' outputs, and yt for the lanes
+  return aligned_floats(gy_shape_.padded_floats()) + 4 * s_.C * gy_shape_.Qs + s_.C * gy_shape_.Qs;
 }
 
 QKV_AVX512 void DirectConvInputGrad::run(const float* gy, float* gx, float* scratch) const {
   float* gyp = scratch;
   float* out = scratch + aligned_floats(gy_shape_.padded_floats());  // four phases' [C, Qs]
-  const int64_t Qs = gy_shape_.Qs, Wq = gy_shape_.Wq, rows = gy_shape_.Ho, cols = gy_shape_.Wo;
+  float* yt = out + 4 * s_.C * gy_shape_.Qs;
+  const int64_t rows = gy_shape_.Ho, cols = gy_shape_.Wo;
+  // each phase's output channel by channel: rows of Wq columns, Qs a channel; or with the
+  // channels across lanes (a multiple of 32 of them), rows of Wo columns, Ho * Wo a channel
+  const bool lanes = phases_[0].forward_in_channel_lanes();
+  const int64_t Qs = lanes ? rows * cols : gy_shape_.Qs, Wq = lanes ? cols : gy_shape_.Wq;
   direct_conv_pad(gy_shape_, gy, gyp);
-  for (size_t p = 0; p < 4; ++p)
-    forward_rows(phases_[p], gyp, phase_weights_[p].data(), nullptr, out + int64_t(p) * s_.C * Qs);
+  for (size_t p = 0; p < 4; ++p) {
+    float* phase = out + int64_t(p) * s_.C * Qs;
+    if (lanes)
+      forward_in_lanes(phases_[p], gyp, phase_weights_[p].data(), nullptr, yt, phase);
+    else
+      forward_rows(phases_[p], gyp, phase_weights_[p].data(), nullptr, phase);
+  }
   // gx[c][h][w] is phase ((h + ph) % 2, (w + pw) % 2) at row (h + ph) / 2, column (w + pw) / 2;
   // a row or column past the phases' outputs gets nothing
   const int64_t b0 = s_.pw % 2, t0 = s_.pw / 2, b1 = (1 + s_.pw) % 2, t1 = (1 + s_.pw) / 2;
