@@ -1,4 +1,5 @@
 // Reductions over [outer, reduced, inner] on the GPU against the CPU, including NaN and ties.
+#include <cmath>
 #include <limits>
 
 #include "tests/cuda/gpu_test_support.h"
@@ -64,6 +65,34 @@ BOOST_AUTO_TEST_CASE(ties_pick_the_first_index_and_nan_wins, *utf::precondition(
     for (ReduceOp op : kOps)
       compare_reduce(op, xt, "columns with ties and NaN, op " + std::to_string(int(op)));
   }
+}
+
+// amax's gradient (Backend::extreme_backward) and mul's broadcast factor's (product_sum): the
+// GPU's composed default against the CPU's one-pass kernels, with ties, a NaN run and infinities.
+BOOST_AUTO_TEST_CASE(reduction_gradients_in_both_layouts, *utf::precondition(gpu_present)) {
+  for (DType t : {DType::f32, DType::f64})
+    for (const Shape& s : {Shape{7, 33, 1}, Shape{3, 5, 300}}) {
+      const std::string what = std::string(dtype_name(t)) + " " + shape_str(s);
+      std::vector<double> v = values_of(random_tensor(s, DType::f64, -3, 3, 63));
+      for (double& e : v) e = std::floor(e);  // ties
+      v[1] = -std::numeric_limits<double>::infinity();
+      v[v.size() / 2] = std::numeric_limits<double>::infinity();
+      v[v.size() - 2] = std::numeric_limits<double>::quiet_NaN();
+      Tensor x = tensor(v, s, TensorOptions{.dtype = t});
+      Tensor kept = Tensor::empty({s[0], s[2]}, t);
+      host().reduce(ReduceOp::max, x, kept);
+      Tensor gy = random_tensor({s[0], s[2]}, t, -1, 1, 64);
+      Tensor want = Tensor::empty(s, t), got = Tensor::empty(s, t, Device::cuda());
+      host().extreme_backward(x, kept, gy, want);
+      gpu().extreme_backward(on_gpu(x), on_gpu(kept), on_gpu(gy), got);
+      check_close(got, want, 0.0, "extreme_backward " + what);
+      Tensor b = random_tensor(s, t, -1, 1, 65), a = random_tensor(s, t, -1, 1, 66);
+      Tensor sums = Tensor::empty({s[0], s[2]}, t),
+             sums_gpu = Tensor::empty({s[0], s[2]}, t, Device::cuda());
+      host().product_sum(a, b, sums);
+      gpu().product_sum(on_gpu(a), on_gpu(b), sums_gpu);
+      check_close(sums_gpu, sums, tolerance(t), "product_sum " + what);
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
