@@ -85,24 +85,25 @@ __attribute__((always_inline)) inline void prefetch_line(const float* p) {
 // AVX-512: sixteen double lanes (two vectors) kept across the runs, each run's last values read
 // with a mask, totalled once at the end. The `omp simd` loops below finish a reduction per run,
 // which cost more than the adds for runs of 49 values (9x a plain sum of the tensor at 7 x 7).
-// shifted_moments: with d = a - mu in double, sum0 = sum of d and sum1 = sum of d^2 (one pass for
-// the mean and the variance); grads_and_grads_times_centered: sum0 = sum of a (the gradient),
-// sum1 = sum of a * (b - mu). The order is fixed: the same sums at any thread count.
-// With relu, a (the gradient) counts only where the forward's output normalized(b) passes (a
-// template flag, so the loops without it test nothing).
+// shifted_moments: with d = a - center in double, sum0 = sum of d and sum1 = sum of d^2 (one pass
+// for the mean and the variance); grads_and_grads_times_centered: sum0 = sum of a (the gradient),
+// sum1 = sum of a * (b - center), center the mean. The order is fixed: the same sums at any thread
+// count. With relu, a (the gradient) counts only where the forward's output normalized(b) by f
+// passes (a template flag, so the loops without it test nothing; f is not read otherwise).
 template <ChannelSums kind, bool relu = false>
 __attribute__((target("avx512f"))) void channel_sums_avx512(const float* a, const float* b,
                                                             int64_t stride, int64_t batch,
-                                                            int64_t S, ChannelAffine f,
-                                                            double& sum0, double& sum1) {
+                                                            int64_t S, float center,
+                                                            ChannelAffine f, double& sum0,
+                                                            double& sum1) {
   __m512d s0lo = _mm512_setzero_pd(), s0hi = s0lo, s1lo = s0lo, s1hi = s0lo;
-  const __m512 m = _mm512_set1_ps(f.mu), scale = _mm512_set1_ps(f.scale),
-               shift = _mm512_set1_ps(f.shift);
+  const __m512 c = _mm512_set1_ps(center), m = _mm512_set1_ps(f.mu),
+               scale = _mm512_set1_ps(f.scale), shift = _mm512_set1_ps(f.shift);
   auto add = [&](__m512 av, __m512 bv, __mmask16 lanes) {
     if constexpr (kind == ChannelSums::shifted_moments) {
-      const __m512d shift_d = _mm512_set1_pd(double(f.mu));
-      const __m512d lo = _mm512_maskz_sub_pd(__mmask8(lanes), low_doubles(av), shift_d);
-      const __m512d hi = _mm512_maskz_sub_pd(__mmask8(lanes >> 8), high_doubles(av), shift_d);
+      const __m512d center_d = _mm512_set1_pd(double(center));
+      const __m512d lo = _mm512_maskz_sub_pd(__mmask8(lanes), low_doubles(av), center_d);
+      const __m512d hi = _mm512_maskz_sub_pd(__mmask8(lanes >> 8), high_doubles(av), center_d);
       s0lo = _mm512_add_pd(s0lo, lo);
       s0hi = _mm512_add_pd(s0hi, hi);
       s1lo = _mm512_fmadd_pd(lo, lo, s1lo);
@@ -110,7 +111,7 @@ __attribute__((target("avx512f"))) void channel_sums_avx512(const float* a, cons
     } else {
       if constexpr (relu)
         av = _mm512_maskz_mov_ps(relu_passes(lanes, normalized(bv, m, scale, shift)), av);
-      const __m512 d = _mm512_maskz_sub_ps(lanes, bv, m);
+      const __m512 d = _mm512_maskz_sub_ps(lanes, bv, c);
       const __m512d glo = low_doubles(av), ghi = high_doubles(av);
       s0lo = _mm512_add_pd(s0lo, glo);
       s0hi = _mm512_add_pd(s0hi, ghi);
@@ -127,11 +128,11 @@ __attribute__((target("avx512f"))) void channel_sums_avx512(const float* a, cons
     for (; i + 16 <= S; i += 16) {
       prefetch_line(ar + ahead + i);
       if constexpr (two) prefetch_line(br + ahead + i);
-      add(_mm512_loadu_ps(ar + i), two ? _mm512_loadu_ps(br + i) : m, __mmask16(0xffff));
+      add(_mm512_loadu_ps(ar + i), two ? _mm512_loadu_ps(br + i) : c, __mmask16(0xffff));
     }
     if (i < S) {
       const __mmask16 lanes = __mmask16((1u << (S - i)) - 1);
-      add(_mm512_maskz_loadu_ps(lanes, ar + i), two ? _mm512_maskz_loadu_ps(lanes, br + i) : m,
+      add(_mm512_maskz_loadu_ps(lanes, ar + i), two ? _mm512_maskz_loadu_ps(lanes, br + i) : c,
           lanes);
     }
   }
@@ -217,8 +218,8 @@ bool lane_statistics(const T* xc, int64_t stride, int64_t batch, int64_t S, T& m
     if (!cpu_has_avx512f()) return false;
     const float shift = xc[0];
     double sum_d = 0, sum_dd = 0;
-    channel_sums_avx512<ChannelSums::shifted_moments>(xc, nullptr, stride, batch, S,
-                                                      {shift, 1.f, 0.f}, sum_d, sum_dd);
+    channel_sums_avx512<ChannelSums::shifted_moments>(xc, nullptr, stride, batch, S, shift, {},
+                                                      sum_d, sum_dd);
     const double n = double(batch * S), mean_d = sum_d / n;
     mean = float(double(shift) + mean_d);
     var = float(std::max(sum_dd / n - mean_d * mean_d, 0.0));
@@ -249,8 +250,8 @@ bool lane_gradient_sums(const T* gc, const T* xc, int64_t stride, int64_t batch,
     if (!cpu_has_avx512f()) return false;
     constexpr ChannelSums kind = ChannelSums::grads_and_grads_times_centered;
     (relu ? channel_sums_avx512<kind, true>
-          : channel_sums_avx512<kind, false>)(gc, xc, stride, batch, S, {mu, scale, shift}, sum_g,
-                                              sum_gc);
+          : channel_sums_avx512<kind, false>)(gc, xc, stride, batch, S, mu, {mu, scale, shift},
+                                              sum_g, sum_gc);
     return true;
   }
   return false;
