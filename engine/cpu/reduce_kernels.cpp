@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/lane_sum.h"
+#include "engine/cpu/middle_axis_sum.h"
 #include "engine/dispatch.h"
 #include "engine/parallel.h"
 
@@ -76,81 +76,15 @@ void extreme_values(const T* xp, int64_t outer, int64_t reduced, int64_t inner, 
                });
 }
 
-// Column sums of a tall [rows, columns] matrix (a bias's gradient over thousands of rows) are
-// taken as two halves of the rows, in double, added after: on two threads each reads the rows
-// that the row-split kernels before it left in its own cache, as the weight's gradient does
-// (gemm.cpp, gemm_depth_halves). Splitting the columns instead has each thread read every row.
-// The halves are summed the same way at any thread count, so the result has the same bits.
-// Only rows of at least 16 columns (one vector) go there: narrower ones take the loops below,
-// inner == 1 (a whole tensor's sum) in lane_sum's vector lanes.
-bool sums_rows_in_halves(int64_t rows, int64_t columns) {
-  return columns >= 16 && rows >= 4 * columns && rows * columns >= 32768;
-}
-
-template <typename T>
-void column_sums_in_halves(const T* x, int64_t rows, int64_t columns, T* out) {
-  std::vector<double> half_sums[2];
-  const int64_t half = (rows + 1) / 2;
-  parallel_for(0, 2, 1, [&](int64_t h0, int64_t h1) {
-    for (int64_t h = h0; h < h1; ++h) {
-      // Each half sums into its own thread's allocation: the sums are read and written once per
-      // row, and a cache line shared with the other half would travel between the cores as often.
-      std::vector<double> acc(size_t(columns), 0.0);
-      for (int64_t r = h * half; r < std::min(rows, (h + 1) * half); ++r) {
-        const T* row = x + r * columns;
-        _Pragma("omp simd") for (int64_t i = 0; i < columns; ++i) acc[i] += row[i];
-      }
-      half_sums[h] = std::move(acc);
-    }
-  });
-  for (int64_t i = 0; i < columns; ++i) out[i] = T(half_sums[0][i] + half_sums[1][i]);
-}
-
 }  // namespace
 
 void CpuBackend::reduce(ReduceOp op, const Tensor& x, const Tensor& out) {
   const int64_t outer = x.size(0), reduced = x.size(1), inner = x.size(2);
   QKV_DISPATCH_ALL(x.dtype(), "reduce", [&] {
     const T* xp = x.data<T>();
-    // Sums accumulate in double so that a long float32 row loses no precision.
-    using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
-    if (op == ReduceOp::sum) {
-      T* op_ = out.data<T>();
-      if constexpr (std::is_floating_point_v<T>) {
-        if (outer == 1 && sums_rows_in_halves(reduced, inner))
-          return column_sums_in_halves(xp, reduced, inner, op_);
-      }
-      parallel_for(0, outer * inner, std::max<int64_t>(1, 16384 / std::max<int64_t>(reduced, 1)),
-                   [&](int64_t b, int64_t e) {
-                     if (inner == 1) {
-                       for (int64_t o = b; o < e; ++o) {
-                         const T* row = xp + o * reduced;
-                         if constexpr (std::is_floating_point_v<T>) {
-                           // sixteen double lanes: a single running sum would wait on each add
-                           op_[o] = T(lane_sum<double>(reduced, [&](int64_t r) { return row[r]; }));
-                         } else {
-                           Acc acc = 0;
-                           for (int64_t r = 0; r < reduced; ++r) acc += row[r];
-                           op_[o] = T(acc);
-                         }
-                       }
-                       return;
-                     }
-                     std::vector<Acc> acc;
-                     for (int64_t idx = b; idx < e;) {
-                       int64_t o = idx / inner, i0 = idx % inner;
-                       int64_t i1 = std::min(inner, i0 + (e - idx));
-                       acc.assign(i1 - i0, Acc(0));
-                       for (int64_t r = 0; r < reduced; ++r) {
-                         const T* row = xp + (o * reduced + r) * inner;
-                         for (int64_t i = i0; i < i1; ++i) acc[i - i0] += row[i];
-                       }
-                       for (int64_t i = i0; i < i1; ++i) op_[o * inner + i] = T(acc[i - i0]);
-                       idx += i1 - i0;
-                     }
-                   });
-      return;
-    }
+    if (op == ReduceOp::sum)
+      return sum_middle_axis(
+          outer, reduced, inner, [xp](int64_t at) { return xp[at]; }, out.data<T>());
     const bool is_max = op == ReduceOp::max || op == ReduceOp::argmax;
     const bool want_index = op == ReduceOp::argmax || op == ReduceOp::argmin;
     if constexpr (std::is_floating_point_v<T>) {

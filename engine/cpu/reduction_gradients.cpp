@@ -6,13 +6,13 @@
 //   product_sum        out = sum over the run of a * b, without the product written out
 //
 // Both give the composed formula's values bit for bit: the same float operations on the same
-// values (the count exact, gy / count once per run; each product rounded to T, summed in double
-// in reduce's order: sixteen lanes along a contiguous run, else run by run).
+// values (the count exact, gy / count once per run; each product rounded to T, then summed by
+// reduce's own loops, sum_middle_axis).
 #include <algorithm>
 #include <vector>
 
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/lane_sum.h"
+#include "engine/cpu/middle_axis_sum.h"
 #include "engine/dispatch.h"
 #include "engine/parallel.h"
 
@@ -73,36 +73,6 @@ void extreme_gradient_rows(const T* x, const T* kept, const T* gy, T* gx, int64_
   });
 }
 
-template <typename T>
-void product_sum_rows(const T* a, const T* b, T* out, int64_t outer, int64_t reduced,
-                      int64_t inner) {
-  if (inner == 1) {
-    parallel_for(0, outer, grain_for(reduced), [&](int64_t b0, int64_t e) {
-      for (int64_t o = b0; o < e; ++o) {
-        const T* ra = a + o * reduced;
-        const T* rb = b + o * reduced;
-        out[o] = T(lane_sum<double>(reduced, [&](int64_t r) { return double(T(ra[r] * rb[r])); }));
-      }
-    });
-    return;
-  }
-  parallel_for(0, outer * inner, grain_for(reduced), [&](int64_t b0, int64_t e) {
-    std::vector<double> acc;
-    for (int64_t idx = b0; idx < e;) {
-      const int64_t o = idx / inner, i0 = idx % inner, i1 = std::min(inner, i0 + (e - idx));
-      acc.assign(size_t(i1 - i0), 0.0);
-      for (int64_t r = 0; r < reduced; ++r) {
-        const T* ra = a + (o * reduced + r) * inner;
-        const T* rb = b + (o * reduced + r) * inner;
-        _Pragma("omp simd") for (int64_t i = i0; i < i1; ++i) acc[size_t(i - i0)] +=
-            double(T(ra[i] * rb[i]));
-      }
-      for (int64_t i = i0; i < i1; ++i) out[o * inner + i] = T(acc[size_t(i - i0)]);
-      idx += i1 - i0;
-    }
-  });
-}
-
 }  // namespace
 
 void CpuBackend::extreme_backward(const Tensor& x, const Tensor& kept, const Tensor& gy,
@@ -115,7 +85,12 @@ void CpuBackend::extreme_backward(const Tensor& x, const Tensor& kept, const Ten
 
 void CpuBackend::product_sum(const Tensor& a, const Tensor& b, const Tensor& out) {
   QKV_DISPATCH_FLOAT(a.dtype(), "product_sum", [&] {
-    product_sum_rows(a.data<T>(), b.data<T>(), out.data<T>(), a.size(0), a.size(1), a.size(2));
+    const T* ap = a.data<T>();
+    const T* bp = b.data<T>();
+    // each product rounded to T, as mul writes it, then summed as reduce sums
+    sum_middle_axis(
+        a.size(0), a.size(1), a.size(2), [ap, bp](int64_t at) { return T(ap[at] * bp[at]); },
+        out.data<T>());
   });
 }
 

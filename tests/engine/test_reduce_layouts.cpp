@@ -66,7 +66,7 @@ BOOST_AUTO_TEST_CASE(amax_amin_sum_over_spatial_dims_and_channels) {
 }
 
 // The column sums of a tall matrix (a bias's gradient) are taken as two halves of the rows
-// (reduce_kernels.cpp, column_sums_in_halves): right against the loops with an odd row count,
+// (middle_axis_sum.h, sum_middle_axis): right against the loops with an odd row count,
 // and the same bits at 1, 2 and 3 threads.
 BOOST_AUTO_TEST_CASE(column_sums_of_a_tall_matrix_are_the_same_at_any_thread_count) {
   qkv::testing::ThreadCount restore;
