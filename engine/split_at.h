@@ -21,4 +21,15 @@ inline Split3 split_at(const Shape& shape, int dim) {
   return s;
 }
 
+// The same around the dims [first, last]: their product in the middle (1 for an empty range,
+// last = first - 1). The reductions' kernels, and their gradients', address a block reduced over
+// adjacent dims this way.
+inline Split3 split_at(const Shape& shape, int first, int last) {
+  Split3 s;
+  for (int d = 0; d < first; ++d) s.outer *= shape[d];
+  for (int d = first; d <= last; ++d) s.mid *= shape[d];
+  for (size_t d = last + 1; d < shape.size(); ++d) s.inner *= shape[d];
+  return s;
+}
+
 }  // namespace qkv

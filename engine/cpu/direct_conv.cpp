@@ -112,10 +112,13 @@ QKV_AVX512_INLINE void forward_lanes_tile(const DirectConvShape& s, const float*
     for (int v = 0; v < OV; ++v) _mm512_storeu_ps(yt + p * s.O + o0 + kLanes * v, acc[p][v]);
 }
 
-// Every output channel at every position, P positions at a time (the rest one at a time).
+// Every output channel at every output position (s.positions), P positions at a time (the rest
+// one at a time), into yt [Ho * Wo][O].
 template <int P, int OV>
 QKV_AVX512 void forward_lanes(const DirectConvShape& s, const float* xp, const float* wt,
-                              const float* bias, const int64_t* q, int64_t L, float* yt) {
+                              const float* bias, float* yt) {
+  const int64_t* q = s.positions.data();
+  const int64_t L = int64_t(s.positions.size());
   for (int64_t o0 = 0; o0 < s.O; o0 += kLanes * OV) {
     int64_t p = 0;
     for (; p + P <= L; p += P) forward_lanes_tile<P, OV>(s, xp, wt, bias, q + p, o0, yt + p * s.O);
@@ -324,6 +327,9 @@ DirectConvShape::DirectConvShape(int64_t C_, int64_t H_, int64_t W_, int64_t O_,
         tap_offsets[size_t((c * kh + i) * kw + j)] =
             ((c * stride + i % stride) * stride + j % stride) * plane + i / stride * Wq +
             j / stride;
+  positions.resize(size_t(Ho * Wo));
+  for (int64_t oh = 0; oh < Ho; ++oh)
+    for (int64_t ow = 0; ow < Wo; ++ow) positions[size_t(oh * Wo + ow)] = oh * Wq + ow;
 }
 
 bool direct_conv_enabled() {
@@ -409,14 +415,11 @@ namespace {
 // y [O][Ho * Wo] by forward_lanes (forward_in_channel_lanes), through yt [Ho * Wo][O].
 QKV_AVX512 void forward_in_lanes(const DirectConvShape& s, const float* xp, const float* wt,
                                  const float* bias, float* yt, float* y) {
-  const int64_t L = s.Ho * s.Wo;
-  std::vector<int64_t> q(static_cast<size_t>(L));
-  for (int64_t oh = 0; oh < s.Ho; ++oh)
-    for (int64_t ow = 0; ow < s.Wo; ++ow) q[size_t(oh * s.Wo + ow)] = oh * s.Wq + ow;
   if (s.O % (4 * kLanes) == 0)
-    forward_lanes<6, 4>(s, xp, wt, bias, q.data(), L, yt);
+    forward_lanes<6, 4>(s, xp, wt, bias, yt);
   else
-    forward_lanes<7, 2>(s, xp, wt, bias, q.data(), L, yt);
+    forward_lanes<7, 2>(s, xp, wt, bias, yt);
+  const int64_t L = s.Ho * s.Wo;
   pack_transposed_avx512(yt, s.O, L, s.O, int(L), y);
 }
 }  // namespace

@@ -46,6 +46,7 @@ struct DirectConvShape {
   int64_t Qs;      // Q rounded up to whole vectors of 16: a row of the padded output and of gy
   int64_t K;       // C * kh * kw
   std::vector<int64_t> tap_offsets;  // K: where tap k = (c * kh + i) * kw + j reads, from q
+  std::vector<int64_t> positions;    // Ho * Wo: the q of output (oh, ow), oh * Wq + ow
 
   DirectConvShape(int64_t C, int64_t H, int64_t W, int64_t O, int64_t kh, int64_t kw, int64_t ph,
                   int64_t pw, int64_t stride);

@@ -221,19 +221,14 @@ Tensor factor_gradient(const Tensor& gy, const Tensor& other, const Shape& shape
       if (first < 0) first = d;
       last = d;
     }
-  int64_t outer = 1, reduced = 1, inner = 1;
-  for (int d = 0; d < gy.dim(); ++d) {
-    // a dim between two broadcast ones must be broadcast too, or of size 1
-    if (d > first && d < last && shape[d] != 1 && gy.size(d) != 1) return composed();
-    (d < first ? outer : d <= last ? reduced : inner) *= gy.size(d);
-  }
+  // a dim between two broadcast ones must be broadcast too, or of size 1
+  for (int d = first + 1; d < last; ++d)
+    if (shape[d] == gy.size(d) && gy.size(d) != 1) return composed();
+  const Split3 block = split_at(gy.shape(), first, last);
   Tensor out = Tensor::empty(shape, gy.dtype(), gy.device());
-  auto three = [&](const Tensor& t) {
-    return make_view(t, {outer, reduced, inner}, {reduced * inner, inner, 1}, t.offset());
-  };
-  gy.backend().product_sum(three(detail::contiguous_data(gy)),
-                           three(detail::contiguous_data(other)),
-                           make_view(out, {outer, inner}, {inner, 1}, 0));
+  gy.backend().product_sum(detail::block_view(detail::contiguous_data(gy), block),
+                           detail::block_view(detail::contiguous_data(other), block),
+                           detail::reduced_block_view(out, block));
   return out;
 }
 }  // namespace

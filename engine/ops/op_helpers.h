@@ -6,6 +6,7 @@
 #include "engine/backend.h"
 #include "engine/error.h"
 #include "engine/ops.h"
+#include "engine/split_at.h"
 
 namespace qkv::detail {
 
@@ -56,6 +57,16 @@ inline Tensor unary_kernel(UnaryOp op, const Tensor& x, double scalar = 0,
 
 // A broadcast view of t with the given shape (stride 0 along broadcast dims).
 Tensor broadcast_view(const Tensor& t, const Shape& shape);
+
+// Contiguous t seen as the [outer, mid, inner] block of s (split_at), and a tensor of that
+// block's reduced shape seen as [outer, inner]: how the reductions and their gradients hand
+// tensors to the backend.
+inline Tensor block_view(const Tensor& t, const Split3& s) {
+  return make_view(t, {s.outer, s.mid, s.inner}, {s.mid * s.inner, s.inner, 1}, t.offset());
+}
+inline Tensor reduced_block_view(const Tensor& t, const Split3& s) {
+  return make_view(t, {s.outer, s.inner}, {s.inner, 1}, t.offset());
+}
 
 // amax/amin's gradient composed from ops, hit * (gy / count) with hit = (x == kept) and count its
 // sum over `dims` (kept and gy have x's shape with those dims 1): differentiable again, so a

@@ -51,15 +51,8 @@ Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<int>& dims,
     src = permute(src, order);
   }
   src = detail::contiguous_data(src);
-  int64_t outer = 1, reduced = 1, inner = 1;
-  for (int d = 0; d < src.dim(); ++d) {
-    if (d < first)
-      outer *= src.shape()[d];
-    else if (d < first + int(dims.size()))
-      reduced *= src.shape()[d];
-    else
-      inner *= src.shape()[d];
-  }
+  const Split3 block = split_at(src.shape(), first, first + int(dims.size()) - 1);
+  const int64_t reduced = block.mid;
   QKV_CHECK(reduced > 0 || op == ReduceOp::sum, name,
             "cannot reduce over an empty dimension (shape ", shape_str(x.shape()), ")");
   bool index = op == ReduceOp::argmax || op == ReduceOp::argmin;
@@ -68,8 +61,7 @@ Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<int>& dims,
     x.backend().fill(out, 0.0);
     return out;
   }
-  x.backend().reduce(
-      op, make_view(src, {outer, reduced, inner}, {reduced * inner, inner, 1}, src.offset()), out);
+  x.backend().reduce(op, detail::block_view(src, block), out);
   return out;
 }
 
@@ -125,18 +117,12 @@ Tensor extreme(const Tensor& x, std::vector<int> dims, bool keepdim, bool is_max
     // differentiated again; otherwise adjacent dims take the backend's one-pass kernel.
     const bool adjacent = !dims.empty() && dims.back() - dims.front() + 1 == int(dims.size());
     if (grad_enabled() || !adjacent) return grads{detail::extreme_gradient(x, kept, g, dims)};
-    Tensor xc = detail::contiguous_data(x);
-    int64_t outer = 1, reduced = 1, inner = 1;
-    for (int d = 0; d < x.dim(); ++d)
-      (d < dims.front() ? outer : d <= dims.back() ? reduced : inner) *= x.shape()[d];
+    const Split3 block = split_at(x.shape(), dims.front(), dims.back());
     Tensor gx = Tensor::empty(x.shape(), x.dtype(), x.device());
-    auto three = [&](const Tensor& t) {
-      return make_view(t, {outer, reduced, inner}, {reduced * inner, inner, 1}, t.offset());
-    };
-    auto two = [&](const Tensor& t) {
-      return make_view(t, {outer, inner}, {inner, 1}, t.offset());
-    };
-    x.backend().extreme_backward(three(xc), two(kept), two(detail::contiguous_data(g)), three(gx));
+    x.backend().extreme_backward(detail::block_view(detail::contiguous_data(x), block),
+                                 detail::reduced_block_view(kept, block),
+                                 detail::reduced_block_view(detail::contiguous_data(g), block),
+                                 detail::block_view(gx, block));
     return grads{gx};
   });
 }
