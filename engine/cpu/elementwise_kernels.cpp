@@ -99,6 +99,11 @@ void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
         } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
           const B yv = *y;
           for (int64_t j = 0; j < n; ++j) o[j] = f(x[j], yv);
+        } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
+          // e.g. relu_backward of a mean's expanded gradient; the strided loop below is scalar
+          // with a mispredicted branch per element for the comparing ops
+          const A xv = *x;
+          for (int64_t j = 0; j < n; ++j) o[j] = f(xv, y[j]);
         } else {
           for (int64_t j = 0; j < n; ++j) o[j * st[0]] = f(x[j * st[1]], y[j * st[2]]);
         }

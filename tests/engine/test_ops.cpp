@@ -67,6 +67,33 @@ BOOST_AUTO_TEST_CASE(binary_broadcasting) {
   check_error([&] { add(a, a.to(DType::f64)); }, {"add", "float32", "float64"});
 }
 
+// The elementwise loop has fast paths for an operand constant along the innermost run (a bias, a
+// mean's expanded gradient) on either side; each must give what the same op gives on contiguous
+// copies, at row boundaries that fall inside a thread's chunk too.
+BOOST_AUTO_TEST_CASE(binary_ops_with_an_operand_broadcast_along_the_run_match_contiguous_copies) {
+  using Binary = Tensor (*)(const Tensor&, const Tensor&);
+  const std::vector<std::pair<const char*, Binary>> ops = {
+      {"add", add}, {"sub", sub},         {"mul", mul},
+      {"div", div}, {"maximum", maximum}, {"minimum", minimum},
+      {"lt", lt},   {"ge", ge},           {"relu_backward", relu_backward}};
+  manual_seed(5);
+  const Shape full = {64, 37, 29};  // 68672 elements: two threads' chunks start mid-row
+  Tensor dense = randn(full);
+  // zeros and a NaN in the constant operand: relu_backward's and the comparisons' edge cases
+  Tensor column = mul(randn({64, 37, 1}), gt(randn({64, 37, 1}), -0.5).to(DType::f32));
+  column = where(eq(arange(64 * 37).reshape({64, 37, 1}), 100.0), tensor({std::nan("")}), column);
+  Tensor spread = column.expand(full);
+  for (int threads : {1, 2}) {
+    ThreadCount count(threads);
+    for (const auto& [name, op] : ops) {
+      BOOST_TEST_CONTEXT(name << ", " << threads << " thread(s)") {
+        BOOST_CHECK(equal_values(op(spread, dense), op(spread.contiguous(), dense)));
+        BOOST_CHECK(equal_values(op(dense, spread), op(dense, spread.contiguous())));
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(comparisons_where_masked_fill) {
   Tensor a = tensor({1, 5, 3});
   Tensor b = tensor({2, 5, 1});
