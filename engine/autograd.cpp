@@ -203,6 +203,16 @@ void accumulate_pending(Tensor& sum, const Tensor& g, bool create_graph) {
   }
 }
 
+// What the profiler charges a rule: its forward's cost (the profiler scales it), except that a
+// rule which hands back its incoming gradient or views of it (add's, a reduction's expand, cat's
+// narrows) moves no data, whatever its forward moved.
+OpCost backward_cost(const Node& node, const Tensor& g, const grads& input_grads) {
+  if (!profiling() || node.forward_cost.flops > 0) return node.forward_cost;
+  for (const Tensor& gi : input_grads)
+    if (gi.defined() && !gi.same_storage(g)) return node.forward_cost;
+  return OpCost{0, 0};
+}
+
 thread_local std::function<void(const Tensor&)> t_post_accumulate_hook;
 
 // Tells the post-accumulate hook about each leaf once the last node feeding it has run: for each
@@ -295,7 +305,7 @@ void sweep(const Tensor& root, const Tensor& gradient, bool retain_graph, bool c
     } else {
       input_grads = node->backward(g);
     }
-    profiled_rule.finished(node->op, node->forward_cost, node->forward_shapes);
+    profiled_rule.finished(node->op, backward_cost(*node, g, input_grads), node->forward_shapes);
     QKV_CHECK(input_grads.size() == node->inputs.size(), "backward", "op '", node->op,
               "' returned ", input_grads.size(), " gradients for ", node->inputs.size(), " inputs");
     if (!retain_graph) {

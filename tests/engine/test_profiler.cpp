@@ -47,8 +47,13 @@ BOOST_AUTO_TEST_CASE(ops_and_backward_rules_are_events_with_their_costs) {
   auto mm_bw = of(events, "matmul", ProfilePhase::backward);
   BOOST_REQUIRE_EQUAL(mm_bw.size(), 1u);
   BOOST_CHECK_EQUAL(mm_bw[0].flops, 2 * mm[0].flops);
-  BOOST_CHECK_EQUAL(of(events, "relu", ProfilePhase::backward).size(), 1u);
-  BOOST_CHECK_EQUAL(of(events, "sum", ProfilePhase::backward).size(), 1u);
+  auto relu_bw = of(events, "relu", ProfilePhase::backward);
+  BOOST_REQUIRE_EQUAL(relu_bw.size(), 1u);
+  BOOST_CHECK_EQUAL(relu_bw[0].bytes, 2 * relu_fw[0].bytes);
+  // sum's rule hands back its gradient expanded, a view: it moves nothing
+  auto sum_bw = of(events, "sum", ProfilePhase::backward);
+  BOOST_REQUIRE_EQUAL(sum_bw.size(), 1u);
+  BOOST_CHECK_EQUAL(sum_bw[0].bytes, 0);
   // The ops a rule calls (relu's backward calls relu_backward) belong to the rule's event.
   for (const ProfileEvent& e : events)
     if (e.phase == ProfilePhase::backward && !e.scope && e.thread == 0)
@@ -65,6 +70,25 @@ BOOST_AUTO_TEST_CASE(ops_and_backward_rules_are_events_with_their_costs) {
       }
     }
   BOOST_CHECK_EQUAL(scopes, 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_rule_that_hands_back_its_gradient_moves_no_bytes) {
+  ThreadCount one(1);
+  Tensor a = uniform({64, 32}, -1, 1).requires_grad_();
+  Tensor b = uniform({64, 32}, -1, 1).requires_grad_();
+  Tensor row = uniform({32}, -1, 1).requires_grad_();
+  Profiler profiler;
+  // exp between the adds, so that neither add's gradient is the backward's seed
+  sum(exp(add(add(a, b), row))).backward();
+  std::vector<ProfileEvent> events = profiler.events();
+  auto adds = of(events, "add", ProfilePhase::forward);
+  auto rules = of(events, "add", ProfilePhase::backward);
+  BOOST_REQUIRE_EQUAL(adds.size(), 2u);
+  BOOST_REQUIRE_EQUAL(rules.size(), 2u);
+  // the sweep runs the outer add's rule first: it sums the gradient over the rows for `row`
+  BOOST_CHECK_EQUAL(rules[0].bytes, 2 * adds[1].bytes);
+  // a + b: both gradients are the incoming one
+  BOOST_CHECK_EQUAL(rules[1].bytes, 0);
 }
 
 BOOST_AUTO_TEST_CASE(an_op_is_timed_from_the_previous_one_so_events_do_not_overlap) {
