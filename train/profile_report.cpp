@@ -109,6 +109,21 @@ std::string profile_table(const std::vector<ProfileEvent>& events, const Profile
       text += format("  MFU %5.1f%%", 100 * gflops / summary.peak_gflops);
     text += "\n";
   }
+  // The memory line: the ops that move data and do no arithmetic, against the bandwidth.
+  int64_t moving_ns = 0;
+  double moved_bytes = 0;
+  for (const Row& r : sorted)
+    if (r.flops == 0 && r.bytes > 0) moving_ns += r.ns, moved_bytes += r.bytes;
+  if (moving_ns > 0) {
+    const double gbs = moved_bytes / (moving_ns * 1e-9) * 1e-9;
+    text += format("%-9s %9.3f ms/step %8.3f GB/step %11.1f GB/s", "memory",
+                   moving_ns * 1e-6 / steps, moved_bytes * 1e-9 / steps, gbs);
+    if (summary.memory_gbs > 0)
+      text += format("  %5.1f%% of %.1f GB/s (memory bandwidth, %d thread%s)",
+                     100 * gbs / summary.memory_gbs, summary.memory_gbs, summary.threads,
+                     summary.threads == 1 ? "" : "s");
+    text += "  (the ops with bytes and no FLOPs)\n";
+  }
   for (const auto& [thread, ns] : worker_ns)
     text += format("worker %d busy %.3f ms/step (%.0f%% of the step)\n", thread, ns * 1e-6 / steps,
                    total_ns > 0 ? 100.0 * ns / total_ns : 0.0);

@@ -12,14 +12,17 @@ namespace qkv::train {
 struct ProfileSummary {
   int steps = 1;           // how many training steps the events cover (averages per step)
   double peak_gflops = 0;  // the float32 FMA peak at this thread count, measured; 0 = unknown
+  double memory_gbs = 0;   // main memory's bandwidth at this thread count, measured; 0 = unknown
   int threads = 1;         // the thread count the steps ran at
   int shapes_per_op = 2;   // how many of the costliest shapes each row names
 };
 
 // The table, one row per (phase, op) on the issuing thread, costliest first:
 //   phase     op                 calls   total ms  % step  GFLOP/s   GB/s  costliest shapes
-// then one line per phase with its time, GFLOP and utilisation of the peak (the MFU line), and
-// how busy each pool worker was.
+// then one line per phase with its time, GFLOP and utilisation of the peak (the MFU line), one for
+// the ops that only move data (bytes but no FLOPs: their time, bytes and rate against the
+// measured memory bandwidth, the bound on them once their tensors outgrow the caches), and how
+// busy each pool worker was.
 std::string profile_table(const std::vector<ProfileEvent>& events, const ProfileSummary& summary);
 
 // The trace in the Trace Event Format that chrome://tracing and https://ui.perfetto.dev open: one

@@ -28,6 +28,7 @@
 #include "nn/optim.h"
 #include "tests/bench/bench_step_model.h"
 #include "train/bench/fma_peak.h"
+#include "train/bench/memory_bandwidth.h"
 #include "train/bench/openblas.h"
 #include "train/profile_report.h"
 #include "train/profile_timeline.h"
@@ -190,7 +191,10 @@ int main(int argc, char** argv) {
         mfu(flops[0] / steps, median(fwd)), mfu(flops[1] / steps, median(bwd)),
         mfu(flops[2] / steps, median(upd)));
     if (profile_steps > 0) {
-      train::ProfileSummary summary{.steps = steps, .peak_gflops = peak, .threads = num_threads()};
+      train::ProfileSummary summary{.steps = steps,
+                                    .peak_gflops = peak,
+                                    .memory_gbs = bench::measured_memory_gbs(num_threads()),
+                                    .threads = num_threads()};
       std::printf("\nprofile of %d step%s (times under the profiler):\n%s", steps,
                   steps == 1 ? "" : "s", train::profile_table(events, summary).c_str());
       std::ofstream("bench_step_trace.json") << train::chrome_trace_json(events);

@@ -20,6 +20,8 @@ has "the table is printed, naming the profiled steps (after two warm-up steps)" 
 has "the table has forward and backward rows" "$scratch/out" "^backward +[a-z_]+ +[0-9]"
 has "the MFU line is printed against the measured peak" "$scratch/out" \
   "^step .* GFLOP/s +MFU +[0-9.]+%"
+has "the memory line is printed against the measured bandwidth" "$scratch/out" \
+  "^memory .* GB/step +[0-9.]+ GB/s +[0-9.]+% of [0-9.]*[1-9][0-9.]* GB/s \(memory bandwidth, 2 threads\)"
 has "the table is logged" "$run/log.txt" "^forward +[a-z_]+ +[0-9]"
 if [ -s "$run/trace.png" ]; then pass "trace.png written"; else fail "trace.png written"; fi
 
@@ -67,6 +69,11 @@ has "profiled steps that got new memory say so" "$scratch/cold.out" \
 has "--profile-warmup moves the profiled steps" "$scratch/warm.out" "profile of steps 11\.\.12"
 has "after enough warm-up steps every request is a cache hit" "$scratch/warm.out" \
   "^allocator: all [0-9]+ requests of the profiled steps served from its cache"
+
+# The yardsticks the lines are read against: the FMA peak and the memory bandwidth, measured.
+"$qkv" --threads 1 bench peak >"$scratch/peak.out" 2>&1
+has "bench peak measures the FMA peak" "$scratch/peak.out" "^512 bit +1 +[0-9.]*[1-9]|^256 bit +1 +[0-9.]*[1-9]"
+has "bench peak measures the memory bandwidth" "$scratch/peak.out" "^ +1 +[0-9.]*[1-9][0-9.]*$"
 
 # shellcheck disable=SC2086
 refused "--profile longer than the run is refused" 1 \

@@ -83,6 +83,29 @@ BOOST_AUTO_TEST_CASE(the_table_averages_per_step_and_rates_each_op) {
   BOOST_CHECK(line_with(table, "worker 1", "2.500 ms/step (28% of the step)") != "");
 }
 
+BOOST_AUTO_TEST_CASE(the_memory_line_adds_the_ops_without_flops_against_the_bandwidth) {
+  std::vector<ProfileEvent> events = two_steps();
+  // a second data mover, and an op with both FLOPs and bytes, which is not one
+  for (int s = 0; s < 2; ++s) {
+    events.push_back(event("add", ProfilePhase::backward, s * 20 + 12, 3, 0, 1e9));
+    events.push_back(event("layer_norm", ProfilePhase::forward, s * 20 + 15, 1, 1e9, 5e9));
+  }
+  std::string table =
+      profile_table(events, {.steps = 2, .peak_gflops = 4000, .memory_gbs = 250, .threads = 1});
+  BOOST_TEST_MESSAGE(table);
+  // relu 2 GB in 1 ms + add 1 GB in 3 ms a step: 4 ms, 3 GB, 750 GB/s = 300% of 250
+  std::string line = line_with(table, "memory ", "GB/s");
+  BOOST_REQUIRE(!line.empty());
+  BOOST_CHECK(line.find(" 4.000 ms/step") != std::string::npos);
+  BOOST_CHECK(line.find(" 3.000 GB/step") != std::string::npos);
+  BOOST_CHECK(line.find(" 750.0 GB/s") != std::string::npos);
+  BOOST_CHECK(line.find("300.0% of 250.0 GB/s (memory bandwidth, 1 thread)") != std::string::npos);
+  // no bandwidth measured: the rate alone
+  std::string unmeasured = profile_table(events, {.steps = 2, .peak_gflops = 4000});
+  BOOST_CHECK(line_with(unmeasured, "memory ", "750.0 GB/s") != "");
+  BOOST_CHECK(line_with(unmeasured, "memory ", "bandwidth") == "");
+}
+
 BOOST_AUTO_TEST_CASE(the_chrome_trace_has_one_event_per_event_and_a_track_per_thread) {
   std::vector<ProfileEvent> events = two_steps();
   nlohmann::json trace = nlohmann::json::parse(chrome_trace_json(events));

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "engine/parallel.h"
+#include "train/bench/memory_bandwidth.h"
 
 namespace qkv::bench {
 namespace {
@@ -116,12 +117,29 @@ int run_peak_bench(const PeakBenchOptions& options) {
     for (int threads : options.threads) {
       double gf = measured_fma_peak_gflops(width, threads, 0.2);
       if (options.json)
-        std::printf("{\"width_bits\":%d,\"threads\":%d,\"gflops\":%.2f}\n", width, threads, gf);
+        std::printf("{\"measure\":\"fma\",\"width_bits\":%d,\"threads\":%d,\"gflops\":%.2f}\n",
+                    width, threads, gf);
       else
         std::printf("%-8s %7d %9.1f %12.1f\n", (std::to_string(width) + " bit").c_str(), threads,
                     gf, gf / threads);
       std::fflush(stdout);
     }
+  // The yardstick of the ops that only move data: main memory's rate, at each thread count.
+  const double mib = double(stream_bytes_per_array()) / (1 << 20);
+  if (!options.json)
+    std::printf(
+        "\nmemory bandwidth, measured: a[i] = b[i] + c[i] over three arrays of %.0f MiB (GB/s "
+        "of bytes read and written)\n%7s %9s\n",
+        mib, "threads", "GB/s");
+  for (int threads : options.threads) {
+    const double gbs = measured_memory_gbs(threads);
+    if (options.json)
+      std::printf("{\"measure\":\"memory\",\"threads\":%d,\"array_mib\":%.0f,\"gbs\":%.2f}\n",
+                  threads, mib, gbs);
+    else
+      std::printf("%7d %9.1f\n", threads, gbs);
+    std::fflush(stdout);
+  }
   return 0;
 }
 

@@ -3,6 +3,7 @@
 #include "engine/error.h"
 #include "engine/parallel.h"
 #include "train/bench/fma_peak.h"
+#include "train/bench/memory_bandwidth.h"
 #include "train/profile_report.h"
 #include "train/profile_timeline.h"
 
@@ -45,10 +46,12 @@ std::string StepProfile::after_step(int64_t step, RunDir& run) {
   const std::vector<ProfileEvent> events = profiler_->events();
   profiler_.reset();
   const MemoryStats memory_after = memory_.memory_stats();
-  // The peak is measured after the profiled steps, so that its threads do not run beside them.
+  // The peak and the bandwidth are measured after the profiled steps, so that their threads do
+  // not run beside them.
   const int threads = num_threads();
   const ProfileSummary summary{.steps = int(steps_),
                                .peak_gflops = cpu_ ? bench::measured_fma_peak_gflops(threads) : 0,
+                               .memory_gbs = cpu_ ? bench::measured_memory_gbs(threads) : 0,
                                .threads = threads};
   run.write("trace.json", chrome_trace_json(events));
   const std::string what = "steps " + std::to_string(first_profiled_) + ".." +
