@@ -38,15 +38,15 @@ std::vector<double> reference(const std::vector<double>& x, int64_t B, int64_t C
 
 BOOST_AUTO_TEST_SUITE(reduce_layouts)
 
-// H * W = 300 spans two inner blocks and a ragged tail; -inf and +inf entries, one NaN.
+// H * W = 1320 spans two inner blocks of 1024 and a ragged tail; -inf and +inf entries, one NaN.
 BOOST_AUTO_TEST_CASE(amax_amin_sum_over_spatial_dims_and_channels) {
-  const int64_t B = 3, C = 5, H = 15, W = 20, S = H * W;
+  const int64_t B = 3, C = 5, H = 33, W = 40, S = H * W;
   manual_seed(21);
   for (DType dtype : {DType::f32, DType::f64}) {
     BOOST_TEST_CONTEXT(dtype_name(dtype)) {
       std::vector<double> v = randn({B, C, H, W}, {.dtype = DType::f64}).to_vector<double>();
       v[7] = -INFINITY;                         // b 0, c 0
-      v[(1 * C + 2) * S + 299] = INFINITY;      // b 1, c 2, the last spatial value
+      v[(1 * C + 2) * S + S - 1] = INFINITY;    // b 1, c 2, the last spatial value
       v[(2 * C + 4) * S + 123] = std::nan("");  // b 2, c 4
       Tensor x = tensor(v, {B, C, H, W}, {.dtype = dtype});
       // float32 rounding of the inputs, then the loops in double

@@ -22,7 +22,7 @@ namespace {
 struct Layout {
   int64_t outer, reduced, inner;
 };
-const Layout kLayouts[] = {{7, 33, 1}, {3, 5, 300}, {2, 16, 49}, {1, 4096, 16}};
+const Layout kLayouts[] = {{7, 33, 1}, {3, 5, 1100}, {2, 16, 49}, {1, 4096, 16}};
 
 // [outer, reduced, inner] values on a coarse grid (ties in most runs), with -inf, +inf and one
 // NaN, which makes its run's extreme NaN.
