@@ -23,6 +23,14 @@ std::string format(const char* fmt, auto... args) {
   return buffer;
 }
 
+// "  <label>xx.x% of <yardstick> <unit> (<what>, N threads)": a rate as a share of what the
+// machine was measured to do.
+std::string share_of(const char* label, double rate, double yardstick, const char* unit,
+                     const char* what, int threads) {
+  return format("  %s%5.1f%% of %.1f %s (%s, %d thread%s)", label, 100 * rate / yardstick,
+                yardstick, unit, what, threads, threads == 1 ? "" : "s");
+}
+
 std::string costliest_shapes(const Row& row, int count) {
   std::vector<std::pair<int64_t, std::string>> by_time;
   for (const auto& [shapes, ns] : row.ns_by_shapes) by_time.push_back({ns, shapes});
@@ -93,9 +101,7 @@ std::string profile_table(const std::vector<ProfileEvent>& events, const Profile
     text += format("%-9s %9.3f ms/step %8.3f GFLOP/step %8.1f GFLOP/s", phase_name(phase),
                    ns * 1e-6 / steps, flops * 1e-9 / steps, gflops);
     if (summary.peak_gflops > 0)
-      text += format("  MFU %5.1f%% of %.1f GFLOP/s (FMA peak, %d thread%s)",
-                     100 * gflops / summary.peak_gflops, summary.peak_gflops, summary.threads,
-                     summary.threads == 1 ? "" : "s");
+      text += share_of("MFU ", gflops, summary.peak_gflops, "GFLOP/s", "FMA peak", summary.threads);
     text += "\n";
   }
   int64_t total_ns = 0;
@@ -119,9 +125,7 @@ std::string profile_table(const std::vector<ProfileEvent>& events, const Profile
     text += format("%-9s %9.3f ms/step %8.3f GB/step %11.1f GB/s", "memory",
                    moving_ns * 1e-6 / steps, moved_bytes * 1e-9 / steps, gbs);
     if (summary.memory_gbs > 0)
-      text += format("  %5.1f%% of %.1f GB/s (memory bandwidth, %d thread%s)",
-                     100 * gbs / summary.memory_gbs, summary.memory_gbs, summary.threads,
-                     summary.threads == 1 ? "" : "s");
+      text += share_of("", gbs, summary.memory_gbs, "GB/s", "memory bandwidth", summary.threads);
     text += "  (the ops with bytes and no FLOPs)\n";
   }
   for (const auto& [thread, ns] : worker_ns)
