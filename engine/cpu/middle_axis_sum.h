@@ -1,6 +1,7 @@
 // The sums over the middle axis of a contiguous [outer, reduced, inner] block, of any term of the
 // element's flat index: reduce's sum (the term is the element) and product_sum (the term is a
-// product) share them, so the two add the same values in the same order.
+// product) share them, so the two add the same values in the same order. Also the block width the
+// other middle-axis kernels (amax over channels and its gradient) walk.
 #pragma once
 
 #include <algorithm>
@@ -12,6 +13,12 @@
 #include "engine/parallel.h"
 
 namespace qkv::cpu {
+
+// How many positions of the inner axis the max and the extremum's gradient over a middle axis
+// (amax over channels) walk at a time, their per-position state in L1: as many as a 28 x 28
+// plane, so that an image's [reduced, inner] values are read in memory order. Narrower blocks
+// jump a plane ahead every block, a pattern the hardware prefetchers do not follow.
+constexpr int64_t kMiddleAxisBlock = 1024;
 
 // Column sums of a tall [rows, columns] matrix (a bias's gradient over thousands of rows) are
 // taken as two halves of the rows, in double, added after: on two threads each reads the rows

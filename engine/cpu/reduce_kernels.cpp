@@ -53,9 +53,7 @@ void extreme_values(const T* xp, int64_t outer, int64_t reduced, int64_t inner, 
                  });
     return;
   }
-  // inner values kept in L1 across the reduced rows; as many as a 28 x 28 plane, so that an
-  // image's [reduced, inner] values are read in memory order (reduction_gradients.cpp's kBlock)
-  constexpr int64_t block = 1024;
+  constexpr int64_t block = kMiddleAxisBlock;
   const int64_t blocks = (inner + block - 1) / block;
   parallel_for(0, outer * blocks, std::max<int64_t>(1, 64 / std::max<int64_t>(reduced, 1)),
                [&](int64_t b, int64_t e) {

@@ -20,13 +20,10 @@ namespace qkv::cpu {
 
 namespace {
 
-// Runs of `reduced` values a block of `inner` positions wide: 1024, so that a 28 x 28 or smaller
-// plane is one block and the count pass reads an image's [reduced, inner] values in memory order
-// (in blocks of 256 it jumped a plane ahead every 1 KB, which the prefetchers did not follow:
-// amax over CBAM's 16 channels of [128, 16, 28, 28] took 1.0 ms cold against 0.24 over H, W). The
-// counts and the gradients stay in L1, the rows in L2 for the write pass (64 KB at 16 channels).
-// The grain: a few thousand values a task.
-constexpr int64_t kBlock = 1024;
+// Runs of `reduced` values a block of kMiddleAxisBlock positions wide: the counts and the
+// gradients stay in L1, the block's rows in L2 for the write pass (64 KB at 16 channels). The
+// grain: a few thousand values a task.
+constexpr int64_t kBlock = kMiddleAxisBlock;
 
 int64_t grain_for(int64_t values_per_item) {
   return std::max<int64_t>(1, 16384 / std::max<int64_t>(values_per_item, 1));

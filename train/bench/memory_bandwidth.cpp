@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <new>
-#include <vector>
 
 #include "engine/parallel.h"
 

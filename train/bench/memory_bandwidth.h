@@ -9,9 +9,9 @@
 namespace qkv::bench {
 
 // The bytes a pass of a[i] = b[i] + c[i] moves (two read, one written) over the time it takes, in
-// GB/s: the best of passes run for about `seconds` by `threads` threads (the qkv pool, each its
-// own stretch of the arrays, first touched by the thread that later reads it). Each array holds
-// `bytes_per_array` bytes.
+// GB/s: the best of passes run for about `seconds` by `threads` threads (the qkv pool, a stretch
+// of the arrays each; the pages are first touched, in the same stretches, before the timed
+// passes). Each array holds `bytes_per_array` bytes.
 double measured_stream_gbs(int threads, int64_t bytes_per_array, double seconds = 0.1);
 
 // The size of each array for a measurement of main memory: four times the last-level cache this
