@@ -1,6 +1,9 @@
 // Batch normalization over x [N, C, S...]: each channel's values are N contiguous runs of S (the
 // spatial size), so a channel's statistics are vectorized sums over those runs, in double as the
-// row kernels accumulate, and the threads take whole channels (no two write the same output).
+// row kernels accumulate. In float32 on AVX-512 both passes (the sums, then the output or the
+// input's gradient) read the tensor image by image, in memory order: each channel's sums are kept
+// per fixed range of images and added in range order, so they do not depend on the thread count.
+// Elsewhere (float64, or no AVX-512) the threads take whole channels, a channel's runs in turn.
 #include <immintrin.h>
 
 // GCC 12's _mm512_reduce_add_pd passes a self-initialized "undefined" vector as an unused operand,
@@ -67,51 +70,37 @@ struct ChannelAffine {
 
 enum class ChannelSums { shifted_moments, grads_and_grads_times_centered };
 
-// A channel's runs are short (3 KB at 28 x 28, 196 bytes at 7 x 7) and C * S floats apart, too
-// short for the hardware's stream prefetchers to get ahead of the loads before each run ends: the
-// first pass over a channel (its sums) asks for the run about kBytesAhead further on, line by
-// line as it reads its own. (The second pass reads the runs the first left in L2.) Past the last
-// run it asks for the current one.
-constexpr int64_t kBytesAhead = 6144;
-inline int64_t runs_ahead(int64_t n, int64_t batch, int64_t S) {
-  const int64_t runs = std::max<int64_t>(1, (kBytesAhead + 4 * S - 1) / (4 * S));
-  return n + runs < batch ? runs : 0;
-}
-__attribute__((always_inline)) inline void prefetch_line(const float* p) {
-  __builtin_prefetch(p, 0, 3);
-}
+// A channel's sums over part of the batch, in sixteen double lanes each (sum0 in the first 16
+// doubles, sum1 in the next 16), kept in memory between runs.
+constexpr int64_t kLaneDoubles = 32;
 
-// A float32 channel's sums over its N runs of S values (run n at a + n * stride, likewise b), on
-// AVX-512: sixteen double lanes (two vectors) kept across the runs, each run's last values read
-// with a mask, totalled once at the end. The `omp simd` loops below finish a reduction per run,
-// which cost more than the adds for runs of 49 values (9x a plain sum of the tensor at 7 x 7).
-// shifted_moments: with d = a - center in double, sum0 = sum of d and sum1 = sum of d^2 (one pass
-// for the mean and the variance); grads_and_grads_times_centered: sum0 = sum of a (the gradient),
-// sum1 = sum of a * (b - center), center the mean. The order is fixed: the same sums at any thread
-// count. With relu, a (the gradient) counts only where the forward's output normalized(b) by f
-// passes (a template flag, so the loops without it test nothing; f is not read otherwise).
+// Adds one run of S values (a, and b for the gradient sums) to a channel's lane sums, on AVX-512,
+// the run's last values read with a mask. shifted_moments: with d = a - center in double, sum0 +=
+// d and sum1 += d^2 (one pass for the mean and the variance); grads_and_grads_times_centered:
+// sum0 += a (the gradient), sum1 += a * (b - center), center the mean. With relu, a counts only
+// where the forward's output normalized(b) by f passes (a template flag, so the loops without it
+// test nothing; f is not read otherwise).
 template <ChannelSums kind, bool relu = false>
-__attribute__((target("avx512f"))) void channel_sums_avx512(const float* a, const float* b,
-                                                            int64_t stride, int64_t batch,
-                                                            int64_t S, float center,
-                                                            ChannelAffine f, double& sum0,
-                                                            double& sum1) {
-  __m512d s0lo = _mm512_setzero_pd(), s0hi = s0lo, s1lo = s0lo, s1hi = s0lo;
+__attribute__((target("avx512f"))) void add_run_avx512(const float* a, const float* b, int64_t S,
+                                                       float center, ChannelAffine f,
+                                                       double* lanes) {
+  __m512d s0lo = _mm512_loadu_pd(lanes), s0hi = _mm512_loadu_pd(lanes + 8),
+          s1lo = _mm512_loadu_pd(lanes + 16), s1hi = _mm512_loadu_pd(lanes + 24);
   const __m512 c = _mm512_set1_ps(center), m = _mm512_set1_ps(f.mu),
                scale = _mm512_set1_ps(f.scale), shift = _mm512_set1_ps(f.shift);
-  auto add = [&](__m512 av, __m512 bv, __mmask16 lanes) {
+  auto add = [&](__m512 av, __m512 bv, __mmask16 lanes_on) {
     if constexpr (kind == ChannelSums::shifted_moments) {
       const __m512d center_d = _mm512_set1_pd(double(center));
-      const __m512d lo = _mm512_maskz_sub_pd(__mmask8(lanes), low_doubles(av), center_d);
-      const __m512d hi = _mm512_maskz_sub_pd(__mmask8(lanes >> 8), high_doubles(av), center_d);
+      const __m512d lo = _mm512_maskz_sub_pd(__mmask8(lanes_on), low_doubles(av), center_d);
+      const __m512d hi = _mm512_maskz_sub_pd(__mmask8(lanes_on >> 8), high_doubles(av), center_d);
       s0lo = _mm512_add_pd(s0lo, lo);
       s0hi = _mm512_add_pd(s0hi, hi);
       s1lo = _mm512_fmadd_pd(lo, lo, s1lo);
       s1hi = _mm512_fmadd_pd(hi, hi, s1hi);
     } else {
       if constexpr (relu)
-        av = _mm512_maskz_mov_ps(relu_passes(lanes, normalized(bv, m, scale, shift)), av);
-      const __m512 d = _mm512_maskz_sub_ps(lanes, bv, c);
+        av = _mm512_maskz_mov_ps(relu_passes(lanes_on, normalized(bv, m, scale, shift)), av);
+      const __m512 d = _mm512_maskz_sub_ps(lanes_on, bv, c);
       const __m512d glo = low_doubles(av), ghi = high_doubles(av);
       s0lo = _mm512_add_pd(s0lo, glo);
       s0hi = _mm512_add_pd(s0hi, ghi);
@@ -120,24 +109,75 @@ __attribute__((target("avx512f"))) void channel_sums_avx512(const float* a, cons
     }
   };
   constexpr bool two = kind == ChannelSums::grads_and_grads_times_centered;
-  for (int64_t n = 0; n < batch; ++n) {
-    const float* ar = a + n * stride;
-    const float* br = two ? b + n * stride : nullptr;
-    const int64_t ahead = runs_ahead(n, batch, S) * stride;
-    int64_t i = 0;
-    for (; i + 16 <= S; i += 16) {
-      prefetch_line(ar + ahead + i);
-      if constexpr (two) prefetch_line(br + ahead + i);
-      add(_mm512_loadu_ps(ar + i), two ? _mm512_loadu_ps(br + i) : c, __mmask16(0xffff));
-    }
-    if (i < S) {
-      const __mmask16 lanes = __mmask16((1u << (S - i)) - 1);
-      add(_mm512_maskz_loadu_ps(lanes, ar + i), two ? _mm512_maskz_loadu_ps(lanes, br + i) : c,
-          lanes);
-    }
+  int64_t i = 0;
+  for (; i + 16 <= S; i += 16)
+    add(_mm512_loadu_ps(a + i), two ? _mm512_loadu_ps(b + i) : c, __mmask16(0xffff));
+  if (i < S) {
+    const __mmask16 tail = __mmask16((1u << (S - i)) - 1);
+    add(_mm512_maskz_loadu_ps(tail, a + i), two ? _mm512_maskz_loadu_ps(tail, b + i) : c, tail);
   }
-  sum0 = _mm512_reduce_add_pd(_mm512_add_pd(s0lo, s0hi));
-  sum1 = _mm512_reduce_add_pd(_mm512_add_pd(s1lo, s1hi));
+  _mm512_storeu_pd(lanes, s0lo);
+  _mm512_storeu_pd(lanes + 8, s0hi);
+  _mm512_storeu_pd(lanes + 16, s1lo);
+  _mm512_storeu_pd(lanes + 24, s1hi);
+}
+
+// The sixteen lanes of a sum, added up.
+__attribute__((target("avx512f"))) double lanes_total(const double* lanes) {
+  return _mm512_reduce_add_pd(_mm512_add_pd(_mm512_loadu_pd(lanes), _mm512_loadu_pd(lanes + 8)));
+}
+
+// The batch is cut into this many contiguous ranges of images (fewer for a small batch), whatever
+// the thread count; each range's sums are kept apart and added in range order, so the statistics
+// are the same bits at any thread count.
+constexpr int64_t kImageRanges = 16;
+
+// Every channel's sums (sum0[c], sum1[c]) over the whole batch, read image by image: in memory
+// order, so at the bandwidth the prefetchers give a stream. (Channel by channel, the reads are
+// runs of S floats C * S apart, 3 KB in 50 KB at [128, 16, 28, 28]: they got about half of it.)
+// A work item is a range of images and a block of channels (blocks only where the ranges alone
+// are too few to share out); its lane sums live in `lanes`, [range, channel, 32 doubles].
+template <ChannelSums kind, bool relu>
+void image_major_sums(const float* a, const float* b, const Layout& l, const float* centers,
+                      const ChannelAffine* affine, double* sum0, double* sum1) {
+  const int64_t N = l.batch, C = l.channels, S = l.spatial;
+  const int64_t ranges = std::min(N, kImageRanges);
+  const int64_t blocks = std::min(C, std::max<int64_t>(1, kImageRanges / ranges));
+  std::vector<double> lanes(size_t(ranges * C * kLaneDoubles), 0.0);
+  const int64_t values_per_item = std::max<int64_t>(1, N * C * S / (ranges * blocks));
+  parallel_for(0, ranges * blocks, std::max<int64_t>(1, 16384 / values_per_item),
+               [&](int64_t i0, int64_t i1) {
+                 for (int64_t i = i0; i < i1; ++i) {
+                   const int64_t r = i / blocks, blk = i % blocks;
+                   const int64_t c0 = blk * C / blocks, c1 = (blk + 1) * C / blocks;
+                   for (int64_t n = r * N / ranges; n < (r + 1) * N / ranges; ++n)
+                     for (int64_t c = c0; c < c1; ++c) {
+                       const int64_t at = (n * C + c) * S;
+                       add_run_avx512<kind, relu>(a + at, b ? b + at : nullptr, S, centers[c],
+                                                  affine ? affine[c] : ChannelAffine{},
+                                                  lanes.data() + (r * C + c) * kLaneDoubles);
+                     }
+                 }
+               });
+  for (int64_t c = 0; c < C; ++c) {
+    double* total = lanes.data() + c * kLaneDoubles;  // range 0's lanes gather the others
+    for (int64_t r = 1; r < ranges; ++r)
+      for (int64_t j = 0; j < kLaneDoubles; ++j)
+        total[j] += lanes[size_t((r * C + c) * kLaneDoubles + j)];
+    sum0[c] = lanes_total(total);
+    sum1[c] = lanes_total(total + 16);
+  }
+}
+
+// f(at, c) for every run of S values (image n, channel c, at = (n * C + c) * S), in memory order,
+// the threads taking contiguous stretches of runs.
+template <typename F>
+void for_each_run(const Layout& l, F f) {
+  const int64_t runs = l.batch * l.channels;
+  parallel_for(0, runs, std::max<int64_t>(1, 16384 / std::max<int64_t>(l.spatial, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r) f(r * l.spatial, r % l.channels);
+               });
 }
 
 // A run's vector of sixteen floats at p: the full ones by plain loads and stores, the last of a run
@@ -206,72 +246,74 @@ __attribute__((target("avx512f"))) void input_gradient_avx512(const float* g, co
   });
 }
 
-// One channel's mean and variance (its first run at xc, the next stride apart) by
-// channel_sums_avx512 in one pass over x; false where that does not run (not float32, or no
-// AVX-512), and the caller's two passes compute them. The sums are of x - x[0] in double: shifted
-// by a value of the channel, the variance sum1 / n - (sum0 / n)^2 loses only about
-// (mean - x[0])^2 / var times double's rounding, far below float's however far the channel's mean
-// lies from zero, where sums of x^2 would lose mean^2 / var times it.
-template <typename T>
-bool lane_statistics(const T* xc, int64_t stride, int64_t batch, int64_t S, T& mean, T& var) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (!cpu_has_avx512f()) return false;
-    const float shift = xc[0];
-    double sum_d = 0, sum_dd = 0;
-    channel_sums_avx512<ChannelSums::shifted_moments>(xc, nullptr, stride, batch, S, shift, {},
-                                                      sum_d, sum_dd);
-    const double n = double(batch * S), mean_d = sum_d / n;
-    mean = float(double(shift) + mean_d);
-    var = float(std::max(sum_dd / n - mean_d * mean_d, 0.0));
-    return true;
+// The float32 forward on AVX-512, both passes image by image: the statistics (in training) by
+// image_major_sums of x - x[0, c] in double (shifted by a value of the channel, the variance sum1
+// / n - (sum0 / n)^2 loses only about (mean - x[0])^2 / var times double's rounding, far below
+// float's however far the channel's mean lies from zero, where sums of x^2 would lose mean^2 /
+// var times it), then the output runs.
+void batch_norm_avx512(const Layout& l, const float* x, const float* w, const float* b, double eps,
+                       bool training, float* mean, float* var, float* rstd, float* y, bool relu) {
+  const int64_t C = l.channels, S = l.spatial;
+  if (training) {
+    std::vector<float> centers(static_cast<size_t>(C));
+    std::vector<double> sum_d(static_cast<size_t>(C)), sum_dd(static_cast<size_t>(C));
+    for (int64_t c = 0; c < C; ++c) centers[size_t(c)] = x[c * S];
+    image_major_sums<ChannelSums::shifted_moments, false>(x, nullptr, l, centers.data(), nullptr,
+                                                          sum_d.data(), sum_dd.data());
+    const double n = double(l.count());
+    for (int64_t c = 0; c < C; ++c) {
+      const double mean_d = sum_d[size_t(c)] / n;
+      mean[c] = float(double(centers[size_t(c)]) + mean_d);
+      var[c] = float(std::max(sum_dd[size_t(c)] / n - mean_d * mean_d, 0.0));
+    }
   }
-  return false;
+  std::vector<ChannelAffine> affine(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    const float rs = float(1.0 / std::sqrt(double(var[c]) + eps));
+    rstd[c] = rs;
+    affine[size_t(c)] = {mean[c], w ? rs * w[c] : rs, b ? b[c] : 0.0f};
+  }
+  for_each_run(l, [&](int64_t at, int64_t c) {
+    (relu ? normalize_avx512<true> : normalize_avx512<false>)(x + at, y + at, 0, 1, S,
+                                                              affine[size_t(c)]);
+  });
 }
 
-// The output rows of one channel by normalize_avx512; false where that does not run.
-template <typename T>
-bool lane_normalize(const T* xc, T* yc, int64_t stride, int64_t batch, int64_t S, T mu, T scale,
-                    T shift, bool relu) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (!cpu_has_avx512f()) return false;
-    const ChannelAffine f{mu, scale, shift};
-    (relu ? normalize_avx512<true> : normalize_avx512<false>)(xc, yc, stride, batch, S, f);
-    return true;
-  }
-  return false;
-}
-
-// sum(g) and sum(g * (x - mu)) over one channel the same way, g masked where the forward's ReLU
-// clipped with relu; false where that does not run.
-template <typename T>
-bool lane_gradient_sums(const T* gc, const T* xc, int64_t stride, int64_t batch, int64_t S, T mu,
-                        T scale, T shift, bool relu, double& sum_g, double& sum_gc) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (!cpu_has_avx512f()) return false;
+// The float32 backward on AVX-512 the same way: sum(g) and sum(g * (x - mu)) per channel (g
+// masked where the forward's ReLU clipped with relu) by image_major_sums, then the input
+// gradient's runs.
+void batch_norm_backward_avx512(const Layout& l, const float* g, const float* x, const float* w,
+                                const float* b, const float* mean, const float* rstd, bool training,
+                                bool relu, float* gx, float* gw, float* gb) {
+  const int64_t C = l.channels, S = l.spatial;
+  std::vector<ChannelAffine> affine(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c)
+    affine[size_t(c)] = {mean[c], w ? rstd[c] * w[c] : rstd[c], b ? b[c] : 0.0f};
+  std::vector<double> sum_g(size_t(C), 0.0), sum_gc(size_t(C), 0.0);
+  if (gw || gb || (gx && training)) {
     constexpr ChannelSums kind = ChannelSums::grads_and_grads_times_centered;
-    (relu ? channel_sums_avx512<kind, true>
-          : channel_sums_avx512<kind, false>)(gc, xc, stride, batch, S, mu, {mu, scale, shift},
-                                              sum_g, sum_gc);
-    return true;
+    (relu ? image_major_sums<kind, true>
+          : image_major_sums<kind, false>)(g, x, l, mean, affine.data(), sum_g.data(),
+                                           sum_gc.data());
   }
-  return false;
-}
-
-// The input gradient rows of one channel by input_gradient_avx512; false where that does not run.
-template <typename T>
-bool lane_input_gradient(const T* gc, const T* xc, T* oc, int64_t stride, int64_t batch, int64_t S,
-                         T mu, T scale, T shift, T mean_g, T xc_coef, bool relu, bool training) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (!cpu_has_avx512f()) return false;
-    const ChannelAffine f{mu, scale, shift};
-    auto rows =
-        relu
-            ? (training ? input_gradient_avx512<true, true> : input_gradient_avx512<true, false>)
-            : (training ? input_gradient_avx512<false, true> : input_gradient_avx512<false, false>);
-    rows(gc, xc, oc, stride, batch, S, f, mean_g, xc_coef);
-    return true;
+  // training: gx = scale * (g - mean(g) - xhat * mean(g * xhat)), with xhat = (x - mu) * rs;
+  // eval: gx = scale * g
+  std::vector<float> mean_g(static_cast<size_t>(C)), xc_coef(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    const double sum_gxhat = sum_gc[size_t(c)] * double(rstd[c]);
+    if (gw) gw[c] = float(sum_gxhat);
+    if (gb) gb[c] = float(sum_g[size_t(c)]);
+    mean_g[size_t(c)] = float(sum_g[size_t(c)] / double(l.count()));
+    xc_coef[size_t(c)] = float(sum_gxhat / double(l.count())) * rstd[c];
   }
-  return false;
+  if (!gx) return;
+  auto rows =
+      relu ? (training ? input_gradient_avx512<true, true> : input_gradient_avx512<true, false>)
+           : (training ? input_gradient_avx512<false, true> : input_gradient_avx512<false, false>);
+  for_each_run(l, [&](int64_t at, int64_t c) {
+    rows(g + at, x + at, gx + at, 0, 1, S, affine[size_t(c)], mean_g[size_t(c)],
+         xc_coef[size_t(c)]);
+  });
 }
 
 Layout layout_of(const Tensor& x) {
@@ -287,6 +329,13 @@ void CpuBackend::batch_norm(const Tensor& x, const Tensor& weight, const Tensor&
                             const Tensor& rstd, const Tensor& out, bool relu) {
   const Layout l = layout_of(x);
   const int64_t S = l.spatial, C = l.channels;
+  if (x.dtype() == DType::f32 && cpu_has_avx512f()) {
+    batch_norm_avx512(l, x.data<float>(), weight.defined() ? weight.data<float>() : nullptr,
+                      bias.defined() ? bias.data<float>() : nullptr, eps, training,
+                      mean.data<float>(), var.data<float>(), rstd.data<float>(), out.data<float>(),
+                      relu);
+    return;
+  }
   QKV_DISPATCH_FLOAT(x.dtype(), "batch_norm", [&] {
     const T* xp = x.data<T>();
     const T* w = weight.defined() ? weight.data<T>() : nullptr;
@@ -297,7 +346,7 @@ void CpuBackend::batch_norm(const Tensor& x, const Tensor& weight, const Tensor&
     T* yp = out.data<T>();
     parallel_for(0, C, l.grain(), [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
-        if (training && !lane_statistics(xp + c * S, C * S, l.batch, S, mp[c], vp[c])) {
+        if (training) {
           // two passes (mean, then centered variance): stable where E[x^2]-E[x]^2 is not
           double s = 0;
           for (int64_t n = 0; n < l.batch; ++n) {
@@ -317,8 +366,6 @@ void CpuBackend::batch_norm(const Tensor& x, const Tensor& weight, const Tensor&
         const T mu = mp[c], rs = T(1.0 / std::sqrt(double(vp[c]) + eps));
         rp[c] = rs;
         const T scale = w ? rs * w[c] : rs, shift = bb ? bb[c] : T(0);
-        if (lane_normalize(xp + c * S, yp + c * S, C * S, l.batch, S, mu, scale, shift, relu))
-          continue;
         for (int64_t n = 0; n < l.batch; ++n) {
           const T* xr = xp + (n * C + c) * S;
           T* yr = yp + (n * C + c) * S;
@@ -344,14 +391,22 @@ void CpuBackend::batch_norm_backward(const Tensor& gy, const Tensor& x, const Te
   const Layout l = layout_of(x);
   const int64_t S = l.spatial, C = l.channels;
   const bool relu = relu_output.defined();
+  if (x.dtype() == DType::f32 && cpu_has_avx512f()) {
+    batch_norm_backward_avx512(
+        l, gy.data<float>(), x.data<float>(), weight.defined() ? weight.data<float>() : nullptr,
+        bias.defined() ? bias.data<float>() : nullptr, mean.data<float>(), rstd.data<float>(),
+        training, relu, gx.defined() ? gx.data<float>() : nullptr,
+        gweight.defined() ? gweight.data<float>() : nullptr,
+        gbias.defined() ? gbias.data<float>() : nullptr);
+    return;
+  }
   QKV_DISPATCH_FLOAT(x.dtype(), "batch_norm_backward", [&] {
     const T* g = gy.data<T>();
     const T* xp = x.data<T>();
     const T* w = weight.defined() ? weight.data<T>() : nullptr;
-    const T* bb = bias.defined() ? bias.data<T>() : nullptr;
     const T* mp = mean.data<T>();
     const T* rp = rstd.data<T>();
-    // The loops below read the output for the ReLU's mask; the float32 lanes recompute it.
+    // The output gives the ReLU's mask (the float32 lanes recompute it from x, w and b).
     const T* ro = relu ? relu_output.data<T>() : nullptr;
     T* o = gx.defined() ? gx.data<T>() : nullptr;
     T* gw = gweight.defined() ? gweight.data<T>() : nullptr;
@@ -359,12 +414,10 @@ void CpuBackend::batch_norm_backward(const Tensor& gy, const Tensor& x, const Te
     parallel_for(0, C, l.grain(), [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         const T mu = mp[c], rs = rp[c];
-        const T scale = w ? rs * w[c] : rs, shift = bb ? bb[c] : T(0);
+        const T scale = w ? rs * w[c] : rs;
         // sum(g) and sum(g * (x - mean)); sum(g * xhat) is the second times rstd
         double sum_g = 0, sum_gc = 0;
-        if ((gw || gb || (o && training)) &&
-            !lane_gradient_sums(g + c * S, xp + c * S, C * S, l.batch, S, mu, scale, shift, relu,
-                                sum_g, sum_gc)) {
+        if (gw || gb || (o && training)) {
           for (int64_t n = 0; n < l.batch; ++n) {
             const T* gr = g + (n * C + c) * S;
             const T* xr = xp + (n * C + c) * S;
@@ -384,9 +437,6 @@ void CpuBackend::batch_norm_backward(const Tensor& gy, const Tensor& x, const Te
         // eval: gx = scale * g
         const T mean_g = T(sum_g / double(l.count()));
         const T xc_coef = T(sum_gxhat / double(l.count())) * rs;
-        if (lane_input_gradient(g + c * S, xp + c * S, o + c * S, C * S, l.batch, S, mu, scale,
-                                shift, mean_g, xc_coef, relu, training))
-          continue;
         for (int64_t n = 0; n < l.batch; ++n) {
           const T* gr = g + (n * C + c) * S;
           const T* xr = xp + (n * C + c) * S;
