@@ -81,9 +81,8 @@ constexpr int64_t kLaneDoubles = 32;
 // where the forward's output normalized(b) by f passes (a template flag, so the loops without it
 // test nothing; f is not read otherwise).
 template <ChannelSums kind, bool relu = false>
-__attribute__((target("avx512f"))) void add_run_avx512(const float* a, const float* b, int64_t S,
-                                                       float center, ChannelAffine f,
-                                                       double* lanes) {
+__attribute__((target("avx512f"), always_inline)) inline void add_run_avx512(
+    const float* a, const float* b, int64_t S, float center, ChannelAffine f, double* lanes) {
   __m512d s0lo = _mm512_loadu_pd(lanes), s0hi = _mm512_loadu_pd(lanes + 8),
           s1lo = _mm512_loadu_pd(lanes + 16), s1hi = _mm512_loadu_pd(lanes + 24);
   const __m512 c = _mm512_set1_ps(center), m = _mm512_set1_ps(f.mu),
@@ -137,6 +136,22 @@ constexpr int64_t kImageRanges = 16;
 // runs of S floats C * S apart, 3 KB in 50 KB at [128, 16, 28, 28]: they got about half of it.)
 // A work item is a range of images and a block of channels (blocks only where the ranges alone
 // are too few to share out); its lane sums live in `lanes`, [range, channel, 32 doubles].
+// Work item (range r of `ranges`, channels [c0, c1)) of image_major_sums: its images' runs added
+// to its lanes in memory order, on AVX-512 (the runs inlined: at 7 x 7 a run is four vectors).
+template <ChannelSums kind, bool relu>
+__attribute__((target("avx512f"))) void sum_item(const float* a, const float* b, const Layout& l,
+                                                 const float* centers, const ChannelAffine* affine,
+                                                 int64_t n0, int64_t n1, int64_t c0, int64_t c1,
+                                                 double* lanes) {
+  const int64_t C = l.channels, S = l.spatial;
+  for (int64_t n = n0; n < n1; ++n)
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t at = (n * C + c) * S;
+      add_run_avx512<kind, relu>(a + at, b ? b + at : nullptr, S, centers[c],
+                                 affine ? affine[c] : ChannelAffine{}, lanes + c * kLaneDoubles);
+    }
+}
+
 template <ChannelSums kind, bool relu>
 void image_major_sums(const float* a, const float* b, const Layout& l, const float* centers,
                       const ChannelAffine* affine, double* sum0, double* sum1) {
@@ -149,14 +164,10 @@ void image_major_sums(const float* a, const float* b, const Layout& l, const flo
                [&](int64_t i0, int64_t i1) {
                  for (int64_t i = i0; i < i1; ++i) {
                    const int64_t r = i / blocks, blk = i % blocks;
-                   const int64_t c0 = blk * C / blocks, c1 = (blk + 1) * C / blocks;
-                   for (int64_t n = r * N / ranges; n < (r + 1) * N / ranges; ++n)
-                     for (int64_t c = c0; c < c1; ++c) {
-                       const int64_t at = (n * C + c) * S;
-                       add_run_avx512<kind, relu>(a + at, b ? b + at : nullptr, S, centers[c],
-                                                  affine ? affine[c] : ChannelAffine{},
-                                                  lanes.data() + (r * C + c) * kLaneDoubles);
-                     }
+                   sum_item<kind, relu>(a, b, l, centers, affine, r * N / ranges,
+                                        (r + 1) * N / ranges, blk * C / blocks,
+                                        (blk + 1) * C / blocks,
+                                        lanes.data() + r * C * kLaneDoubles);
                  }
                });
   for (int64_t c = 0; c < C; ++c) {
@@ -169,15 +180,12 @@ void image_major_sums(const float* a, const float* b, const Layout& l, const flo
   }
 }
 
-// f(at, c) for every run of S values (image n, channel c, at = (n * C + c) * S), in memory order,
-// the threads taking contiguous stretches of runs.
+// f(r0, r1) for the runs [r0, r1) of S values (run r = n * C + c: image n, channel c, at r * S)
+// in memory order, the threads taking contiguous stretches of runs.
 template <typename F>
 void for_each_run(const Layout& l, F f) {
   const int64_t runs = l.batch * l.channels;
-  parallel_for(0, runs, std::max<int64_t>(1, 16384 / std::max<int64_t>(l.spatial, 1)),
-               [&](int64_t r0, int64_t r1) {
-                 for (int64_t r = r0; r < r1; ++r) f(r * l.spatial, r % l.channels);
-               });
+  parallel_for(0, runs, std::max<int64_t>(1, 16384 / std::max<int64_t>(l.spatial, 1)), f);
 }
 
 // A run's vector of sixteen floats at p: the full ones by plain loads and stores, the last of a run
@@ -211,9 +219,8 @@ __attribute__((always_inline)) inline void for_each_vector(int64_t stride, int64
 // The forward's output rows of one float32 channel: normalized(x), clipped at 0 with relu as
 // relu's kernel clips (y < 0 becomes 0; NaN and -0 pass).
 template <bool relu>
-__attribute__((target("avx512f"))) void normalize_avx512(const float* x, float* y, int64_t stride,
-                                                         int64_t batch, int64_t S,
-                                                         ChannelAffine f) {
+__attribute__((target("avx512f"), always_inline)) inline void normalize_avx512(
+    const float* x, float* y, int64_t stride, int64_t batch, int64_t S, ChannelAffine f) {
   const __m512 m = _mm512_set1_ps(f.mu), scale = _mm512_set1_ps(f.scale),
                shift = _mm512_set1_ps(f.shift), zero = _mm512_setzero_ps();
   for_each_vector(stride, batch, S, [&](int64_t at, Lanes lanes) {
@@ -227,11 +234,9 @@ __attribute__((target("avx512f"))) void normalize_avx512(const float* x, float* 
 // clipped), training writes f.scale * (g' - mean_g - (x - mu) * xc_coef), eval f.scale * g' (no x
 // term, so a NaN x leaves its gradient finite).
 template <bool relu, bool training>
-__attribute__((target("avx512f"))) void input_gradient_avx512(const float* g, const float* x,
-                                                              float* o, int64_t stride,
-                                                              int64_t batch, int64_t S,
-                                                              ChannelAffine f, float mean_g,
-                                                              float xc_coef) {
+__attribute__((target("avx512f"), always_inline)) inline void input_gradient_avx512(
+    const float* g, const float* x, float* o, int64_t stride, int64_t batch, int64_t S,
+    ChannelAffine f, float mean_g, float xc_coef) {
   const __m512 m = _mm512_set1_ps(f.mu), scale = _mm512_set1_ps(f.scale),
                shift = _mm512_set1_ps(f.shift), mg = _mm512_set1_ps(mean_g),
                coef = _mm512_set1_ps(xc_coef);
@@ -244,6 +249,27 @@ __attribute__((target("avx512f"))) void input_gradient_avx512(const float* g, co
       gv = _mm512_fnmadd_ps(_mm512_sub_ps(xv, m), coef, _mm512_sub_ps(gv, mg));
     store(o + at, _mm512_mul_ps(scale, gv), lanes);
   });
+}
+
+// The output of runs [r0, r1) (run r = n * C + c), each by its channel's affine.
+template <bool relu>
+__attribute__((target("avx512f"))) void normalize_runs(const float* x, float* y, const Layout& l,
+                                                       const ChannelAffine* affine, int64_t r0,
+                                                       int64_t r1) {
+  const int64_t S = l.spatial;
+  for (int64_t r = r0, c = r0 % l.channels; r < r1; ++r, c = c + 1 == l.channels ? 0 : c + 1)
+    normalize_avx512<relu>(x + r * S, y + r * S, 0, 1, S, affine[c]);
+}
+
+// The input gradient of runs [r0, r1) likewise.
+template <bool relu, bool training>
+__attribute__((target("avx512f"))) void input_gradient_runs(
+    const float* g, const float* x, float* o, const Layout& l, const ChannelAffine* affine,
+    const float* mean_g, const float* xc_coef, int64_t r0, int64_t r1) {
+  const int64_t S = l.spatial;
+  for (int64_t r = r0, c = r0 % l.channels; r < r1; ++r, c = c + 1 == l.channels ? 0 : c + 1)
+    input_gradient_avx512<relu, training>(g + r * S, x + r * S, o + r * S, 0, 1, S, affine[c],
+                                          mean_g[c], xc_coef[c]);
 }
 
 // The float32 forward on AVX-512, both passes image by image: the statistics (in training) by
@@ -273,9 +299,8 @@ void batch_norm_avx512(const Layout& l, const float* x, const float* w, const fl
     rstd[c] = rs;
     affine[size_t(c)] = {mean[c], w ? rs * w[c] : rs, b ? b[c] : 0.0f};
   }
-  for_each_run(l, [&](int64_t at, int64_t c) {
-    (relu ? normalize_avx512<true> : normalize_avx512<false>)(x + at, y + at, 0, 1, S,
-                                                              affine[size_t(c)]);
+  for_each_run(l, [&](int64_t r0, int64_t r1) {
+    (relu ? normalize_runs<true> : normalize_runs<false>)(x, y, l, affine.data(), r0, r1);
   });
 }
 
@@ -285,7 +310,7 @@ void batch_norm_avx512(const Layout& l, const float* x, const float* w, const fl
 void batch_norm_backward_avx512(const Layout& l, const float* g, const float* x, const float* w,
                                 const float* b, const float* mean, const float* rstd, bool training,
                                 bool relu, float* gx, float* gw, float* gb) {
-  const int64_t C = l.channels, S = l.spatial;
+  const int64_t C = l.channels;
   std::vector<ChannelAffine> affine(static_cast<size_t>(C));
   for (int64_t c = 0; c < C; ++c)
     affine[size_t(c)] = {mean[c], w ? rstd[c] * w[c] : rstd[c], b ? b[c] : 0.0f};
@@ -307,12 +332,11 @@ void batch_norm_backward_avx512(const Layout& l, const float* g, const float* x,
     xc_coef[size_t(c)] = float(sum_gxhat / double(l.count())) * rstd[c];
   }
   if (!gx) return;
-  auto rows =
-      relu ? (training ? input_gradient_avx512<true, true> : input_gradient_avx512<true, false>)
-           : (training ? input_gradient_avx512<false, true> : input_gradient_avx512<false, false>);
-  for_each_run(l, [&](int64_t at, int64_t c) {
-    rows(g + at, x + at, gx + at, 0, 1, S, affine[size_t(c)], mean_g[size_t(c)],
-         xc_coef[size_t(c)]);
+  auto runs =
+      relu ? (training ? input_gradient_runs<true, true> : input_gradient_runs<true, false>)
+           : (training ? input_gradient_runs<false, true> : input_gradient_runs<false, false>);
+  for_each_run(l, [&](int64_t r0, int64_t r1) {
+    runs(g, x, gx, l, affine.data(), mean_g.data(), xc_coef.data(), r0, r1);
   });
 }
 
