@@ -131,11 +131,6 @@ __attribute__((target("avx512f"))) double lanes_total(const double* lanes) {
 // are the same bits at any thread count.
 constexpr int64_t kImageRanges = 16;
 
-// Every channel's sums (sum0[c], sum1[c]) over the whole batch, read image by image: in memory
-// order, so at the bandwidth the prefetchers give a stream. (Channel by channel, the reads are
-// runs of S floats C * S apart, 3 KB in 50 KB at [128, 16, 28, 28]: they got about half of it.)
-// A work item is a range of images and a block of channels (blocks only where the ranges alone
-// are too few to share out); its lane sums live in `lanes`, [range, channel, 32 doubles].
 // Work item (range r of `ranges`, channels [c0, c1)) of image_major_sums: its images' runs added
 // to its lanes in memory order, on AVX-512 (the runs inlined: at 7 x 7 a run is four vectors).
 template <ChannelSums kind, bool relu>
@@ -152,10 +147,20 @@ __attribute__((target("avx512f"))) void sum_item(const float* a, const float* b,
     }
 }
 
+// Every channel's sums (sum0[c], sum1[c]) over the whole batch, read image by image: in memory
+// order, so at the bandwidth the prefetchers give a stream. (Channel by channel, the reads are
+// runs of S floats C * S apart, 3 KB in 50 KB at [128, 16, 28, 28]: they got about half of it.)
+// A work item is a range of images and a block of channels (blocks only where the ranges alone
+// are too few to share out); its lane sums live in `lanes`, [range, channel, 32 doubles].
 template <ChannelSums kind, bool relu>
 void image_major_sums(const float* a, const float* b, const Layout& l, const float* centers,
                       const ChannelAffine* affine, double* sum0, double* sum1) {
   const int64_t N = l.batch, C = l.channels, S = l.spatial;
+  if (N * C * S == 0) {  // nothing to add (an empty batch or image in eval)
+    std::fill(sum0, sum0 + C, 0.0);
+    std::fill(sum1, sum1 + C, 0.0);
+    return;
+  }
   const int64_t ranges = std::min(N, kImageRanges);
   const int64_t blocks = std::min(C, std::max<int64_t>(1, kImageRanges / ranges));
   std::vector<double> lanes(size_t(ranges * C * kLaneDoubles), 0.0);

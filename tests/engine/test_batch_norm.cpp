@@ -213,6 +213,21 @@ BOOST_AUTO_TEST_CASE(op_updates_the_running_statistics_and_eval_reads_them) {
   check_values(running_var, {4.0}, 0);  // eval leaves it alone
 }
 
+// An empty batch in eval (PyTorch 1.13 allows it): an empty output, and zero gradients for the
+// weight and the bias, which sum over no values.
+BOOST_AUTO_TEST_CASE(an_empty_batch_in_eval_gives_zero_parameter_gradients) {
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const TensorOptions o{.dtype = dtype};
+    Tensor x = zeros({0, 3, 4, 4}, o).requires_grad_();
+    Tensor w = ones({3}, o).requires_grad_(), b = zeros({3}, o).requires_grad_();
+    Tensor y = batch_norm(x, zeros({3}, o), ones({3}, o), w, b, false, 0.1, 1e-5);
+    BOOST_TEST(y.numel() == 0);
+    sum(y).backward();
+    check_values(w.grad(), {0, 0, 0}, 0);
+    check_values(b.grad(), {0, 0, 0}, 0);
+  }
+}
+
 // batch_norm_relu computes relu(batch_norm(...)): the same values bit for bit (the kernel clips
 // as relu's does) and the same gradients to rounding (gy masked as relu_backward(gy, y) masks it,
 // the sums vectorized apart). In eval a NaN input stays in its place: relu passes the NaN forward
