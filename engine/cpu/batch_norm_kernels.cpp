@@ -209,43 +209,49 @@ __attribute__((target("avx512f"), always_inline)) inline void store(float* p, __
     _mm512_storeu_ps(p, v);
 }
 
-// Runs f(offset, lanes) over a channel's N runs of S values (run n at offset n * stride), sixteen
-// at a time, the last of each run with a mask; inlined, so `partial` is a constant in each call.
+// Runs f(offset, lanes) over a run of S values, sixteen at a time, the last with a mask; inlined,
+// so `partial` is a constant in each call.
 template <typename F>
-__attribute__((always_inline)) inline void for_each_vector(int64_t stride, int64_t batch, int64_t S,
-                                                           F f) {
-  for (int64_t n = 0; n < batch; ++n) {
-    int64_t i = 0;
-    for (; i + 16 <= S; i += 16) f(n * stride + i, Lanes{__mmask16(0xffff), false});
-    if (i < S) f(n * stride + i, Lanes{__mmask16((1u << (S - i)) - 1), true});
-  }
+__attribute__((always_inline)) inline void for_each_vector(int64_t S, F f) {
+  int64_t i = 0;
+  for (; i + 16 <= S; i += 16) f(i, Lanes{__mmask16(0xffff), false});
+  if (i < S) f(i, Lanes{__mmask16((1u << (S - i)) - 1), true});
 }
 
-// The forward's output rows of one float32 channel: normalized(x), clipped at 0 with relu as
-// relu's kernel clips (y < 0 becomes 0; NaN and -0 pass).
+// f(r, c) for the runs r in [r0, r1) (run r = n * C + c: image n, channel c), keeping c without a
+// division per run; inlined into the AVX-512 loops below.
+template <typename F>
+__attribute__((always_inline)) inline void for_runs(const Layout& l, int64_t r0, int64_t r1, F f) {
+  for (int64_t r = r0, c = r0 % l.channels; r < r1; ++r, c = c + 1 == l.channels ? 0 : c + 1)
+    f(r, c);
+}
+
+// The forward's output for one run of S values: normalized(x), clipped at 0 with relu as relu's
+// kernel clips (y < 0 becomes 0; NaN and -0 pass).
 template <bool relu>
-__attribute__((target("avx512f"), always_inline)) inline void normalize_avx512(
-    const float* x, float* y, int64_t stride, int64_t batch, int64_t S, ChannelAffine f) {
+__attribute__((target("avx512f"), always_inline)) inline void normalize_avx512(const float* x,
+                                                                               float* y, int64_t S,
+                                                                               ChannelAffine f) {
   const __m512 m = _mm512_set1_ps(f.mu), scale = _mm512_set1_ps(f.scale),
                shift = _mm512_set1_ps(f.shift), zero = _mm512_setzero_ps();
-  for_each_vector(stride, batch, S, [&](int64_t at, Lanes lanes) {
+  for_each_vector(S, [&](int64_t at, Lanes lanes) {
     __m512 v = normalized(load(x + at, lanes), m, scale, shift);
     if constexpr (relu) v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), zero);
     store(y + at, v, lanes);
   });
 }
 
-// The input gradient rows of one float32 channel: with g' = g (masked where the forward's ReLU
+// The input gradient of one run of S values: with g' = g (masked where the forward's ReLU
 // clipped), training writes f.scale * (g' - mean_g - (x - mu) * xc_coef), eval f.scale * g' (no x
 // term, so a NaN x leaves its gradient finite).
 template <bool relu, bool training>
 __attribute__((target("avx512f"), always_inline)) inline void input_gradient_avx512(
-    const float* g, const float* x, float* o, int64_t stride, int64_t batch, int64_t S,
-    ChannelAffine f, float mean_g, float xc_coef) {
+    const float* g, const float* x, float* o, int64_t S, ChannelAffine f, float mean_g,
+    float xc_coef) {
   const __m512 m = _mm512_set1_ps(f.mu), scale = _mm512_set1_ps(f.scale),
                shift = _mm512_set1_ps(f.shift), mg = _mm512_set1_ps(mean_g),
                coef = _mm512_set1_ps(xc_coef);
-  for_each_vector(stride, batch, S, [&](int64_t at, Lanes lanes) {
+  for_each_vector(S, [&](int64_t at, Lanes lanes) {
     __m512 gv = load(g + at, lanes);
     __m512 xv = (relu || training) ? load(x + at, lanes) : m;
     if constexpr (relu)
@@ -262,8 +268,9 @@ __attribute__((target("avx512f"))) void normalize_runs(const float* x, float* y,
                                                        const ChannelAffine* affine, int64_t r0,
                                                        int64_t r1) {
   const int64_t S = l.spatial;
-  for (int64_t r = r0, c = r0 % l.channels; r < r1; ++r, c = c + 1 == l.channels ? 0 : c + 1)
-    normalize_avx512<relu>(x + r * S, y + r * S, 0, 1, S, affine[c]);
+  for_runs(l, r0, r1, [&](int64_t r, int64_t c) {
+    normalize_avx512<relu>(x + r * S, y + r * S, S, affine[c]);
+  });
 }
 
 // The input gradient of runs [r0, r1) likewise.
@@ -272,9 +279,10 @@ __attribute__((target("avx512f"))) void input_gradient_runs(
     const float* g, const float* x, float* o, const Layout& l, const ChannelAffine* affine,
     const float* mean_g, const float* xc_coef, int64_t r0, int64_t r1) {
   const int64_t S = l.spatial;
-  for (int64_t r = r0, c = r0 % l.channels; r < r1; ++r, c = c + 1 == l.channels ? 0 : c + 1)
-    input_gradient_avx512<relu, training>(g + r * S, x + r * S, o + r * S, 0, 1, S, affine[c],
-                                          mean_g[c], xc_coef[c]);
+  for_runs(l, r0, r1, [&](int64_t r, int64_t c) {
+    input_gradient_avx512<relu, training>(g + r * S, x + r * S, o + r * S, S, affine[c], mean_g[c],
+                                          xc_coef[c]);
+  });
 }
 
 // The float32 forward on AVX-512, both passes image by image: the statistics (in training) by

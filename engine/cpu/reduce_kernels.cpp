@@ -22,27 +22,26 @@ T signed_row_max(const T* row, int64_t n, T sign) {
   // one vector value of sixteen lanes (GCC's and clang's vector extension); as an array the lanes
   // went through memory at every step, slower than the scalar loop
   typedef T Lanes __attribute__((vector_size(kLanes * sizeof(T))));
-  auto take = [](T best, T v) { return (v > best || v != v) ? v : best; };
+  // v where v > best or v is NaN: one rule for lanes (vector values) and for single values
+  auto take = [](auto best, auto v) { return (v > best) | (v != v) ? v : best; };
   Lanes lanes = Lanes{} - std::numeric_limits<T>::infinity();
   int64_t r = 0;
   for (; r + kLanes <= n; r += kLanes) {
     Lanes v;
     __builtin_memcpy(&v, row + r, sizeof v);
     v *= sign;
-    lanes = (v > lanes) | (v != v) ? v : lanes;
+    lanes = take(lanes, v);
   }
   // the lanes combined pairwise, halving (lane_sum's order), by the same rule: four vector steps
   // where fifteen dependent scalar ones cost more than the row's loads at 7 x 7
   typedef T Half __attribute__((vector_size(kLanes / 2 * sizeof(T))));
   typedef T Quarter __attribute__((vector_size(kLanes / 4 * sizeof(T))));
   typedef T Eighth __attribute__((vector_size(kLanes / 8 * sizeof(T))));
-  auto combine = [](auto a, auto b) { return (b > a) | (b != b) ? b : a; };
-  const Half h = combine(__builtin_shufflevector(lanes, lanes, 0, 1, 2, 3, 4, 5, 6, 7),
-                         __builtin_shufflevector(lanes, lanes, 8, 9, 10, 11, 12, 13, 14, 15));
+  const Half h = take(__builtin_shufflevector(lanes, lanes, 0, 1, 2, 3, 4, 5, 6, 7),
+                      __builtin_shufflevector(lanes, lanes, 8, 9, 10, 11, 12, 13, 14, 15));
   const Quarter q =
-      combine(__builtin_shufflevector(h, h, 0, 1, 2, 3), __builtin_shufflevector(h, h, 4, 5, 6, 7));
-  const Eighth e =
-      combine(__builtin_shufflevector(q, q, 0, 1), __builtin_shufflevector(q, q, 2, 3));
+      take(__builtin_shufflevector(h, h, 0, 1, 2, 3), __builtin_shufflevector(h, h, 4, 5, 6, 7));
+  const Eighth e = take(__builtin_shufflevector(q, q, 0, 1), __builtin_shufflevector(q, q, 2, 3));
   T best = take(e[0], e[1]);
   for (; r < n; ++r) best = take(best, sign * row[r]);
   return best;

@@ -106,11 +106,11 @@ BOOST_AUTO_TEST_CASE(fused_kernels_match_the_composed_formula) {
 }
 
 // The float32 kernel sums each channel over fixed ranges of images, whatever the thread count,
-// and adds the ranges in order: the statistics, the output and the gradients are the same bits at
-// one, two and three threads. A batch of 37 cuts into 16 uneven ranges; a batch of 2 into 2
-// ranges and blocks of channels, so that two threads have work; runs of 99 and 65 values end
-// inside a vector. Also within rounding of the composed formula (the fixed split is not the
-// composed reductions' order).
+// and adds the ranges in order: the statistics, the output and the gradients are the same at
+// one, two and three threads, element by element. A batch of 37 cuts into 16 uneven ranges; a batch
+// of 2 into 2 ranges and blocks of channels, so that two threads have work; runs of 99 and 65
+// values end inside a vector. Also within rounding of the composed formula (the fixed split is not
+// the composed reductions' order).
 BOOST_AUTO_TEST_CASE(fused_kernels_give_the_same_bits_at_any_thread_count) {
   const int threads = num_threads();
   manual_seed(11);
