@@ -45,7 +45,12 @@ int default_threads() {
 constexpr int kSpinIterations = 2000;
 
 // A fixed set of workers. One job runs at a time (kernels are issued from one thread; nested calls
-// run inline), so the pool needs no queue: a job is published by bumping `generation_`.
+// run inline), so the pool needs no queue: a job is published by storing a new `job_` word, its
+// sequence number above kCountBits and its chunk count below, read by a worker in one atomic
+// load. A worker with no chunk in a job does not report back, so the caller may publish the next
+// job while that worker is still looking at this one: were the count a separate variable, it
+// could read the next job's count against this job's sequence number (a race ThreadSanitizer
+// found) and run a chunk of the next job twice.
 class ThreadPool {
  public:
   ~ThreadPool() { resize(0); }
@@ -59,9 +64,9 @@ class ThreadPool {
     for (auto& t : threads_) t.join();
     threads_.clear();
     stop_ = false;
-    // Each worker starts from the current generation, read here rather than on the new thread:
-    // a job issued before the thread first runs must still count as new to it.
-    const uint64_t start = generation_.load();
+    // Each worker starts from the current job, read here rather than on the new thread: a job
+    // issued before the thread first runs must still count as new to it.
+    const uint64_t start = job_.load();
     for (int i = 0; i < workers; ++i)
       threads_.emplace_back([this, i, start] { worker_loop(i + 1, start); });
   }
@@ -74,10 +79,10 @@ class ThreadPool {
     {
       std::lock_guard lock(mutex_);
       task_ = &task;
-      task_count_ = count;
       error_ = nullptr;
       pending_.store(count - 1);
-      generation_.fetch_add(1);
+      const uint64_t sequence = (job_.load() >> kCountBits) + 1;
+      job_.store(sequence << kCountBits | uint64_t(count));
     }
     wake_.notify_all();
     run_chunk(0);
@@ -110,19 +115,19 @@ class ThreadPool {
 
   void worker_loop(int id, uint64_t seen) {
     for (;;) {
-      uint64_t now = generation_.load(std::memory_order_acquire);
+      uint64_t now = job_.load(std::memory_order_acquire);
       for (int spin = 0; now == seen && !stop_.load() && spin < kSpinIterations; ++spin) {
         _mm_pause();
-        now = generation_.load(std::memory_order_acquire);
+        now = job_.load(std::memory_order_acquire);
       }
       if (now == seen) {
         std::unique_lock lock(mutex_);
-        wake_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
-        now = generation_.load();
+        wake_.wait(lock, [&] { return stop_.load() || job_.load() != seen; });
+        now = job_.load();
       }
       if (stop_.load()) return;
       seen = now;
-      if (id >= task_count_) continue;
+      if (id >= int(now & kCountMask)) continue;  // this job's count, not a later one's
       run_chunk(id);
       if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         std::lock_guard lock(mutex_);  // pairs with the caller's predicate check
@@ -135,10 +140,12 @@ class ThreadPool {
   std::mutex mutex_;
   std::condition_variable wake_, done_;
   std::vector<std::thread> threads_;
+  static constexpr int kCountBits = 16;  // chunks per job: at most kMaxThreads
+  static constexpr uint64_t kCountMask = (uint64_t(1) << kCountBits) - 1;
+  static_assert(kMaxThreads <= kCountMask);
   const std::function<void(int)>* task_ = nullptr;
-  int task_count_ = 0;
   std::atomic<int> pending_{0};
-  std::atomic<uint64_t> generation_{0};
+  std::atomic<uint64_t> job_{0};
   std::atomic<bool> stop_{false};
   std::exception_ptr error_;
 };
