@@ -67,8 +67,10 @@ const std::vector<ConvCase> kCases = {
     {{2, 1, 9, 8}, {3, 1, 7, 7}, 1, 3, 1, true},
     {{17, 2, 40, 40}, {64, 2, 3, 3}, 1, 1, 1, true},
     // and at stride 2, on phase planes: 16, 32 and 64 channels across lanes (odd and even
-    // padded sizes), 1x2 without padding, 7x7 with 5 channels
+    // padded sizes), 1x2 without padding, 7x7 with 5 channels, and rows of 37 (a padded row split
+    // into phases of 20: two vectors each)
     {{2, 3, 9, 10}, {16, 3, 3, 3}, 2, 1, 1, true},
+    {{2, 3, 5, 37}, {16, 3, 3, 3}, 2, 1, 1, false},
     {{3, 5, 8, 8}, {32, 5, 3, 3}, 2, 1, 1, false},
     {{2, 4, 7, 6}, {64, 4, 3, 3}, 2, 1, 1, true},
     {{2, 32, 8, 7}, {16, 32, 3, 3}, 2, 1, 1, true},  // gx's phases with 32 channels across lanes
