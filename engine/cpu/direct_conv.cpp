@@ -428,7 +428,7 @@ QKV_AVX512 void forward_in_lanes(const DirectConvShape& s, const float* xp, cons
     forward_lanes<6, 4>(s, xp, wt, bias, yt);
   else
     forward_lanes<7, 2>(s, xp, wt, bias, yt);
-  const int64_t L = s.Ho * s.Wo;
+  const int64_t L = int64_t(s.positions.size());
   pack_transposed_avx512(yt, s.O, L, s.O, int(L), y);
 }
 }  // namespace
@@ -477,14 +477,35 @@ QKV_AVX512 void direct_conv_weight_grad(const DirectConvShape& s, int64_t images
 
 namespace qkv::cpu {
 
+namespace {
+// The rows (or columns) of one parity of a padded axis that land inside the input: for the n
+// input rows after `pad` rows of padding, those of padded parity a are phase rows [first, first +
+// count), limited to the `available` rows the phase's convolution gives.
+struct PhaseRange {
+  int64_t first, count;
+};
+PhaseRange inside_rows(int64_t a, int64_t pad, int64_t n, int64_t available) {
+  const int64_t h0 = ((a - pad) % 2 + 2) % 2;  // the first input row of padded parity a
+  const int64_t first = (h0 + pad) / 2;
+  const int64_t wanted = h0 < n ? (n - h0 + 1) / 2 : 0;
+  return {first, std::clamp<int64_t>(std::min(wanted, available - first), 0, wanted)};
+}
+}  // namespace
+
 DirectConvInputGrad::DirectConvInputGrad(const DirectConvShape& s, const float* w)
     : s_(s),
       gy_shape_(s.O, s.Ho, s.Wo, s.C, (s.kh + 1) / 2, (s.kw + 1) / 2, (s.kh + 1) / 2 - 1,
                 (s.kw + 1) / 2 - 1, 1) {
   const int64_t Mmax = gy_shape_.kh, Nmax = gy_shape_.kw;
+  // the channels across lanes where the full phases would (forward_in_channel_lanes)
+  DirectConvShape full = gy_shape_;
+  full.O = s.C;
+  lanes_ = full.forward_in_channel_lanes();
   for (int64_t a = 0; a < 2; ++a)
     for (int64_t b = 0; b < 2; ++b) {
       const int64_t Ma = (s.kh - a + 1) / 2, Nb = (s.kw - b + 1) / 2;  // taps a, a + 2, ...
+      const PhaseRange rows = inside_rows(a, s.ph, s.H, gy_shape_.Ho);
+      const PhaseRange cols = inside_rows(b, s.pw, s.W, gy_shape_.Wo);
       DirectConvShape p = gy_shape_;
       p.kh = Ma, p.kw = Nb, p.K = s.O * Ma * Nb;
       p.tap_offsets.assign(size_t(p.K), 0);
@@ -493,14 +514,23 @@ DirectConvInputGrad::DirectConvInputGrad(const DirectConvShape& s, const float* 
         for (int64_t m = 0; m < Ma; ++m)  // flipped: tap m of the sub-kernel is row a + 2 (Ma-1-m)
           for (int64_t n = 0; n < Nb; ++n) {
             const int64_t k = (o * Ma + m) * Nb + n;
-            // a smaller sub-kernel reads the shared padding one row (column) further in
-            p.tap_offsets[size_t(k)] = o * p.plane + (m + Mmax - Ma) * p.Wq + (n + Nmax - Nb);
+            // a smaller sub-kernel reads the shared padding one row (column) further in; every
+            // phase reads from its first row inside gx on
+            p.tap_offsets[size_t(k)] =
+                o * p.plane + (rows.first + m + Mmax - Ma) * p.Wq + (n + Nmax - Nb);
             const int64_t i = a + 2 * (Ma - 1 - m), j = b + 2 * (Nb - 1 - n);
             for (int64_t c = 0; c < s.C; ++c)
               wt[size_t(k * s.C + c)] = w[((o * s.C + c) * s.kh + i) * s.kw + j];
           }
-      phases_.push_back(std::move(p));
-      phase_weights_.push_back(std::move(wt));
+      p.Ho = rows.count;
+      p.Q = p.Ho * p.Wq;
+      p.Qs = (p.Q + kLanes - 1) / kLanes * kLanes;
+      p.Wo = cols.count;
+      p.positions.clear();
+      for (int64_t r = 0; r < rows.count; ++r)
+        for (int64_t t = 0; t < cols.count; ++t) p.positions.push_back(r * p.Wq + cols.first + t);
+      phases_.push_back(
+          Phase{std::move(p), std::move(wt), rows.first, rows.count, cols.first, cols.count});
     }
 }
 
@@ -516,35 +546,43 @@ int64_t DirectConvInputGrad::scratch_floats() const {
 
 QKV_AVX512 void DirectConvInputGrad::run(const float* gy, float* gx, float* scratch) const {
   float* gyp = scratch;
-  float* out = scratch + aligned_floats(gy_shape_.padded_floats());  // four phases' [C, Qs]
+  float* out = scratch + aligned_floats(gy_shape_.padded_floats());  // four phases' outputs
   float* yt = out + 4 * s_.C * gy_shape_.Qs;
-  const int64_t rows = gy_shape_.Ho, cols = gy_shape_.Wo;
-  // each phase's output channel by channel: rows of Wq columns, Qs a channel; or with the
-  // channels across lanes (a multiple of 32 of them), rows of Wo columns, Ho * Wo a channel
-  const bool lanes = phases_[0].forward_in_channel_lanes();
-  const int64_t Qs = lanes ? rows * cols : gy_shape_.Qs, Wq = lanes ? cols : gy_shape_.Wq;
   direct_conv_pad(gy_shape_, gy, gyp);
+  // phase p's output in its slot of C * gy_shape_.Qs floats, channel by channel: its rows of Wq
+  // columns (Qs a channel), or with the channels across lanes its rows of `cols` positions
+  auto channel_floats = [&](const Phase& p) { return lanes_ ? p.rows * p.cols : p.shape.Qs; };
+  auto row_floats = [&](const Phase& p) { return lanes_ ? p.cols : p.shape.Wq; };
+  auto first_col = [&](const Phase& p) { return lanes_ ? 0 : p.first_col; };
   for (size_t p = 0; p < 4; ++p) {
-    float* phase = out + int64_t(p) * s_.C * Qs;
-    if (lanes)
-      forward_in_lanes(phases_[p], gyp, phase_weights_[p].data(), nullptr, yt, phase);
+    const Phase& phase = phases_[p];
+    float* slot = out + int64_t(p) * s_.C * gy_shape_.Qs;
+    if (phase.rows == 0 || phase.cols == 0) continue;  // interleave reads none of it
+    if (lanes_)
+      forward_in_lanes(phase.shape, gyp, phase.weights.data(), nullptr, yt, slot);
     else
-      forward_rows(phases_[p], gyp, phase_weights_[p].data(), nullptr, phase);
+      forward_rows(phase.shape, gyp, phase.weights.data(), nullptr, slot);
   }
   // gx[c][h][w] is phase ((h + ph) % 2, (w + pw) % 2) at row (h + ph) / 2, column (w + pw) / 2;
-  // a row or column past the phases' outputs gets nothing
-  const int64_t b0 = s_.pw % 2, t0 = s_.pw / 2, b1 = (1 + s_.pw) % 2, t1 = (1 + s_.pw) / 2;
+  // the phases' ranges start at w = 0 (even) and w = 1 (odd), and a row or column past what a
+  // phase gives gets nothing
+  const int64_t b0 = s_.pw % 2, b1 = (1 + s_.pw) % 2;
   for (int64_t c = 0; c < s_.C; ++c)
     for (int64_t h = 0; h < s_.H; ++h) {
       const int64_t a = (h + s_.ph) % 2, r = (h + s_.ph) / 2;
+      const Phase& even = phases_[size_t(a * 2 + b0)];
+      const Phase& odd = phases_[size_t(a * 2 + b1)];
       float* row = gx + (c * s_.H + h) * s_.W;
-      if (r >= rows) {
+      const int64_t i = r - even.first_row;  // odd's first row is even's: the same parity a
+      if (i >= even.rows) {
         std::fill(row, row + s_.W, 0.f);
         continue;
       }
-      const float* even = out + ((a * 2 + b0) * s_.C + c) * Qs + r * Wq + t0;
-      const float* odd = out + ((a * 2 + b1) * s_.C + c) * Qs + r * Wq + t1;
-      interleave_row(even, cols - t0, odd, cols - t1, s_.W, row);
+      auto at = [&](const Phase& p, int64_t b) {
+        return out + (b + a * 2) * s_.C * gy_shape_.Qs + c * channel_floats(p) + i * row_floats(p) +
+               first_col(p);
+      };
+      interleave_row(at(even, b0), even.cols, at(odd, b1), odd.cols, s_.W, row);
     }
 }
 

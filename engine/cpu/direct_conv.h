@@ -85,7 +85,10 @@ void direct_conv_forward(const DirectConvShape& s, const float* xp, const float*
 //
 // a convolution by the sub-kernel of taps with i % 2 == a, j % 2 == b, flipped, over gy padded by
 // one less than the largest sub-kernel (ceil(k / 2)) on every side. The four phases share that
-// padded gy, each reading it through its own tap offsets, and are interleaved into gx.
+// padded gy, each reading it through its own tap offsets, and are interleaved into gx. Each phase
+// computes only the rows (and, with the channels across lanes, the positions) that land inside
+// gx: the padding's rows and columns are never computed (a [128, 32, 14, 14] -> 64 layer's
+// phases would compute 64 positions for the 49 they give).
 class DirectConvInputGrad {
  public:
   // For a convolution `s` (stride 2) and its weights [O, C, kh, kw].
@@ -96,10 +99,18 @@ class DirectConvInputGrad {
   void run(const float* gy, float* gx, float* scratch) const;
 
  private:
+  // One phase's convolution of the padded gy: its shape reads from row first_row on, and gives
+  // rows [first_row, first_row + rows) of the phase, at columns [first_col, first_col + cols)
+  // with the channels across lanes (else at every column of those rows).
+  struct Phase {
+    DirectConvShape shape;
+    std::vector<float> weights;  // [O * Ma * Nb, C]
+    int64_t first_row, rows, first_col, cols;
+  };
   DirectConvShape s_;
-  DirectConvShape gy_shape_;  // gy padded: C = O channels of Ho x Wo, the largest sub-kernel
-  std::vector<DirectConvShape> phases_;            // (a, b) = (0, 0), (0, 1), (1, 0), (1, 1)
-  std::vector<std::vector<float>> phase_weights_;  // each [O * Ma * Nb, C]
+  DirectConvShape gy_shape_;   // gy padded: C = O channels of Ho x Wo, the largest sub-kernel
+  bool lanes_;                 // the phases' outputs with the channels across lanes
+  std::vector<Phase> phases_;  // (a, b) = (0, 0), (0, 1), (1, 0), (1, 1)
 };
 
 // gy [O, Ho, Wo] of one image as gyq [O, Qs]: rows of Wp columns, zero past Wo and past Q.
