@@ -3,14 +3,15 @@
 // without the op), both measured in this run; then the CNN+CBAM step's convolutions (batch 128)
 // by im2col + GEMM and by the direct convolution (engine/cpu/direct_conv.h), the backend's forward,
 // weight gradient and input gradient kernels timed alone, with the FMA peak measured in the same
-// run; last the CNN's BatchNorm2d + ReLU as two ops and as the fused batch_norm_relu. Flag:
-// --threads N.
+// run; the direct weight gradient split into its copies and its register tiles; last the CNN's
+// BatchNorm2d + ReLU as two ops and as the fused batch_norm_relu. Flag: --threads N.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <vector>
 
 #include "engine/backend.h"
 #include "engine/cpu/direct_conv.h"
@@ -135,6 +136,68 @@ void batch_norm_relu_against_two_ops() {
   }
 }
 
+// The direct weight gradient of the step's 3x3 layers split in two (one thread, 128 images, the
+// inputs evicted from the caches first, as in the step, best of 7): the copies each pass of
+// images makes (padded planes, gy transposed to [positions, channels]) and the register tiles
+// that multiply them, both by the functions conv2d_backward calls (engine/cpu/direct_conv.h), in
+// passes of the same 512 KB.
+void weight_gradient_copies_against_tiles() {
+  if (!cpu::direct_conv_enabled()) return;
+  std::printf(
+      "\nthe direct weight gradient, 128 images from memory, 1 thread: copies against tiles"
+      " (best of 7); FMA peak %.1f GFLOP/s measured now\n",
+      bench::measured_fma_peak_gflops(1));
+  std::printf("%-26s %6s %12s %12s %12s %12s\n", "[N,C,H,W] -> O", "kernel", "copies ms",
+              "(padding ms)", "tiles ms", "tiles GF/s");
+  struct Layer {
+    int64_t c, h, o, stride;
+  };
+  std::vector<char> evict(size_t(64) << 20);  // larger than the L3
+  for (Layer l : {Layer{16, 28, 16, 1}, Layer{16, 28, 32, 2}, Layer{32, 14, 32, 1},
+                  Layer{32, 14, 64, 2}, Layer{64, 7, 64, 1}}) {
+    const cpu::DirectConvShape d(l.c, l.h, l.h, l.o, 3, 3, 1, 1, l.stride);
+    const int64_t N = 128, L = d.Ho * d.Wo, image = l.c * l.h * l.h;
+    manual_seed(2);
+    Tensor x = randn({N, l.c, l.h, l.h}), gy = randn({N, l.o, d.Ho, d.Wo});
+    const float* xs = x.data<float>();
+    const float* gys = gy.data<float>();
+    const int64_t per_pass = std::clamp<int64_t>(
+        (int64_t(512) << 10) / int64_t(sizeof(float) * (d.padded_floats() + l.o * L)), 1, N);
+    Tensor xp = Tensor::empty({per_pass * d.padded_floats()});
+    Tensor gyt = Tensor::empty({per_pass * l.o * L});
+    Tensor gwt = zeros({d.K * l.o});
+    double copies = 1e30, padding = 1e30, tiles = 1e30;
+    for (int round = 0; round < 7; ++round) {
+      for (size_t i = 0; i < evict.size(); i += 64) evict[i] = char(round);
+      double c = 0, p = 0, t = 0;
+      for (int64_t first = 0; first < N; first += per_pass) {
+        const int64_t images = std::min(per_pass, N - first);
+        auto t0 = std::chrono::steady_clock::now();
+        for (int64_t i = 0; i < images; ++i)
+          cpu::direct_conv_pad(d, xs + (first + i) * image,
+                               xp.data<float>() + i * d.padded_floats());
+        auto t1 = std::chrono::steady_clock::now();
+        for (int64_t i = 0; i < images; ++i)
+          cpu::direct_conv_gy_transposed(d, gys + (first + i) * l.o * L,
+                                         gyt.data<float>() + i * l.o * L);
+        auto t2 = std::chrono::steady_clock::now();
+        cpu::direct_conv_weight_grad_in_channel_lanes(d, images, xp.data<float>(),
+                                                      gyt.data<float>(), gwt.data<float>());
+        auto t3 = std::chrono::steady_clock::now();
+        using ms = std::chrono::duration<double, std::milli>;
+        p += ms(t1 - t0).count(), c += ms(t2 - t0).count(), t += ms(t3 - t2).count();
+      }
+      copies = std::min(copies, c), padding = std::min(padding, p), tiles = std::min(tiles, t);
+    }
+    const double flop = 2.0 * double(N * l.o * L * d.K);
+    char name[64], kernel[16];
+    std::snprintf(name, sizeof name, "[128,%ld,%ld,%ld] -> %ld", long(l.c), long(l.h), long(l.h),
+                  long(l.o));
+    std::snprintf(kernel, sizeof kernel, "3x3/%ld", long(l.stride));
+    std::printf("%-26s %6s %12.3f %12.3f %12.3f %12.1f\n", name, kernel, copies, padding, tiles,
+                flop / tiles / 1e6);
+  }
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -169,6 +232,7 @@ int main(int argc, char** argv) {
     std::printf("%-22s %10.2f %10.2f %10.2f %10.2f %7.1fx\n", name, vf, of, vb, ob, vb / ob);
   }
   direct_against_im2col();
+  weight_gradient_copies_against_tiles();
   batch_norm_relu_against_two_ops();
   return 0;
 }
