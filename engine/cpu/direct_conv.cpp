@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 
 #define QKV_AVX512 __attribute__((target("avx512f")))
 #define QKV_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) inline
@@ -46,11 +47,11 @@ QKV_AVX512_INLINE __m512 padded_vector(const float* x_row, int64_t W, int64_t pw
   return _mm512_maskz_loadu_ps(lanes_between(-first, W - first), x_row + first);
 }
 
-// dst[0, width) = the padded row from column 0 (x_row[col - pw], zero outside the input).
-QKV_AVX512_INLINE void pad_row(const float* x_row, int64_t W, int64_t pw, int64_t width,
-                               float* dst) {
+// dst[0, width) = src[0, n), then zeros: a vector at a time, the masked loads touching only
+// src[0, n).
+QKV_AVX512_INLINE void copy_row(const float* src, int64_t n, int64_t width, float* dst) {
   for (int64_t col = 0; col < width; col += kLanes)
-    _mm512_mask_storeu_ps(dst + col, lanes_below(width - col), padded_vector(x_row, W, pw, col));
+    _mm512_mask_storeu_ps(dst + col, lanes_below(width - col), padded_vector(src, n, 0, col));
 }
 
 // The two column phases of a padded row, Wq values each: evens[t] = row[2 t], odds[t] = row[2 t +
@@ -365,24 +366,27 @@ bool DirectConvShape::forward_in_channel_lanes() const {
          forward_lanes_on.load(std::memory_order_relaxed);
 }
 
-// Each padded row is written whole, zeros included, by masked loads straight from the input's
-// row: no memset of the planes and no copy through a row buffer first (at stride 2 those took a
-// quarter of a [128, 16, 28, 28] forward).
 QKV_AVX512 void direct_conv_pad(const DirectConvShape& s, const float* x, float* xp) {
-  const int64_t padded_rows = s.stride * s.Hq;
-  for (int64_t c = 0; c < s.C; ++c)
-    for (int64_t hp = 0; hp < padded_rows; ++hp) {
-      const int64_t h = hp - s.ph;
-      const bool inside = h >= 0 && h < s.H;
-      const float* x_row = x + (c * s.H + (inside ? h : 0)) * s.W;
-      const int64_t W = inside ? s.W : 0;  // a row of the padding reads nothing
-      if (s.stride == 1) {
-        pad_row(x_row, W, s.pw, s.Wq, xp + c * s.plane + hp * s.Wq);
-      } else {  // stride 2: row hp goes to phases (hp % 2, 0) and (hp % 2, 1), row hp / 2
+  if (s.stride == 1) {
+    // zeros, then the rows: a memset and a memcpy a row, the fastest here when the input comes
+    // from memory (faster than stride 2's masked loads would be: docs/CPU_KERNELS.md)
+    std::fill(xp, xp + s.C * s.plane, 0.f);
+    for (int64_t c = 0; c < s.C; ++c)
+      for (int64_t h = 0; h < s.H; ++h)
+        std::memcpy(xp + c * s.plane + (s.ph + h) * s.Wp + s.pw, x + (c * s.H + h) * s.W,
+                    sizeof(float) * size_t(s.W));
+  } else {
+    // stride 2: padded row hp goes to phases (hp % 2, 0) and (hp % 2, 1), row hp / 2, its two
+    // vectors masked loads straight from the input row (zero outside it), split in registers
+    for (int64_t c = 0; c < s.C; ++c)
+      for (int64_t hp = 0; hp < 2 * s.Hq; ++hp) {
+        const int64_t h = hp - s.ph;
+        const bool inside = h >= 0 && h < s.H;
+        const float* x_row = x + (c * s.H + (inside ? h : 0)) * s.W;
         float* evens = xp + ((c * 2 + hp % 2) * 2) * s.plane + hp / 2 * s.Wq;
-        pad_row_split(x_row, W, s.pw, s.Wq, evens, evens + s.plane);
+        pad_row_split(x_row, inside ? s.W : 0, s.pw, s.Wq, evens, evens + s.plane);
       }
-    }
+  }
   const int64_t planes = s.C * s.stride * s.stride * s.plane;
   std::fill(xp + planes, xp + s.padded_floats(), 0.f);
 }
@@ -440,14 +444,14 @@ QKV_AVX512 void direct_conv_forward(const DirectConvShape& s, const float* xp, c
   forward_rows(s, xp, wt, bias, yq);
   for (int64_t o = 0; o < s.O; ++o)
     for (int64_t oh = 0; oh < s.Ho; ++oh)
-      pad_row(yq + o * s.Qs + oh * s.Wq, s.Wo, 0, s.Wo, y + (o * s.Ho + oh) * s.Wo);
+      copy_row(yq + o * s.Qs + oh * s.Wq, s.Wo, s.Wo, y + (o * s.Ho + oh) * s.Wo);
 }
 
 QKV_AVX512 void direct_conv_gy_rows(const DirectConvShape& s, const float* gy, float* gyq) {
   for (int64_t o = 0; o < s.O; ++o) {
     float* row = gyq + o * s.Qs;
     for (int64_t oh = 0; oh < s.Ho; ++oh)
-      pad_row(gy + (o * s.Ho + oh) * s.Wo, s.Wo, 0, s.Wq, row + oh * s.Wq);
+      copy_row(gy + (o * s.Ho + oh) * s.Wo, s.Wo, s.Wq, row + oh * s.Wq);
     std::fill(row + s.Q, row + s.Qs, 0.f);
   }
 }
