@@ -501,10 +501,8 @@ DirectConvInputGrad::DirectConvInputGrad(const DirectConvShape& s, const float* 
       gy_shape_(s.O, s.Ho, s.Wo, s.C, (s.kh + 1) / 2, (s.kw + 1) / 2, (s.kh + 1) / 2 - 1,
                 (s.kw + 1) / 2 - 1, 1) {
   const int64_t Mmax = gy_shape_.kh, Nmax = gy_shape_.kw;
-  // the channels across lanes where the full phases would (forward_in_channel_lanes)
-  DirectConvShape full = gy_shape_;
-  full.O = s.C;
-  lanes_ = full.forward_in_channel_lanes();
+  // the channels across lanes where the untrimmed phases would (gy_shape_ has their O, Ho, Wo)
+  lanes_ = gy_shape_.forward_in_channel_lanes();
   for (int64_t a = 0; a < 2; ++a)
     for (int64_t b = 0; b < 2; ++b) {
       const int64_t Ma = (s.kh - a + 1) / 2, Nb = (s.kw - b + 1) / 2;  // taps a, a + 2, ...
@@ -555,17 +553,17 @@ QKV_AVX512 void DirectConvInputGrad::run(const float* gy, float* gx, float* scra
   direct_conv_pad(gy_shape_, gy, gyp);
   // phase p's output in its slot of C * gy_shape_.Qs floats, channel by channel: its rows of Wq
   // columns (Qs a channel), or with the channels across lanes its rows of `cols` positions
+  auto slot = [&](int64_t p) { return out + p * s_.C * gy_shape_.Qs; };
   auto channel_floats = [&](const Phase& p) { return lanes_ ? p.rows * p.cols : p.shape.Qs; };
   auto row_floats = [&](const Phase& p) { return lanes_ ? p.cols : p.shape.Wq; };
   auto first_col = [&](const Phase& p) { return lanes_ ? 0 : p.first_col; };
   for (size_t p = 0; p < 4; ++p) {
     const Phase& phase = phases_[p];
-    float* slot = out + int64_t(p) * s_.C * gy_shape_.Qs;
     if (phase.rows == 0 || phase.cols == 0) continue;  // interleave reads none of it
     if (lanes_)
-      forward_in_lanes(phase.shape, gyp, phase.weights.data(), nullptr, yt, slot);
+      forward_in_lanes(phase.shape, gyp, phase.weights.data(), nullptr, yt, slot(int64_t(p)));
     else
-      forward_rows(phase.shape, gyp, phase.weights.data(), nullptr, slot);
+      forward_rows(phase.shape, gyp, phase.weights.data(), nullptr, slot(int64_t(p)));
   }
   // gx[c][h][w] is phase ((h + ph) % 2, (w + pw) % 2) at row (h + ph) / 2, column (w + pw) / 2;
   // the phases' ranges start at w = 0 (even) and w = 1 (odd), and a row or column past what a
@@ -583,8 +581,7 @@ QKV_AVX512 void DirectConvInputGrad::run(const float* gy, float* gx, float* scra
         continue;
       }
       auto at = [&](const Phase& p, int64_t b) {
-        return out + (b + a * 2) * s_.C * gy_shape_.Qs + c * channel_floats(p) + i * row_floats(p) +
-               first_col(p);
+        return slot(a * 2 + b) + c * channel_floats(p) + i * row_floats(p) + first_col(p);
       };
       interleave_row(at(even, b0), even.cols, at(odd, b1), odd.cols, s_.W, row);
     }
