@@ -5,10 +5,10 @@
 // while that worker is still reading the current one. When the chunk count lived in its own
 // variable, such a worker could read the next job's count against this job's sequence number and
 // run a chunk of the next job twice. The count now travels in the atomic job word itself. With
-// the count a separate variable (engine/parallel.cpp at 6ba2c12), this loop stops under
-// ThreadSanitizer (the CI's TSan build) with a data race between the caller's write of the count
-// and a chunkless worker's read; a chunk actually run twice, which the counts below assert
-// against without TSan, is much rarer.
+// the count a separate variable (engine/parallel.cpp at 6ba2c12), this loop, built alone with
+// ThreadSanitizer, stops with a data race between the caller's write of the count and a
+// chunkless worker's read (the CI runs this suite under TSan); a chunk actually run twice, which
+// the counts below assert against without TSan, is much rarer.
 #include <array>
 #include <atomic>
 #include <boost/test/unit_test.hpp>
