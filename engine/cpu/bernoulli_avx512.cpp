@@ -14,12 +14,7 @@
 
 #include <immintrin.h>
 
-// GCC 12's AVX-512 multiply and shift intrinsics pass a self-initialized "undefined" vector as
-// their unused merge operand, which -Wmaybe-uninitialized reports wherever they are inlined (GCC
-// bug 105593, fixed in GCC 13); nothing here reads an uninitialized value.
-#if !defined(__clang__)  // a GCC-only warning; clang would warn about the unknown name
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+#include "engine/cpu/avx512_target.h"
 
 namespace qkv::cpu {
 

@@ -6,21 +6,13 @@
 
 #include <immintrin.h>
 
-#include "engine/cpu/gemm_pack.h"
-
-// GCC 12's _mm512_reduce_add_ps passes a self-initialized "undefined" vector as an unused operand,
-// which -Wmaybe-uninitialized reports wherever it is inlined (GCC bug 105593, fixed in GCC 13).
-#if !defined(__clang__)  // a GCC-only warning; clang would warn about the unknown name
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
 
-#define QKV_AVX512 __attribute__((target("avx512f")))
-#define QKV_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) inline
+#include "engine/cpu/avx512_target.h"
+#include "engine/cpu/gemm_pack.h"
 
 namespace qkv::cpu {
 

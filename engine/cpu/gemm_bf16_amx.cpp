@@ -20,13 +20,13 @@
 #include <algorithm>
 
 #include "engine/cpu/amx.h"
+#include "engine/cpu/avx512_target.h"
 #include "engine/cpu/gemm_bf16_blocked.h"
 #include "engine/cpu/gemm_bf16_kernels.h"
 #include "engine/cpu/gemm_threading.h"
 #include "engine/error.h"
 
 #define QKV_AMX __attribute__((target("amx-tile,amx-bf16,avx512f")))
-#define QKV_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) inline
 
 namespace qkv::cpu {
 namespace {

@@ -10,21 +10,12 @@
 // every build and only called after cpuid says the CPU has AVX-512.
 #include <immintrin.h>
 
-// GCC 12's AVX-512 max intrinsics pass a self-initialized "undefined" vector as their unused
-// merge operand, which -Wmaybe-uninitialized reports wherever they are inlined (GCC bug 105593,
-// fixed in GCC 13); nothing here reads an uninitialized value.
-#if !defined(__clang__)  // a GCC-only warning; clang would warn about the unknown name
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #include <array>
 #include <utility>
 
+#include "engine/cpu/avx512_target.h"
 #include "engine/cpu/gemm_kernel.h"
 #include "engine/cpu/gemm_pack.h"
-
-#define QKV_AVX512 __attribute__((target("avx512f")))
-#define QKV_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) inline
 
 namespace qkv::cpu {
 namespace {

@@ -6,15 +6,8 @@
 // most where packing A is a large share of the work: small n, and small products.
 #include <immintrin.h>
 
+#include "engine/cpu/avx512_target.h"
 #include "engine/cpu/gemm_pack.h"
-
-// GCC 12 reports its own _mm512_undefined_ps() (a deliberately uninitialized value inside the
-// shuffle intrinsics) as "may be used uninitialized"; the code here reads nothing uninitialized.
-#if !defined(__clang__)  // a GCC-only warning; clang would warn about the unknown name
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
-#define QKV_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) inline
 
 namespace qkv::cpu {
 namespace {

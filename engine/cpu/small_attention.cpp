@@ -17,23 +17,14 @@
 
 #include <immintrin.h>
 
-// GCC 12's AVX-512 intrinsics (min, max, conversions, shifts, reductions) pass a self-initialized
-// "undefined" vector as their unused merge operand, which -Wmaybe-uninitialized reports wherever
-// they are inlined (GCC bug 105593, fixed in GCC 13); nothing here reads an uninitialized value.
-#if !defined(__clang__)  // a GCC-only warning; clang would warn about the unknown name
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
 
+#include "engine/cpu/avx512_target.h"
 #include "engine/cpu/gemm_pack.h"
 #include "engine/cpu/scratch_buffer.h"
-
-#define QKV_AVX512 __attribute__((target("avx512f")))
-#define QKV_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) inline
 
 namespace qkv::cpu {
 

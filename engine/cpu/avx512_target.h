@@ -1,0 +1,15 @@
+// What a file of AVX-512 kernels needs: such a file is compiled into every build (no -march) and
+// its functions carry the target attribute, called only after cpuid says the CPU has AVX-512F.
+//
+// GCC 12's AVX-512 intrinsics (min, max, conversions, shifts, reductions, masked loads) pass a
+// self-initialized "undefined" vector as their unused merge operand, which -Wmaybe-uninitialized
+// reports wherever they are inlined (GCC bug 105593, fixed in GCC 13); nothing in these files
+// reads an uninitialized value, so the warning is off in the files that include this header.
+#pragma once
+
+#if !defined(__clang__)  // a GCC-only warning; clang would warn about the unknown name
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#define QKV_AVX512 __attribute__((target("avx512f")))
+#define QKV_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) inline
