@@ -31,6 +31,7 @@
 #include "engine/cpu/direct_conv.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/im2col.h"
+#include "engine/cpu/pointwise_conv.h"
 #include "engine/cpu/scratch_buffer.h"
 #include "engine/dispatch.h"
 #include "engine/parallel.h"
@@ -61,15 +62,24 @@ struct ConvShape {
       : ConvShape(x.size(0), x.size(1), x.size(2), x.size(3), weight.size(0), w, g,
                   x.dtype() == DType::f32) {}
   int64_t Og() const { return O / groups; }
-  // The direct convolution (direct_conv.h) takes float32 at stride 1 or 2 with one group; not a
-  // 1x1 window at stride 2, which reads a quarter of the input that the phase planes would copy
-  // whole (the shortcuts' [128, 16, 28, 28] -> 32 forward: 19-23 GFLOP/s direct, 50-51 by im2col
-  // and GEMM).
+  // The direct convolution (direct_conv.h) takes float32 at stride 1 or 2 with one group, but
+  // not the pointwise convolution's 1x1 windows, nor a padded 1x1 window at stride 2, which reads
+  // a quarter of the input that the phase planes would copy whole (im2col and the GEMM then).
   bool direct() const {
     const int64_t stride = window.stride_h;
-    return float32 && groups == 1 && window.stride_w == stride &&
+    return float32 && groups == 1 && window.stride_w == stride && !pointwise() &&
            (stride == 1 || (stride == 2 && window.kernel_h * window.kernel_w > 1)) &&
            window.dilation_h == 1 && window.dilation_w == 1 && L > 0 && direct_conv_enabled();
+  }
+  // A 1x1 window without padding in float32 with one group takes the pointwise convolution
+  // (pointwise_conv.h) at any stride: the shortcuts' [128, 16, 28, 28] -> 32 at stride 2.
+  bool pointwise() const {
+    return float32 && groups == 1 && window.kernel_h == 1 && window.kernel_w == 1 &&
+           window.pad_h == 0 && window.pad_w == 0 && window.stride_w == window.stride_h && L > 0 &&
+           direct_conv_enabled();
+  }
+  PointwiseConvShape pointwise_shape() const {
+    return PointwiseConvShape(C, H, W, O, window.stride_h);
   }
   DirectConvShape direct_shape() const {
     return DirectConvShape(C, H, W, O, window.kernel_h, window.kernel_w, window.pad_h, window.pad_w,
@@ -81,13 +91,14 @@ struct ConvShape {
   // gy^T is packed, instead of cols^T. With 16, half of each tile's vector lanes would idle, and
   // gy @ cols^T is as fast.
   bool gw_transposed() const {
+    if (pointwise()) return false;
     return direct() ? direct_conv_channel_lanes(window.kernel_w, O) : Og() >= 32;
   }
   // The forward likewise, y[n]^T = cols^T @ W^T ([L, O/g], transposed into y while it is in
   // L1/L2), where an image has few output positions: W @ cols then has a handful of 32-wide
   // column tiles, the last one ragged (7 x 7: one full and one of 17), while cols^T @ W^T has
   // full ones. With many positions W @ cols is faster (no transpose, deep rows).
-  bool forward_transposed() const { return Og() >= 32 && L <= 256 && !direct(); }
+  bool forward_transposed() const { return Og() >= 32 && L <= 256 && !direct() && !pointwise(); }
   // At stride 1, gx is itself a convolution: of gy (O channels, Ho x Wo) by the weights with
   // their kernel flipped and in and out channels swapped, padded by k - 1 - p, which gives an
   // H x W output. It replaces the shallow gcols = W^T @ gy (depth O/g, a result kh * kw times
@@ -177,6 +188,18 @@ void forward_images(const ConvShape& s, const T* x, const T* w, const T* wt, con
   thread_local ScratchBuffer cols_scratch, yt_scratch;
   const int64_t Og = s.Og(), K = s.K, L = s.L;
   if constexpr (std::is_same_v<T, float>)
+    if (s.pointwise()) {
+      const PointwiseConvShape p = s.pointwise_shape();
+      float* xs = static_cast<float*>(cols_scratch.get(sizeof(float) * size_t(p.C * p.L)));
+      for (int64_t n = n0; n < n1; ++n) {
+        const float* xn = x + n * s.image();
+        if (p.gathers()) pointwise_conv_gather(p, xn, xs);
+        pointwise_conv_product(p.O, p.C, p.L, w, p.C, 1, p.gathers() ? xs : xn, bias,
+                               y + n * p.O * p.L);
+      }
+      return;
+    }
+  if constexpr (std::is_same_v<T, float>)
     if (s.direct()) {
       const DirectConvShape d = s.direct_shape();
       float* xp = static_cast<float*>(cols_scratch.get(sizeof(float) * size_t(d.padded_floats())));
@@ -242,6 +265,52 @@ void direct_weight_grad(const ConvShape& s, const float* x, const float* gy, flo
   }
 }
 
+// gx for images [n0, n1) (when wanted) and gw [O, C] (when wanted: overwritten) by the pointwise
+// convolution, a few images at a time: as many as keep their xs and gy within kPassBytes (at
+// least one), the weight gradient's tiles running over all of them, then gx image by image.
+void pointwise_backward(const ConvShape& s, const float* x, const float* w, const float* gy,
+                        float* gx, float* gw, int64_t n0, int64_t n1) {
+  constexpr int64_t kPassBytes = 512 << 10;  // half of a 1 MB L2
+  thread_local ScratchBuffer xs_scratch, gxs_scratch, lanes_scratch;
+  if (n0 == n1) {
+    if (gw) std::fill(gw, gw + s.O * s.C, 0.0f);
+    return;
+  }
+  const PointwiseConvShape p = s.pointwise_shape();
+  const int64_t weights = p.O * p.C, lane_floats = weights * 16, gy_floats = p.O * p.L;
+  const int64_t per_pass =
+      std::clamp<int64_t>(kPassBytes / (int64_t(sizeof(float)) * (p.C + p.O) * p.L), 1, n1 - n0);
+  float* lanes = nullptr;
+  if (gw) {
+    lanes = static_cast<float*>(lanes_scratch.get(sizeof(float) * size_t(lane_floats)));
+    std::fill(lanes, lanes + lane_floats, 0.0f);
+  }
+  float* xs = static_cast<float*>(xs_scratch.get(sizeof(float) * size_t(per_pass * p.C * p.L)));
+  float* gxs = static_cast<float*>(gxs_scratch.get(sizeof(float) * size_t(p.C * p.L)));
+  for (int64_t first = n0; first < n1; first += per_pass) {
+    const int64_t images = std::min(per_pass, n1 - first);
+    const float* gy_pass = gy + first * gy_floats;
+    if (gw) {
+      const float* xs_pass = x + first * s.image();  // x itself at stride 1
+      if (p.gathers()) {
+        for (int64_t i = 0; i < images; ++i)
+          pointwise_conv_gather(p, x + (first + i) * s.image(), xs + i * p.C * p.L);
+        xs_pass = xs;
+      }
+      const PointwiseImages pass{p.O, p.C, p.L, images};
+      pointwise_conv_weight_grad(pass, gy_pass, xs_pass, lanes);
+    }
+    if (gx)
+      for (int64_t i = 0; i < images; ++i) {
+        float* gxn = gx + (first + i) * s.image();
+        pointwise_conv_product(p.C, p.O, p.L, w, 1, p.C, gy_pass + i * gy_floats, nullptr,
+                               p.gathers() ? gxs : gxn);
+        if (p.gathers()) pointwise_conv_scatter(p, gxs, gxn);
+      }
+  }
+  if (gw) pointwise_conv_add_lanes(weights, lanes, gw);
+}
+
 // The backward of images [n0, n1): gx for them (when wanted), and their sums into gw (when
 // wanted: [groups, O/g, K], or [groups, K, O/g] when gw_transposed()) and gb [O], which it
 // overwrites.
@@ -258,10 +327,22 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, co
     if (gx && s.direct() && s.window.stride_h == 2) stride2_gx.emplace(s.direct_shape(), w);
   if (gw && (n0 == n1 || s.direct())) std::fill(gw, gw + s.O * K, T(0));
   if (gb) std::fill(gb, gb + s.O, 0.0);
-  if constexpr (std::is_same_v<T, float>)
+  bool pointwise = false;
+  if constexpr (std::is_same_v<T, float>) {
+    pointwise = s.pointwise();
+    if (pointwise) pointwise_backward(s, x, w, gy, gx, gw, n0, n1);
     if (gw && s.direct()) direct_weight_grad(s, x, gy, gw, n0, n1);
+  }
   for (int64_t n = n0; n < n1; ++n) {
     const T* gyn = gy + n * s.O * L;
+    if (gb)
+      for (int64_t o = 0; o < s.O; ++o) {
+        const T* row = gyn + o * L;
+        double total = 0;
+        _Pragma("omp simd reduction(+ : total)") for (int64_t l = 0; l < L; ++l) total += row[l];
+        gb[o] += total;
+      }
+    if (pointwise) continue;
     if (gw && !s.direct()) {
       const T* cols = columns_of(s, x + n * s.image(), cols_scratch);
       const T beta = n == n0 ? 0 : 1;
@@ -273,13 +354,6 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, co
           gemm<T>(false, true, Og, K, L, T(1), gyn + g * Og * L, L, cols + g * K * L, L, beta,
                   gw + g * Og * K, K);
     }
-    if (gb)
-      for (int64_t o = 0; o < s.O; ++o) {
-        const T* row = gyn + o * L;
-        double total = 0;
-        _Pragma("omp simd reduction(+ : total)") for (int64_t l = 0; l < L; ++l) total += row[l];
-        gb[o] += total;
-      }
     if (gx && s.gx_by_flipped_kernel()) {
       forward_images<T>(flipped, gy, wf, wft, nullptr, gx, n, n + 1);
     } else if (gx && stride2_gx) {

@@ -76,6 +76,20 @@ const std::vector<ConvCase> kCases = {
     {{2, 32, 8, 7}, {16, 32, 3, 3}, 2, 1, 1, true},  // gx's phases with 32 channels across lanes
     {{2, 6, 8, 7}, {10, 6, 1, 2}, 2, 0, 1, true},
     {{2, 2, 15, 13}, {5, 2, 7, 7}, 2, 3, 1, false},
+    // a 1x1 window without padding takes the pointwise convolution (pointwise_conv.h): at stride
+    // 1 with tiles of 8, 4, 2 and 1 output channels (15) and of 3, 2 and 1 vectors of positions
+    // (a ragged last one); at stride 2 from odd and even sizes, and from rows of 37 (19 output
+    // columns: two vectors to gather and to scatter), with 6 and 7 input channels (the weight
+    // gradient's tiles of 4, 2 and 1); at stride 3 without the vector gather
+    {{3, 7, 9, 13}, {15, 7, 1, 1}, 1, 0, 1, true},
+    {{3, 6, 9, 8}, {9, 6, 1, 1}, 2, 0, 1, true},
+    {{2, 7, 6, 37}, {32, 7, 1, 1}, 2, 0, 1, false},
+    {{2, 16, 28, 28}, {32, 16, 1, 1}, 2, 0, 1, false},
+    {{2, 5, 8, 10}, {6, 5, 1, 1}, 3, 0, 1, true},
+    // and its weight gradient over several images at once: ranges of 2 and 3 images in one pass,
+    // and images too large for two in a pass
+    {{40, 3, 6, 5}, {4, 3, 1, 1}, 2, 0, 1, false},
+    {{17, 24, 48, 48}, {24, 24, 1, 1}, 1, 0, 1, false},
 };
 
 Tensor random(const Shape& shape, uint64_t seed, DType dtype) {
@@ -127,39 +141,51 @@ BOOST_AUTO_TEST_CASE(conv2d_and_its_gradients_equal_direct_loops_at_one_and_two_
 
 // The batch is split into ranges of images by a constant, not by the thread count, and their
 // partial weight and bias gradients are added in range order: the same bits at one thread and two,
-// with 37 images (16 ranges of 2 or 3) and with 5 (one image a range).
+// with 37 images (16 ranges of 2 or 3) and with 5 (one image a range), for a 3x3 window (the
+// direct convolution) and a 1x1 one at stride 2 (the pointwise one).
 BOOST_AUTO_TEST_CASE(conv2d_gives_the_same_bits_at_one_thread_and_two) {
-  for (const Shape& xs : {Shape{37, 4, 9, 9}, Shape{5, 4, 9, 9}}) {
-    Tensor x = random(xs, 11, DType::f32), w = random({6, 4, 3, 3}, 12, DType::f32);
-    Tensor b = random({6}, 13, DType::f32);
-    auto run = [&](int threads) {
-      const ThreadCount count(threads);
-      Tensor xg = x.detach().requires_grad_(), wg = w.detach().requires_grad_(),
-             bg = b.detach().requires_grad_();
-      Tensor y = conv2d(xg, wg, bg, 1, 1);
-      sum(mul(y, y)).backward();
-      return std::vector<Tensor>{y, xg.grad(), wg.grad(), bg.grad()};
-    };
-    const std::vector<Tensor> one = run(1), two = run(2);
-    for (size_t i = 0; i < one.size(); ++i)
-      BOOST_TEST(qkv::testing::equal_values(one[i], two[i]),
-                 shape_str(xs) << ": output " << i << " differs between 1 and 2 threads");
-  }
+  for (const Shape& xs : {Shape{37, 4, 9, 9}, Shape{5, 4, 9, 9}})
+    for (int64_t k : {3, 1}) {
+      Tensor x = random(xs, 11, DType::f32), w = random({6, 4, k, k}, 12, DType::f32);
+      Tensor b = random({6}, 13, DType::f32);
+      auto run = [&](int threads) {
+        const ThreadCount count(threads);
+        Tensor xg = x.detach().requires_grad_(), wg = w.detach().requires_grad_(),
+               bg = b.detach().requires_grad_();
+        Tensor y = k == 3 ? conv2d(xg, wg, bg, 1, 1) : conv2d(xg, wg, bg, 2, 0);
+        sum(mul(y, y)).backward();
+        return std::vector<Tensor>{y, xg.grad(), wg.grad(), bg.grad()};
+      };
+      const std::vector<Tensor> one = run(1), two = run(2);
+      for (size_t i = 0; i < one.size(); ++i)
+        BOOST_TEST(qkv::testing::equal_values(one[i], two[i]),
+                   shape_str(xs) << ", " << k << "x" << k << ": output " << i
+                                 << " differs between 1 and 2 threads");
+    }
 }
 
 // Only the gradients asked for are computed: an input that needs none gets none, and the others
-// are the same as when every gradient is wanted.
+// are the same as when every gradient is wanted: a 3x3 window in float64 (im2col) and a 1x1 one at
+// stride 2 in float32 (the pointwise convolution, which has a backward of its own).
 BOOST_AUTO_TEST_CASE(conv2d_computes_only_the_wanted_gradients) {
-  Tensor x = random({3, 4, 6, 6}, 7, DType::f64), w = random({5, 4, 3, 3}, 8, DType::f64);
-  Tensor b = random({5}, 9, DType::f64), g = random({3, 5, 6, 6}, 10, DType::f64);
-  const testing::ConvReference want = testing::direct_conv2d(x, w, b, g, 1, 1, 1);
-  w.requires_grad_();
-  sum(mul(conv2d(x, w, b, 1, 1), g)).backward();
-  BOOST_TEST(!x.grad().defined());
-  check_values(w.grad(), want.gw, 1e-12);
-  Tensor x2 = x.detach().requires_grad_();
-  sum(mul(conv2d(x2, w.detach(), b, 1, 1), g)).backward();
-  check_values(x2.grad(), want.gx, 1e-12);
+  struct Case {
+    DType dtype;
+    int64_t kernel, stride, padding;
+    double tol;
+  };
+  for (const Case& c : {Case{DType::f64, 3, 1, 1, 1e-12}, Case{DType::f32, 1, 2, 0, 1e-5}}) {
+    const int64_t out = (6 + 2 * c.padding - c.kernel) / c.stride + 1;
+    Tensor x = random({3, 4, 6, 6}, 7, c.dtype), w = random({5, 4, c.kernel, c.kernel}, 8, c.dtype);
+    Tensor b = random({5}, 9, c.dtype), g = random({3, 5, out, out}, 10, c.dtype);
+    const testing::ConvReference want = testing::direct_conv2d(x, w, b, g, c.stride, c.padding, 1);
+    w.requires_grad_();
+    sum(mul(conv2d(x, w, b, c.stride, c.padding), g)).backward();
+    BOOST_TEST(!x.grad().defined());
+    check_values(w.grad(), want.gw, c.tol);
+    Tensor x2 = x.detach().requires_grad_();
+    sum(mul(conv2d(x2, w.detach(), b, c.stride, c.padding), g)).backward();
+    check_values(x2.grad(), want.gx, c.tol);
+  }
 }
 
 // The direct forward with the output channels across lanes (at the Ho * Wo positions alone) adds

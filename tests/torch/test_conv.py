@@ -26,6 +26,9 @@ f.case("conv2d_groups2_no_bias", f64, conv2d(f64, groups=2, bias=False, padding=
 f.case("conv2d_depthwise", f64, conv2d(f64, cin=4, cout=4, groups=4, padding=1))
 f.case("conv2d_1x1", f64, conv2d(f64, k=1))
 f.case("conv2d_stride2_pad1", f32, conv2d(f32, stride=2, padding=1))
+# float32 1x1 windows without padding take the CPU's pointwise convolution: a residual shortcut
+f.case("conv2d_1x1", f32, conv2d(f32, k=1))
+f.case("conv2d_1x1_stride2_no_bias", f32, conv2d(f32, cout=32, k=1, stride=2, bias=False, size=(9, 37)))
 
 
 def batch_norm(dtype, steps=3, momentum=0.1, eps=1e-5):
