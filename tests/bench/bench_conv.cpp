@@ -47,11 +47,14 @@ Tensor conv_from_views(const Tensor& x, const Tensor& w, const Tensor& b, int64_
 }
 
 // The CNN+CBAM step's convolutions, the backend's kernels timed alone (best of 7): the forward,
-// the weight gradient alone and the input gradient alone (conv2d_backward with only that output).
+// the weight gradient alone and the input gradient alone (conv2d_backward with only that output),
+// by im2col and the GEMM and by the AVX-512 kernels (direct_conv.h, and pointwise_conv.h for the
+// 1x1 shortcuts).
 void direct_against_im2col() {
   const bool direct_here = cpu::direct_conv_enabled();
   std::printf(
-      "\nthe CNN+CBAM step's convolutions, batch 128, GFLOP/s (im2col + GEMM / direct), %d"
+      "\nthe CNN+CBAM step's convolutions, batch 128, GFLOP/s (im2col + GEMM / direct; 1x1:"
+      " pointwise), %d"
       " threads; FMA peak %.1f GFLOP/s measured now%s\n",
       num_threads(), bench::measured_fma_peak_gflops(num_threads()),
       direct_here ? "" : " (no AVX-512: both columns are im2col)");
