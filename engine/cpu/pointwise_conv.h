@@ -8,14 +8,15 @@
 // phase planes, no faster. Here an image's xs is gathered into the L1 cache (at stride 1 it is
 // x[n] itself) and read by a register tile that broadcasts each weight from memory:
 //
-//   forward   y[n] = W @ xs[n] (+ bias)           tiles of 8 output channels x 3 vectors of
-//   gx        gx[n] at the positions xs came from = W^T @ gy[n], zero elsewhere   positions
-//   gW        gW += gy[n] @ xs[n]^T               tiles of 4 x 4 weights, positions in lanes
+//   forward   y[n] = W @ xs[n] (+ bias)   a tile of 8 output channels x 3 vectors of positions
+//   gx        W^T @ gy[n], scattered to the positions xs came from (zero elsewhere): the same tile
+//   gW        gW += gy[n] @ xs[n]^T       a tile of 4 x 4 weights, positions in lanes
 //
 // The forward and gx are the same product, with the weights read along their rows or along their
 // columns. The weight gradient keeps each weight's sum in the 16 lanes of a vector over the
-// positions of a range of images (lane l holds positions l, l + 16, ...) and adds the lanes once,
-// in a fixed tree: the sums run in a fixed order, so a result does not depend on the thread count.
+// positions of a range of images (lane l holds an image's positions l, l + 16, ...) and adds the
+// lanes once, in a fixed tree: the sums run in a fixed order, so a result does not depend on the
+// thread count.
 //
 // What it assumes: float32, a 1x1 kernel, no padding, one group, the same stride along both axes,
 // a CPU with AVX-512F (direct_conv_enabled, which also turns this path off for tests).
