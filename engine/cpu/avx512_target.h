@@ -1,5 +1,6 @@
-// What a file of AVX-512 kernels needs: such a file is compiled into every build (no -march) and
-// its functions carry the target attribute, called only after cpuid says the CPU has AVX-512F.
+// What a file of AVX-512 kernels needs (and the mask of a ragged vector they all use): such a file
+// is compiled into every build (no -march) and its functions carry the target attribute, called
+// only after cpuid says the CPU has AVX-512F.
 //
 // GCC 12's AVX-512 intrinsics (min, max, conversions, shifts, reductions, masked loads) pass a
 // self-initialized "undefined" vector as their unused merge operand, which -Wmaybe-uninitialized
@@ -7,9 +8,22 @@
 // reads an uninitialized value, so the warning is off in the files that include this header.
 #pragma once
 
+#include <immintrin.h>
+
+#include <cstdint>
+
 #if !defined(__clang__)  // a GCC-only warning; clang would warn about the unknown name
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 #define QKV_AVX512 __attribute__((target("avx512f")))
 #define QKV_AVX512_INLINE __attribute__((target("avx512f"), always_inline)) inline
+
+namespace qkv::cpu {
+
+// Lanes [0, n) of a vector of 16 floats (none for n <= 0, all for n >= 16): a row's ragged end.
+QKV_AVX512_INLINE __mmask16 lanes_below(int64_t n) {
+  return n <= 0 ? __mmask16(0) : n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
+}
+
+}  // namespace qkv::cpu

@@ -297,8 +297,7 @@ void pointwise_backward(const ConvShape& s, const float* x, const float* w, cons
           pointwise_conv_gather(p, x + (first + i) * s.image(), xs + i * p.C * p.L);
         xs_pass = xs;
       }
-      const PointwiseImages pass{p.O, p.C, p.L, images};
-      pointwise_conv_weight_grad(pass, gy_pass, xs_pass, lanes);
+      pointwise_conv_weight_grad(p, images, gy_pass, xs_pass, lanes);
     }
     if (gx)
       for (int64_t i = 0; i < images; ++i) {

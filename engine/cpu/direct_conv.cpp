@@ -22,11 +22,6 @@ std::atomic<bool> turned_on{true};
 
 constexpr int64_t kLanes = 16;
 
-// Lanes [0, n) of a vector (none for n <= 0, all for n >= 16).
-QKV_AVX512_INLINE __mmask16 lanes_below(int64_t n) {
-  return n <= 0 ? __mmask16(0) : n >= kLanes ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
-}
-
 // Lanes [lo, hi) of a vector.
 QKV_AVX512_INLINE __mmask16 lanes_between(int64_t lo, int64_t hi) {
   return __mmask16(lanes_below(hi) & ~lanes_below(lo));

@@ -17,11 +17,6 @@ namespace {
 
 constexpr int64_t kLanes = 16;
 
-// Lanes [0, n) of a vector (none for n <= 0, all for n >= 16).
-QKV_AVX512_INLINE __mmask16 lanes_below(int64_t n) {
-  return n <= 0 ? __mmask16(0) : n >= kLanes ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
-}
-
 // The product's tile: out rows [0, MB) (a and out already at the tile's first row) at positions
 // [l0, l0 + 16 NV), the last vector's lanes cut by `last`.
 template <int MB, int NV>
@@ -73,14 +68,14 @@ QKV_AVX512_INLINE void product_rows(int64_t K, int64_t L, const float* a, int64_
 // already at the tile's first), their 16 lanes loaded from `lanes`, the images' products added,
 // and stored back.
 template <int OB, int CB>
-QKV_AVX512_INLINE void weight_grad_tile(const PointwiseImages& im, const float* gy, const float* xs,
-                                        float* lanes) {
-  const int64_t C = im.C, L = im.L;
+QKV_AVX512_INLINE void weight_grad_tile(const PointwiseConvShape& s, int64_t images,
+                                        const float* gy, const float* xs, float* lanes) {
+  const int64_t C = s.C, L = s.L;
   __m512 acc[OB][CB];
   for (int o = 0; o < OB; ++o)
     for (int c = 0; c < CB; ++c) acc[o][c] = _mm512_loadu_ps(lanes + (o * C + c) * kLanes);
-  for (int64_t n = 0; n < im.images; ++n) {
-    const float* gyn = gy + n * im.O * L;
+  for (int64_t n = 0; n < images; ++n) {
+    const float* gyn = gy + n * s.O * L;
     const float* xsn = xs + n * C * L;
     for (int64_t l0 = 0; l0 < L; l0 += kLanes) {
       const __mmask16 inside = lanes_below(L - l0);
@@ -97,13 +92,13 @@ QKV_AVX512_INLINE void weight_grad_tile(const PointwiseImages& im, const float* 
 
 // Output channels [0, OB) against every input channel, four at a time and then two and one.
 template <int OB>
-QKV_AVX512_INLINE void weight_grad_rows(const PointwiseImages& im, const float* gy, const float* xs,
-                                        float* lanes) {
-  const int64_t C = im.C, L = im.L;
+QKV_AVX512_INLINE void weight_grad_rows(const PointwiseConvShape& s, int64_t images,
+                                        const float* gy, const float* xs, float* lanes) {
+  const int64_t C = s.C, L = s.L;
   int64_t c = 0;
-  for (; c + 4 <= C; c += 4) weight_grad_tile<OB, 4>(im, gy, xs + c * L, lanes + c * kLanes);
-  for (; c + 2 <= C; c += 2) weight_grad_tile<OB, 2>(im, gy, xs + c * L, lanes + c * kLanes);
-  for (; c < C; ++c) weight_grad_tile<OB, 1>(im, gy, xs + c * L, lanes + c * kLanes);
+  for (; c + 4 <= C; c += 4) weight_grad_tile<OB, 4>(s, images, gy, xs + c * L, lanes + c * kLanes);
+  for (; c + 2 <= C; c += 2) weight_grad_tile<OB, 2>(s, images, gy, xs + c * L, lanes + c * kLanes);
+  for (; c < C; ++c) weight_grad_tile<OB, 1>(s, images, gy, xs + c * L, lanes + c * kLanes);
 }
 
 }  // namespace
@@ -171,13 +166,13 @@ QKV_AVX512 void pointwise_conv_product(int64_t M, int64_t K, int64_t L, const fl
   for (; m < M; ++m) product_rows<1>(K, L, a + m * a_m, a_m, a_k, b, at(m), out + m * L);
 }
 
-QKV_AVX512 void pointwise_conv_weight_grad(const PointwiseImages& im, const float* gy,
-                                           const float* xs, float* lanes) {
+QKV_AVX512 void pointwise_conv_weight_grad(const PointwiseConvShape& s, int64_t images,
+                                           const float* gy, const float* xs, float* lanes) {
   int64_t o = 0;
-  const int64_t L = im.L, row = im.C * kLanes;  // one output channel's lanes
-  for (; o + 4 <= im.O; o += 4) weight_grad_rows<4>(im, gy + o * L, xs, lanes + o * row);
-  for (; o + 2 <= im.O; o += 2) weight_grad_rows<2>(im, gy + o * L, xs, lanes + o * row);
-  for (; o < im.O; ++o) weight_grad_rows<1>(im, gy + o * L, xs, lanes + o * row);
+  const int64_t L = s.L, row = s.C * kLanes;  // one output channel's lanes
+  for (; o + 4 <= s.O; o += 4) weight_grad_rows<4>(s, images, gy + o * L, xs, lanes + o * row);
+  for (; o + 2 <= s.O; o += 2) weight_grad_rows<2>(s, images, gy + o * L, xs, lanes + o * row);
+  for (; o < s.O; ++o) weight_grad_rows<1>(s, images, gy + o * L, xs, lanes + o * row);
 }
 
 QKV_AVX512 void pointwise_conv_add_lanes(int64_t count, const float* lanes, float* gw) {

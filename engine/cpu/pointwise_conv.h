@@ -55,17 +55,12 @@ void pointwise_conv_scatter(const PointwiseConvShape& s, const float* gxs, float
 void pointwise_conv_product(int64_t M, int64_t K, int64_t L, const float* a, int64_t a_m,
                             int64_t a_k, const float* b, const float* bias, float* out);
 
-// Images whose weight gradient is summed at once, their gy [images, O, L] and xs [images, C, L]
-// each contiguous.
-struct PointwiseImages {
-  int64_t O, C, L, images;
-};
-
-// lanes [O * C, 16] += the products gy[o][l] * xs[c][l] of the images, position l into lane l % 16
-// of weight (o, c), images in order. A register tile of weights runs over all of them before its
-// lanes go back to memory: at 7 x 7 an image has only four vectors of positions.
-void pointwise_conv_weight_grad(const PointwiseImages& images, const float* gy, const float* xs,
-                                float* lanes);
+// lanes [O * C, 16] += the products gy[o][l] * xs[c][l] of `images` images, position l into lane
+// l % 16 of weight (o, c), images in order; gy [images, O, L] and xs [images, C, L], each
+// contiguous. A register tile of weights runs over all of them before its lanes go back to
+// memory: at 7 x 7 an image has only four vectors of positions.
+void pointwise_conv_weight_grad(const PointwiseConvShape& s, int64_t images, const float* gy,
+                                const float* xs, float* lanes);
 
 // gw [count] = the sums of lanes [count, 16], each in the same fixed tree.
 void pointwise_conv_add_lanes(int64_t count, const float* lanes, float* gw);

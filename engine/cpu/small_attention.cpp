@@ -39,11 +39,6 @@ bool cpu_has_avx512f() {
   return has;
 }
 
-// Lanes [0, n) of a vector of 16 (none for n <= 0, all for n >= 16).
-QKV_AVX512_INLINE __mmask16 first_lanes(int64_t n) {
-  return n <= 0 ? __mmask16(0) : n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
-}
-
 // Bits [0, n) of a word, n in [0, 64].
 inline uint64_t first_bits(int64_t n) { return n >= 64 ? ~uint64_t(0) : (uint64_t(1) << n) - 1; }
 
@@ -210,7 +205,7 @@ QKV_AVX512 void rows_times_rows(Strided a, int64_t rows, int64_t depth, const fl
 QKV_AVX512 void times_rows(Strided a, int64_t rows, int64_t depth, const float* b, int64_t ldb,
                            int64_t width, float* c, int64_t ldc) {
   const int nv = int((width + 15) / 16);
-  const __mmask16 last = first_lanes(width - 16 * (nv - 1));
+  const __mmask16 last = lanes_below(width - 16 * (nv - 1));
   switch (nv) {
     case 1:
       return rows_times_rows<1>(a, rows, depth, b, ldb, last, c, ldc);
@@ -313,7 +308,7 @@ QKV_AVX512 void weights_rows(const SmallAttention& a, float* sc, float* weights,
       const __m512 f = _mm512_set1_ps(inverse[t]);
       for (int v = 0; v < nv; ++v) {
         const __m512 p = _mm512_mul_ps(_mm512_load_ps(row + 16 * v), f);
-        if (weights) _mm512_mask_storeu_ps(weights + t * S + 16 * v, first_lanes(S - 16 * v), p);
+        if (weights) _mm512_mask_storeu_ps(weights + t * S + 16 * v, lanes_below(S - 16 * v), p);
         _mm512_store_ps(
             row + 16 * v,
             dropout ? _mm512_maskz_mul_ps(__mmask16(a.kept[t] >> (16 * v)), p, kept_scale) : p);
@@ -328,7 +323,7 @@ struct KeptWeights {
   const float* row;
   int64_t S;
   QKV_AVX512_INLINE __m512 operator()(int v) const {
-    return _mm512_maskz_loadu_ps(first_lanes(S - 16 * v), row + 16 * v);
+    return _mm512_maskz_loadu_ps(lanes_below(S - 16 * v), row + 16 * v);
   }
 };
 
@@ -370,7 +365,7 @@ QKV_AVX512_INLINE void gradient_row(Weight weight, float* p, float* dp, int64_t 
 QKV_AVX512_INLINE __m512 dot16(const float* a, const float* b, int64_t n) {
   __m512 s = _mm512_setzero_ps();
   for (int64_t c = 0; c < n; c += 16) {
-    const __mmask16 on = first_lanes(n - c);
+    const __mmask16 on = lanes_below(n - c);
     s = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(on, a + c), _mm512_maskz_loadu_ps(on, b + c), s);
   }
   return s;
@@ -387,7 +382,7 @@ QKV_AVX512 void kept_words_avx512(const float* factors, int64_t rows, int64_t S,
   for (int64_t r = 0; r < rows; ++r) {
     uint64_t word = 0;
     for (int v = 0; v < nv; ++v) {
-      const __m512 f = _mm512_maskz_loadu_ps(first_lanes(S - 16 * v), factors + r * S + 16 * v);
+      const __m512 f = _mm512_maskz_loadu_ps(lanes_below(S - 16 * v), factors + r * S + 16 * v);
       word |= uint64_t(_mm512_cmp_ps_mask(f, _mm512_setzero_ps(), _CMP_NEQ_UQ)) << (16 * v);
     }
     words[r] = word;
@@ -417,7 +412,7 @@ QKV_AVX512 void forward_avx512(const SmallAttention& a, float* out, int64_t ldo,
       break;
   }
   for (int64_t t0 = 0; t0 < a.T; t0 += 16) {  // lse = m + log l, -inf where l = 0
-    const __mmask16 rows = first_lanes(a.T - t0);
+    const __mmask16 rows = lanes_below(a.T - t0);
     const __m512 lv = _mm512_loadu_ps(l + t0);
     const __mmask16 any = _mm512_mask_cmp_ps_mask(rows, lv, _mm512_setzero_ps(), _CMP_GT_OQ);
     const __m512 minus_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
