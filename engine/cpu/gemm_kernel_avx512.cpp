@@ -59,11 +59,6 @@ struct Zmm<double> {
   QKV_AVX512_INLINE static Vec max(Vec x, Vec y) { return _mm512_max_pd(x, y); }
 };
 
-// Lanes [0, count) of a vector, count clamped to [0, 16].
-QKV_AVX512_INLINE __mmask16 first_lanes(int count) {
-  return count <= 0 ? 0 : count >= 16 ? 0xffff : __mmask16((1u << count) - 1);
-}
-
 // R rows (R <= MR, the packed panel's row stride) x NV vectors of C, of which the first `cols`
 // columns are stored. Ragged edges of C are handled here, with masked loads and stores and a
 // smaller R, so the driver never needs a scratch tile and the edge costs only what it computes.
@@ -104,7 +99,7 @@ QKV_AVX512 void avx512_tile(int64_t kc, const T* a, int64_t lda, const T* b, int
 
   __mmask16 mask[NV];
 #pragma GCC unroll 4
-  for (int j = 0; j < NV; ++j) mask[j] = first_lanes(cols - j * W);
+  for (int j = 0; j < NV; ++j) mask[j] = lanes_below(cols - j * W);
   const typename V::Vec va = V::broadcast(alpha);
   if (bias || relu) {
     typename V::Vec bv[NV];
