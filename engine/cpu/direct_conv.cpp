@@ -28,9 +28,11 @@ QKV_AVX512_INLINE __mmask16 lanes_between(int64_t lo, int64_t hi) {
 }
 
 // The 16 values of a padded row from column `col`: x_row[col - pw + l] where that is inside [0,
-// W), else zero. The masked load touches only the lanes inside the row.
+// W), else zero. The masked load touches only the lanes inside the row; the rows come from memory
+// one after another, hence the prefetch.
 QKV_AVX512_INLINE __m512 padded_vector(const float* x_row, int64_t W, int64_t pw, int64_t col) {
   const int64_t first = col - pw;  // the input column under lane 0
+  prefetch_ahead(x_row + first);
   return _mm512_maskz_loadu_ps(lanes_between(-first, W - first), x_row + first);
 }
 

@@ -117,6 +117,7 @@ QKV_AVX512 void pointwise_conv_gather(const PointwiseConvShape& s, const float* 
           _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
       for (int64_t wo = 0; wo < s.Wo; wo += kLanes) {
         const int64_t col = 2 * wo;
+        prefetch_ahead(row + col);  // x comes from memory, through masked loads
         const __m512 lo = _mm512_maskz_loadu_ps(lanes_below(s.W - col), row + col);
         const __m512 hi =
             _mm512_maskz_loadu_ps(lanes_below(s.W - col - kLanes), row + col + kLanes);
