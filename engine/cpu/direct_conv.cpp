@@ -28,8 +28,9 @@ QKV_AVX512_INLINE __mmask16 lanes_between(int64_t lo, int64_t hi) {
 }
 
 // The 16 values of a padded row from column `col`: x_row[col - pw + l] where that is inside [0,
-// W), else zero. The masked load touches only the lanes inside the row; the rows come from memory
-// one after another, hence the prefetch.
+// W), else zero. The masked load touches only the lanes inside the row. Callers read rows in
+// order, the input's and gy's from memory, hence the prefetch (for y's rows, copied from planes
+// just computed, it is one spare instruction a vector).
 QKV_AVX512_INLINE __m512 padded_vector(const float* x_row, int64_t W, int64_t pw, int64_t col) {
   const int64_t first = col - pw;  // the input column under lane 0
   prefetch_ahead(x_row + first);
