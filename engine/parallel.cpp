@@ -195,4 +195,30 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   });
 }
 
+void parallel_for_each_range(
+    const std::vector<int64_t>& sizes, int64_t grain,
+    const std::function<void(int chunk, size_t index, int64_t begin, int64_t end)>& fn) {
+  grain = std::max<int64_t>(grain, 1);
+  const int64_t threads = num_threads();
+  // parallel_for's split of [0, n): chunks of `per`, chunk t starting at t * per.
+  auto chunks_of = [&](int64_t n) { return std::min<int64_t>(threads, (n + grain - 1) / grain); };
+  int64_t most_chunks = 1;
+  for (int64_t n : sizes) most_chunks = std::max(most_chunks, chunks_of(n));
+  auto run_chunk = [&](int64_t t) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const int64_t n = sizes[i], chunks = std::max<int64_t>(chunks_of(n), 1);
+      const int64_t per = (n + chunks - 1) / chunks, b = t * per, e = std::min(n, b + per);
+      if (b < e) fn(int(t), i, b, e);
+    }
+  };
+  if (most_chunks <= 1 || t_in_parallel) {
+    for (int64_t t = 0; t < most_chunks; ++t) run_chunk(t);
+    return;
+  }
+  // One chunk of size 1 per thread: parallel_for gives chunk t to the pool's thread t.
+  parallel_for(0, most_chunks, 1, [&](int64_t tb, int64_t te) {
+    for (int64_t t = tb; t < te; ++t) run_chunk(t);
+  });
+}
+
 }  // namespace qkv

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace qkv {
 
@@ -20,6 +21,15 @@ void set_num_threads(int n);
 // Runs fn(chunk_begin, chunk_end) over [begin, end). Exceptions thrown by fn are rethrown here.
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn);
+
+// Runs fn(chunk, index, begin, end) over [0, sizes[index]) for every index in one job, each range
+// split as parallel_for(0, sizes[index], grain) splits it: chunk t of every range runs on the
+// thread that parallel_for gives its chunk t, so a thread touches the same part of each tensor as
+// a kernel of its own over that tensor would (what it touched there is still in its core's
+// cache), and the pool is woken once for a list of tensors rather than once per tensor.
+void parallel_for_each_range(
+    const std::vector<int64_t>& sizes, int64_t grain,
+    const std::function<void(int chunk, size_t index, int64_t begin, int64_t end)>& fn);
 
 // True while the calling thread is running a chunk of a parallel_for.
 bool in_parallel_region();

@@ -12,6 +12,11 @@
 #include <array>
 #include <atomic>
 #include <boost/test/unit_test.hpp>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "engine/parallel.h"
 #include "tests/engine/helpers.h"
@@ -35,6 +40,47 @@ BOOST_AUTO_TEST_CASE(each_chunk_runs_once_when_jobs_leave_workers_without_a_chun
     for (int i = 0; i < 4; ++i) wrong += runs[size_t(i)].load() != (i < chunks ? 1 : 0);
   }
   BOOST_TEST(wrong == 0);
+}
+
+// parallel_for_each_range gives chunk t of every range to the thread parallel_for gives chunk t of
+// that range alone, with the same bounds: what lets clip_grad_norm_'s kernels and Adam's step touch
+// the part of each gradient the same thread touched before. Ranges of one chunk, of a ragged split
+// and of more chunks than another range has, at 2 and 3 threads.
+BOOST_AUTO_TEST_CASE(each_range_is_split_as_parallel_for_splits_it_on_the_same_threads) {
+  const std::vector<int64_t> sizes = {100, 8192, 10001, 0, 4097, 70000};
+  const int64_t grain = 4096;
+  for (int threads : {2, 3}) {
+    ThreadCount count(threads);
+    using Run = std::pair<int64_t, int64_t>;  // a chunk's [begin, end)
+    std::mutex mutex;
+    // Every run of a range's chunk with its thread, from parallel_for over the range alone...
+    std::map<Run, std::thread::id> alone;
+    for (int64_t n : sizes)
+      for (int repeat = 0; repeat < 2; ++repeat)  // a second pass: the pool's threads are settled
+        parallel_for(0, n, grain, [&](int64_t b, int64_t e) {
+          std::lock_guard lock(mutex);
+          alone[{n * 1000000 + b, e}] = std::this_thread::get_id();
+        });
+    // ...and from one job over all of them.
+    std::map<Run, std::thread::id> together;
+    int wrong_chunk = 0;
+    parallel_for_each_range(sizes, grain, [&](int chunk, size_t i, int64_t b, int64_t e) {
+      std::lock_guard lock(mutex);
+      const int64_t chunks = std::min<int64_t>(threads, (sizes[i] + grain - 1) / grain);
+      wrong_chunk += b != chunk * ((sizes[i] + chunks - 1) / chunks);
+      together[{sizes[i] * 1000000 + b, e}] = std::this_thread::get_id();
+    });
+    BOOST_TEST(wrong_chunk == 0);
+    BOOST_TEST(together.size() == alone.size(), threads << " threads");
+    for (const auto& [run, thread] : alone) {
+      const auto found = together.find(run);
+      BOOST_TEST_REQUIRE((found != together.end()), "range " << run.first / 1000000 << " ["
+                                                             << run.first % 1000000 << ", "
+                                                             << run.second << ") missing");
+      BOOST_TEST((found->second == thread), "range " << run.first / 1000000 << " chunk at "
+                                                     << run.first % 1000000 << ": another thread");
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
