@@ -289,6 +289,16 @@ class Backend {
                          const Tensor& exp_avg_sq, double lr, double beta1, double beta2,
                          double eps, double weight_decay, bool decoupled, int64_t step) = 0;
 
+  // ---- gradient clipping (clip_grad_norm_) ----------------------------------------------------
+  // The sum of x * x over every element of every tensor, each square rounded in its tensor's
+  // floating dtype as torch's norm takes it. The default composes sum(square(x)) per tensor (each
+  // tensor's sum rounded to its dtype) and totals them in float64; the CPU's kernel adds the
+  // squares in float64 throughout.
+  virtual double sum_of_squares(const std::vector<Tensor>& xs);
+  // x *= scale in place for every tensor, scale rounded to the tensor's dtype first (mul_scalar's
+  // bits). The default writes mul(x, scale) back with copy_.
+  virtual void scale_(const std::vector<Tensor>& xs, double scale);
+
   // ---- fused attention (optional) -------------------------------------------------------------
   // Attention in one pass that never stores the T x S scores (engine/attention_problem.h): masks,
   // patterns and dropout as the problem says. A backend says which problems it takes in

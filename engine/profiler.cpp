@@ -179,12 +179,12 @@ int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - g_start).count();
 }
 
-void op_finished(const char* op, const std::vector<Tensor>& inputs, const Tensor& output) {
-  if (!profiling() || t_inside_op > 0) return;
-  const int64_t end = now_ns();
+namespace {
+
+// The op's event, from the end of the previous op or scope on this thread to `end`.
+void add_op_event(const char* op, int64_t end, OpCost cost, std::string shapes) {
   const int64_t start = std::min(last_mark_ns(), end);
   set_mark(end);
-  OpCost cost = profile_cost(op, inputs, output);
   ProfileEvent e;
   e.name = op;
   e.phase = t_phase;
@@ -192,8 +192,21 @@ void op_finished(const char* op, const std::vector<Tensor>& inputs, const Tensor
   e.duration_ns = end - start;
   e.flops = cost.flops;
   e.bytes = cost.bytes;
-  e.shapes = shapes_of(inputs);
+  e.shapes = std::move(shapes);
   add_event(std::move(e));
+}
+
+}  // namespace
+
+void op_finished(const char* op, const std::vector<Tensor>& inputs, const Tensor& output) {
+  if (!profiling() || t_inside_op > 0) return;
+  const int64_t end = now_ns();
+  add_op_event(op, end, profile_cost(op, inputs, output), shapes_of(inputs));
+}
+
+void op_finished(const char* op, OpCost cost, std::string shapes) {
+  if (!profiling() || t_inside_op > 0) return;
+  add_op_event(op, now_ns(), cost, std::move(shapes));
 }
 
 BackwardRuleScope::BackwardRuleScope() : start_ns_(profiling() ? now_ns() : -1) { ++t_inside_op; }

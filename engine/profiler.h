@@ -84,6 +84,9 @@ class ProfileScope {
 namespace profile_hooks {
 // record(): `op` has just produced `output` from `inputs` on this thread.
 void op_finished(const char* op, const std::vector<Tensor>& inputs, const Tensor& output);
+// The same for work that is not an op (the optimizer's fused kernels, engine/backend.h): its cost
+// and the shapes to show are given.
+void op_finished(const char* op, OpCost cost, std::string shapes);
 int64_t now_ns();  // since the profiler started
 // backward(): lives while a node's rule runs; the ops the rule calls are part of its event.
 class BackwardRuleScope {

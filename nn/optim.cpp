@@ -1,12 +1,28 @@
 #include "nn/optim.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/backend.h"
 #include "engine/error.h"
+#include "engine/profiler.h"
 
 namespace qkv::nn {
+
+namespace {
+
+// Bytes a kernel reads or writes once over these tensors, for the profiler's GB/s.
+double bytes_of(const std::vector<Tensor>& xs) {
+  double bytes = 0;
+  for (const Tensor& x : xs) bytes += double(x.numel()) * double(dtype_size(x.dtype()));
+  return bytes;
+}
+
+}  // namespace
 
 namespace {
 
@@ -261,6 +277,8 @@ void Adam::step() {
     p.backend().adam_step(p, g.contiguous(), buffers["exp_avg"], buffers["exp_avg_sq"], group.lr,
                           options.beta1, options.beta2, options.eps, group.weight_decay, decoupled_,
                           state_[i].step);
+    // Reads the parameter, gradient and both moments; writes all but the gradient.
+    profile_hooks::op_finished("adam_step", {.bytes = 7 * bytes_of({p})}, shapes_of({p}));
   });
 }
 
@@ -272,17 +290,43 @@ AdamW::AdamW(std::vector<ParamGroup> groups, double lr, AdamOptions o)
 
 // ---- clip_grad_norm_ ---------------------------------------------------------------------------
 
+namespace {
+
+// The profiler's shapes for a list of gradients taken in one call: "[36 tensors]".
+std::string list_shape(const std::vector<Tensor>& xs) {
+  std::string shape = "[";
+  shape += std::to_string(xs.size());
+  shape += " tensors]";
+  return shape;
+}
+
+}  // namespace
+
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   NoGrad no_grad;
+  // The gradients by backend, each list one call of the backend's fused kernels.
+  std::vector<std::pair<Backend*, std::vector<Tensor>>> lists;
+  for (const Tensor& p : params) {
+    if (!p.grad().defined()) continue;
+    Backend* backend = &p.grad().backend();
+    auto list =
+        std::find_if(lists.begin(), lists.end(), [&](const auto& l) { return l.first == backend; });
+    if (list == lists.end()) list = lists.insert(lists.end(), {backend, {}});
+    list->second.push_back(p.grad());
+  }
   double total_sq = 0;
-  for (const Tensor& p : params)
-    if (p.grad().defined()) total_sq += sum(square(p.grad())).item();
+  for (const auto& [backend, grads] : lists) {
+    total_sq += backend->sum_of_squares(grads);
+    profile_hooks::op_finished("sum_of_squares", {.bytes = bytes_of(grads)}, list_shape(grads));
+  }
   double norm = std::sqrt(total_sq);
   double coef = max_norm / (norm + 1e-6);
   // !(coef >= 1) rather than coef < 1: a NaN norm spreads NaN into every gradient, as in torch.
   if (!(coef >= 1))
-    for (const Tensor& p : params)
-      if (p.grad().defined()) copy_(p.grad(), mul(p.grad(), coef));
+    for (const auto& [backend, grads] : lists) {
+      backend->scale_(grads, coef);
+      profile_hooks::op_finished("scale_", {.bytes = 2 * bytes_of(grads)}, list_shape(grads));
+    }
   return norm;
 }
 

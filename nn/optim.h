@@ -155,7 +155,8 @@ class AdamW : public Adam {
 // Scales all gradients together so their global L2 norm is at most max_norm: each gradient is
 // multiplied by min(1, max_norm / (norm + 1e-6)); returns the norm before clipping. As
 // torch.nn.utils.clip_grad_norm_ (norm_type 2). Each gradient's squares are taken in its own
-// dtype, as torch's norm takes them, but summed in float64 (sum's lanes) and totalled in float64.
+// dtype, as torch's norm takes them, but summed in float64 (torch rounds each gradient's norm and
+// the total to float32): the backend's sum_of_squares and scale_, one call per backend's list.
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
 
 }  // namespace qkv::nn

@@ -39,7 +39,7 @@ for e in trace["traceEvents"]:
 rows = re.findall(r"^(forward|backward|optimizer|other) +(\S+) +(\d+) +([0-9.]+) ", table, re.M)
 assert len(rows) == len(ops) and len(rows) > 10, (len(rows), len(ops))
 phases = {phase for phase, _ in ops}
-assert {"forward", "backward", "optimizer"} <= phases, phases  # clip_grad_norm's ops: optimizer
+assert {"forward", "backward", "optimizer"} <= phases, phases  # clip_grad_norm_ and Adam: optimizer
 scopes = {e["name"] for e in trace["traceEvents"] if e["ph"] == "X" and e["args"].get("scope")}
 assert {"step", "forward", "backward", "optimizer", "clip_grad_norm"} <= scopes, scopes
 for phase, op, calls, ms in rows:
