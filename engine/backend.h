@@ -288,6 +288,17 @@ class Backend {
   virtual void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                          const Tensor& exp_avg_sq, double lr, double beta1, double beta2,
                          double eps, double weight_decay, bool decoupled, int64_t step) = 0;
+  // The same step for a list of parameters in one call (torch's foreach=True), each with its own
+  // group's lr and weight decay and its own step count; every element bitwise what adam_step
+  // computes for it. The default calls adam_step per parameter; the CPU's wakes its threads once
+  // for the list.
+  struct AdamParameter {
+    Tensor param, grad, exp_avg, exp_avg_sq;
+    double lr = 0, weight_decay = 0;
+    int64_t step = 0;
+  };
+  virtual void adam_steps(const std::vector<AdamParameter>& list, double beta1, double beta2,
+                          double eps, bool decoupled);
 
   // ---- gradient clipping (clip_grad_norm_) ----------------------------------------------------
   // The sum of x * x over every element of every tensor, each square rounded in its tensor's

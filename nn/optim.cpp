@@ -246,6 +246,18 @@ void SGD::step() {
   });
 }
 
+namespace {
+
+// The profiler's shapes for a list of tensors taken in one call: "[36 tensors]".
+std::string list_shape(const std::vector<Tensor>& xs) {
+  std::string shape = "[";
+  shape += std::to_string(xs.size());
+  shape += " tensors]";
+  return shape;
+}
+
+}  // namespace
+
 // ---- Adam, AdamW -------------------------------------------------------------------------------
 
 Adam::Adam(std::vector<Tensor> params, double lr, AdamOptions o)
@@ -271,15 +283,25 @@ Adam::Adam(std::vector<ParamGroup> groups, double lr, AdamOptions o, bool decoup
 
 void Adam::step() {
   NoGrad no_grad;
+  // The parameters by backend, each list one call of the backend's multi-tensor step.
+  std::vector<std::pair<Backend*, std::vector<Backend::AdamParameter>>> lists;
   for_each_gradient([&](const Group& group, size_t i, const Tensor& p, const Tensor& g) {
     auto& buffers = state_[i].buffers;
+    Backend* backend = &p.backend();
+    auto list =
+        std::find_if(lists.begin(), lists.end(), [&](const auto& l) { return l.first == backend; });
+    if (list == lists.end()) list = lists.insert(lists.end(), {backend, {}});
     // Bias correction by the parameter's own step count (torch's state['step']).
-    p.backend().adam_step(p, g.contiguous(), buffers["exp_avg"], buffers["exp_avg_sq"], group.lr,
-                          options.beta1, options.beta2, options.eps, group.weight_decay, decoupled_,
-                          state_[i].step);
-    // Reads the parameter, gradient and both moments; writes all but the gradient.
-    profile_hooks::op_finished("adam_step", {.bytes = 7 * bytes_of({p})}, shapes_of({p}));
+    list->second.push_back({p, g.contiguous(), buffers["exp_avg"], buffers["exp_avg_sq"], group.lr,
+                            group.weight_decay, state_[i].step});
   });
+  for (const auto& [backend, parameters] : lists) {
+    backend->adam_steps(parameters, options.beta1, options.beta2, options.eps, decoupled_);
+    // Reads the parameter, gradient and both moments; writes all but the gradient.
+    std::vector<Tensor> params;
+    for (const Backend::AdamParameter& a : parameters) params.push_back(a.param);
+    profile_hooks::op_finished("adam_step", {.bytes = 7 * bytes_of(params)}, list_shape(params));
+  }
 }
 
 AdamW::AdamW(std::vector<Tensor> params, double lr, AdamOptions o)
@@ -289,18 +311,6 @@ AdamW::AdamW(std::vector<ParamGroup> groups, double lr, AdamOptions o)
     : Adam(std::move(groups), lr, o, true, "AdamW") {}
 
 // ---- clip_grad_norm_ ---------------------------------------------------------------------------
-
-namespace {
-
-// The profiler's shapes for a list of gradients taken in one call: "[36 tensors]".
-std::string list_shape(const std::vector<Tensor>& xs) {
-  std::string shape = "[";
-  shape += std::to_string(xs.size());
-  shape += " tensors]";
-  return shape;
-}
-
-}  // namespace
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   NoGrad no_grad;

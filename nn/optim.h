@@ -9,7 +9,8 @@
 //   own first gradient) and its buffers (Adam's moments; SGD's momentum buffer, which starts as
 //   the parameter's first gradient).
 // - Hyper-parameters out of range throw at construction, as torch's ValueError does.
-// Adam and AdamW run the backend's fused adam_step kernel.
+// Adam and AdamW run the backend's fused step, one call for all of a backend's parameters
+// (adam_steps, as torch's foreach=True takes them; each element as adam_step computes it).
 //
 // state_dict() holds what a resumed run needs, as tensors by name, so it is written with
 // save_safetensors next to the model's:

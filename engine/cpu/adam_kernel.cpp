@@ -6,6 +6,7 @@
 // able to set errno and GCC keeps the loop scalar (docs/CPU_KERNELS.md, "No errno").
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/dispatch.h"
@@ -42,35 +43,58 @@ void prefetch_for_writing(const T* x, int64_t n) {
   for (int64_t i = 0; i < n; i += kPerLine) __builtin_prefetch(x + i, 1, 3);
 }
 
+// One parameter's coefficients, in double until each range casts them to its dtype.
+struct AdamCoefficients {
+  double step_size, rb2, decay;
+};
+
 }  // namespace
 
 void CpuBackend::adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                            const Tensor& exp_avg_sq, double lr, double beta1, double beta2,
                            double eps, double weight_decay, bool decoupled, int64_t step) {
-  const double bias1 = 1 - std::pow(beta1, double(step));
-  const double bias2 = 1 - std::pow(beta2, double(step));
-  QKV_DISPATCH_FLOAT(param.dtype(), "adam_step", [&] {
-    T* p = param.data<T>();
-    const T* g = grad.data<T>();
-    T* m = exp_avg.data<T>();
-    T* v = exp_avg_sq.data<T>();
-    // 1 - beta in double, as PyTorch passes it: in float32, 1 - 0.999f is 9.99987e-4:
-    // every second moment 1.3e-5 off.
-    const T b1 = T(beta1), b2 = T(beta2), omb1 = T(1 - beta1), omb2 = T(1 - beta2);
-    const T step_size = T(lr / bias1), rb2 = T(1 / std::sqrt(bias2)), e = T(eps);
-    const T decay = T(1 - lr * weight_decay), wd = T(weight_decay);
-    // Split down to 4096 elements: a weight's gradient comes from two threads in halves of its
-    // rows (gemm.cpp, gemm_depth_halves), and each thread updating its own half reads it from its
-    // own cache and keeps the same half of the parameter and its moments from step to step.
-    //
-    // With more than one thread, every thread read the whole parameter in the forward and backward
-    // GEMMs (their bands split rows, so each packs all of the weight), and each line this thread
-    // writes must first be taken from the other cores' caches. Asking for the next block's lines
-    // for writing (PREFETCHW) while this block computes overlaps those requests; alone they wait
-    // one by one (docs/CPU_KERNELS.md, "The optimizer at two threads"). At one thread no other core
-    // holds them and the blocks only add loop overhead.
-    const bool lines_shared = num_threads() > 1;
-    parallel_for(0, param.numel(), 4096, [&](int64_t b, int64_t end) {
+  adam_steps({{param, grad, exp_avg, exp_avg_sq, lr, weight_decay, step}}, beta1, beta2, eps,
+             decoupled);
+}
+
+void CpuBackend::adam_steps(const std::vector<AdamParameter>& list, double beta1, double beta2,
+                            double eps, bool decoupled) {
+  std::vector<int64_t> sizes;
+  std::vector<AdamCoefficients> coefficients;
+  for (const AdamParameter& a : list) {
+    QKV_CHECK(a.param.dtype() == DType::f32 || a.param.dtype() == DType::f64, "adam_step",
+              "expected float32 or float64, got ", dtype_name(a.param.dtype()));
+    const double bias1 = 1 - std::pow(beta1, double(a.step));
+    const double bias2 = 1 - std::pow(beta2, double(a.step));
+    sizes.push_back(a.param.numel());
+    coefficients.push_back({a.lr / bias1, 1 / std::sqrt(bias2), 1 - a.lr * a.weight_decay});
+  }
+  // Split down to 4096 elements: a weight's gradient comes from two threads in halves of its
+  // rows (gemm.cpp, gemm_depth_halves), and each thread updating its own half reads it from its
+  // own cache and keeps the same half of the parameter and its moments from step to step. One job
+  // for the whole list: each thread goes through its parts of every parameter without waiting for
+  // the other at each parameter's end.
+  //
+  // With more than one thread, every thread read the whole parameter in the forward and backward
+  // GEMMs (their bands split rows, so each packs all of the weight), and each line this thread
+  // writes must first be taken from the other cores' caches. Asking for the next block's lines
+  // for writing (PREFETCHW) while this block computes overlaps those requests; alone they wait
+  // one by one (docs/CPU_KERNELS.md, "The optimizer at two threads"). At one thread no other core
+  // holds them and the blocks only add loop overhead.
+  const bool lines_shared = num_threads() > 1;
+  parallel_for_each_range(sizes, 4096, [&](int, size_t index, int64_t b, int64_t end) {
+    const AdamParameter& a = list[index];
+    const AdamCoefficients& c = coefficients[index];
+    QKV_DISPATCH_FLOAT(a.param.dtype(), "adam_step", [&] {
+      T* p = a.param.data<T>();
+      const T* g = a.grad.data<T>();
+      T* m = a.exp_avg.data<T>();
+      T* v = a.exp_avg_sq.data<T>();
+      // 1 - beta in double, as PyTorch passes it: in float32, 1 - 0.999f is 9.99987e-4:
+      // every second moment 1.3e-5 off.
+      const T b1 = T(beta1), b2 = T(beta2), omb1 = T(1 - beta1), omb2 = T(1 - beta2);
+      const T step_size = T(c.step_size), rb2 = T(c.rb2), e = T(eps);
+      const T decay = T(c.decay), wd = T(a.weight_decay);
       auto run = decoupled ? adam_elements<true, T> : adam_elements<false, T>;
       const int64_t block = lines_shared ? kPrefetchBlock : end - b;
       for (int64_t i = b; i < end; i += block) {

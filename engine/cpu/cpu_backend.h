@@ -80,6 +80,8 @@ class CpuBackend final : public Backend {
   void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
                  const Tensor& exp_avg_sq, double lr, double beta1, double beta2, double eps,
                  double weight_decay, bool decoupled, int64_t step) override;
+  void adam_steps(const std::vector<AdamParameter>& list, double beta1, double beta2, double eps,
+                  bool decoupled) override;
 
   // attention_kernels.cpp: every float32/float64 problem, dropout included.
   bool supports_attention(const AttentionProblem& problem) const override;
