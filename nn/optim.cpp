@@ -248,6 +248,17 @@ void SGD::step() {
 
 namespace {
 
+// The list in `lists` for `backend`, appended empty the first time: the optimizer's fused
+// kernels take one call per device's list.
+template <typename Item>
+std::vector<Item>& list_for(std::vector<std::pair<Backend*, std::vector<Item>>>& lists,
+                            Backend* backend) {
+  auto list =
+      std::find_if(lists.begin(), lists.end(), [&](const auto& l) { return l.first == backend; });
+  if (list == lists.end()) list = lists.insert(lists.end(), {backend, {}});
+  return list->second;
+}
+
 // The profiler's shapes for a list of tensors taken in one call: "[36 tensors]".
 std::string list_shape(const std::vector<Tensor>& xs) {
   std::string shape = "[";
@@ -287,13 +298,10 @@ void Adam::step() {
   std::vector<std::pair<Backend*, std::vector<Backend::AdamParameter>>> lists;
   for_each_gradient([&](const Group& group, size_t i, const Tensor& p, const Tensor& g) {
     auto& buffers = state_[i].buffers;
-    Backend* backend = &p.backend();
-    auto list =
-        std::find_if(lists.begin(), lists.end(), [&](const auto& l) { return l.first == backend; });
-    if (list == lists.end()) list = lists.insert(lists.end(), {backend, {}});
     // Bias correction by the parameter's own step count (torch's state['step']).
-    list->second.push_back({p, g.contiguous(), buffers["exp_avg"], buffers["exp_avg_sq"], group.lr,
-                            group.weight_decay, state_[i].step});
+    list_for(lists, &p.backend())
+        .push_back({p, g.contiguous(), buffers["exp_avg"], buffers["exp_avg_sq"], group.lr,
+                    group.weight_decay, state_[i].step});
   });
   for (const auto& [backend, parameters] : lists) {
     backend->adam_steps(parameters, options.beta1, options.beta2, options.eps, decoupled_);
@@ -317,12 +325,7 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   // The gradients by backend, each list one call of the backend's fused kernels.
   std::vector<std::pair<Backend*, std::vector<Tensor>>> lists;
   for (const Tensor& p : params) {
-    if (!p.grad().defined()) continue;
-    Backend* backend = &p.grad().backend();
-    auto list =
-        std::find_if(lists.begin(), lists.end(), [&](const auto& l) { return l.first == backend; });
-    if (list == lists.end()) list = lists.insert(lists.end(), {backend, {}});
-    list->second.push_back(p.grad());
+    if (p.grad().defined()) list_for(lists, &p.grad().backend()).push_back(p.grad());
   }
   double total_sq = 0;
   for (const auto& [backend, grads] : lists) {

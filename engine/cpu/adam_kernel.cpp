@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/prefetch_for_writing.h"
 #include "engine/dispatch.h"
 #include "engine/parallel.h"
 
@@ -35,13 +36,6 @@ void adam_elements(T* __restrict p, const T* __restrict g, T* __restrict m, T* _
 
 // Elements per block of the prefetching loop: 256 floats, 16 cache lines (1024 measured slower).
 constexpr int64_t kPrefetchBlock = 256;
-
-// Asks for the cache lines of x[0, n) in a state that allows writing (PREFETCHW).
-template <typename T>
-void prefetch_for_writing(const T* x, int64_t n) {
-  constexpr int64_t kPerLine = 64 / int64_t(sizeof(T));
-  for (int64_t i = 0; i < n; i += kPerLine) __builtin_prefetch(x + i, 1, 3);
-}
 
 // One parameter's coefficients, in double until each range casts them to its dtype.
 struct AdamCoefficients {

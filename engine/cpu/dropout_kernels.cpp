@@ -20,13 +20,6 @@ namespace {
 
 constexpr int64_t kStretch = 1024;  // elements drawn at a time (a multiple of 64: whole groups)
 
-// Asks for the cache lines of y[0, n) and keep[0, n) in a state that allows writing (PREFETCHW).
-template <typename T>
-void prefetch_for_writing(const T* y, const uint8_t* keep, int64_t n) {
-  for (int64_t i = 0; i < n; i += 64 / int64_t(sizeof(T))) __builtin_prefetch(y + i, 1, 3);
-  for (int64_t i = 0; i < n; i += 64) __builtin_prefetch(keep + i, 1, 3);
-}
-
 // y = x * mask and keep = (mask != 0) over n elements: mask is the fill's value (the scale) or 0,
 // so y is bitwise the composed multiply.
 template <typename T>
@@ -51,11 +44,7 @@ void dropout_sequential(const T* x, T* y, uint8_t* keep, uint64_t seed, uint64_t
   }
 }
 
-// Lines [begin, end) of the last dim (width l.d[3]) of a fill by example. The next line's output
-// lines are asked for while this line's decisions are drawn: in a training step y and keep are
-// blocks the allocator hands back, last written by either core, and a write to a line the other
-// core holds waits for it; asked for ahead, those waits overlap the drawing (docs/CPU_KERNELS.md,
-// "The optimizer at two threads", for Adam's). The sequential path was not measured in a step.
+// Lines [begin, end) of the last dim (width l.d[3]) of a fill by example.
 template <typename T>
 void dropout_by_example(const T* x, T* y, uint8_t* keep, uint64_t key, const int64_t* examples,
                         const philox::ExampleLayout& l, int64_t begin, int64_t end,
@@ -63,8 +52,8 @@ void dropout_by_example(const T* x, T* y, uint8_t* keep, uint64_t key, const int
   const uint64_t width = l.d[3];
   std::vector<T> mask(width);
   for (int64_t line = begin; line < end; ++line) {
-    fill_bernoulli_example_line_at(mask.data(), key, examples, l, uint64_t(line), threshold, scale);
     const int64_t at = line * int64_t(width);
+    fill_bernoulli_example_line_at(mask.data(), key, examples, l, uint64_t(line), threshold, scale);
     apply(x + at, mask.data(), y + at, keep + at, int64_t(width));
   }
 }
