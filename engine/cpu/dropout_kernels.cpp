@@ -9,6 +9,7 @@
 
 #include "engine/cpu/bernoulli_range.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/prefetch_for_writing.h"
 #include "engine/dispatch.h"
 #include "engine/example_draws.h"
 #include "engine/parallel.h"
@@ -44,7 +45,12 @@ void dropout_sequential(const T* x, T* y, uint8_t* keep, uint64_t seed, uint64_t
   }
 }
 
-// Lines [begin, end) of the last dim (width l.d[3]) of a fill by example.
+// Lines [begin, end) of the last dim (width l.d[3]) of a fill by example. The next line's output
+// lines are asked for while this line's decisions are drawn: in a training step y and keep are
+// blocks the allocator hands back, last written by either core, and a write to a line the other
+// core holds waits for it; asked for ahead, those waits overlap the drawing (docs/CPU_KERNELS.md,
+// "Adam in one job, dropout's writes asked for early"). The sequential path was not measured in
+// a step.
 template <typename T>
 void dropout_by_example(const T* x, T* y, uint8_t* keep, uint64_t key, const int64_t* examples,
                         const philox::ExampleLayout& l, int64_t begin, int64_t end,
@@ -53,6 +59,10 @@ void dropout_by_example(const T* x, T* y, uint8_t* keep, uint64_t key, const int
   std::vector<T> mask(width);
   for (int64_t line = begin; line < end; ++line) {
     const int64_t at = line * int64_t(width);
+    if (line + 1 < end) {
+      prefetch_for_writing(y + at + int64_t(width), int64_t(width));
+      prefetch_for_writing(keep + at + int64_t(width), int64_t(width));
+    }
     fill_bernoulli_example_line_at(mask.data(), key, examples, l, uint64_t(line), threshold, scale);
     apply(x + at, mask.data(), y + at, keep + at, int64_t(width));
   }
