@@ -67,6 +67,9 @@ has "profiled steps that got new memory say so" "$scratch/cold.out" \
 "$qkv" $order --steps 12 --profile-warmup 10 --profile 2 --out "$scratch/warm" \
   >"$scratch/warm.out" 2>&1
 has "--profile-warmup moves the profiled steps" "$scratch/warm.out" "profile of steps 11\.\.12"
+has "the second half of the warm-up steps is timed without the profiler" "$scratch/warm.out" \
+  "^wall time per step, median: [0-9.]+ ms without the profiler \(warm-up steps 6\.\.10\), [0-9.]+ ms under it \([-+][0-9.]+%\)"
+has "one warm-up step leaves none to time" "$scratch/cold.out" "^steps without the profiler: none timed"
 has "after enough warm-up steps every request is a cache hit" "$scratch/warm.out" \
   "^allocator: all [0-9]+ requests of the profiled steps served from its cache"
 

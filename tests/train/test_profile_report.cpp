@@ -174,4 +174,17 @@ BOOST_AUTO_TEST_CASE(the_allocator_line_counts_the_requests_that_got_new_memory)
   BOOST_TEST(hot == "allocator: all 2 requests of the profiled steps served from its cache\n", hot);
 }
 
+// The line on the profiler's cost: medians of an odd and an even count, the steps they came
+// from, and the difference as a signed percentage.
+BOOST_AUTO_TEST_CASE(the_unprofiled_line_compares_the_medians_of_the_two_kinds_of_steps) {
+  const std::string line = unprofiled_line({9.0, 4.0, 5.0}, {6.0, 5.5, 7.0, 100.0}, 31);
+  BOOST_TEST(line ==
+                 "wall time per step, median: 5.000 ms without the profiler (warm-up steps "
+                 "31..33), 6.500 ms under it (+30.0%)\n",
+             line);
+  const std::string one = unprofiled_line({8.0}, {7.0}, 12);
+  BOOST_TEST(one.find("(warm-up step 12), 7.000 ms under it (-12.5%)") != std::string::npos, one);
+  BOOST_TEST(unprofiled_line({}, {7.0}, 12).find("none timed") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

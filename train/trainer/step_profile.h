@@ -12,9 +12,11 @@
 // ops. The report counts those requests, so that a table measured cold says so.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/backend.h"
 #include "engine/profiler.h"
@@ -36,15 +38,27 @@ class StepProfile {
   std::string after_step(int64_t step, RunDir& run);
 
  private:
+  int64_t first_timed() const;  // the first warm-up step whose wall time is kept
   int64_t steps_, warmup_, first_profiled_;
   const Backend& memory_;
   bool cpu_;
   MemoryStats memory_before_;
   std::unique_ptr<Profiler> profiler_;
+  // Each step's wall time from before_step to after_step: the second half of the warm-up steps
+  // (the first half meets cold caches) without the profiler, then the profiled steps.
+  std::chrono::steady_clock::time_point step_start_;
+  std::vector<double> warm_ms_, profiled_ms_;
 };
 
 // The report's line on the allocator over the profiled steps, from its counters before and after
 // them: every request served from its cache, or how many got new memory and what to do about it.
 std::string allocator_line(const MemoryStats& before, const MemoryStats& after, int64_t warmup);
+
+// The report's line on the profiler's own cost: the median wall time of the unprofiled warm-up
+// steps `first_warm`.. (ms each) against the profiled steps'. The per-op records cost a few
+// microseconds an op on the issuing thread, which the other threads wait out, so a table's step
+// time and thread speed-up are read beside this line.
+std::string unprofiled_line(const std::vector<double>& warm_ms,
+                            const std::vector<double>& profiled_ms, int64_t first_warm);
 
 }  // namespace qkv::train
