@@ -45,8 +45,12 @@ AttentionForward Backend::attention_forward(const AttentionProblem& problem) {
 
 AttentionGradients Backend::attention_backward(const AttentionProblem& problem,
                                                const AttentionForward& forward,
-                                               const Tensor& grad_out) {
-  return fused_kernel_backward(*this, problem, forward, grad_out);
+                                               const Tensor& grad_out,
+                                               const AttentionGradients& into) {
+  AttentionGradients g = fused_kernel_backward(*this, problem, forward, grad_out);
+  if (!into.q.defined()) return g;
+  copy(g.q, into.q), copy(g.k, into.k), copy(g.v, into.v);
+  return into;
 }
 
 bool Backend::supports_fused_attention(DType, int64_t, int64_t) const { return false; }

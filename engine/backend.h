@@ -319,10 +319,14 @@ class Backend {
   // when the backend has one, and take no dropout.
   virtual bool supports_attention(const AttentionProblem& problem) const;
   virtual AttentionForward attention_forward(const AttentionProblem& problem);
-  // grad_out is shaped like forward.out (any strides).
+  // grad_out is shaped like forward.out (any strides). `into`, when its tensors are defined, is
+  // where the gradients go (shaped like q, k, v, any strides: e.g. views of one packed [.., T, 3E]
+  // tensor, efficient_attention_packed's), and is returned; otherwise the backend allocates them.
+  // The default computes them apart and copies them in.
   virtual AttentionGradients attention_backward(const AttentionProblem& problem,
                                                 const AttentionForward& forward,
-                                                const Tensor& grad_out);
+                                                const Tensor& grad_out,
+                                                const AttentionGradients& into);
 
   // The device kernel the defaults above are built on: softmax(scale * q k^T, with hidden keys at
   // -inf) v. q is [B, H, Tq, d], k and v [B, H, Tk, d], all contiguous; key_padding_mask is

@@ -57,7 +57,7 @@ bool is(const std::string& op, const char* name) { return op == name; }
 // How much a backward rule does, as a multiple of its forward's cost (see profiler.h).
 double backward_factor(const std::string& op) {
   // Attention's backward recomputes the scores and runs four more products: five against two.
-  if (is(op, "efficient_attention")) return 2.5;
+  if (is(op, "efficient_attention") || is(op, "efficient_attention_packed")) return 2.5;
   // Dropout's reads the gradient and the mask and writes one tensor, as its forward does.
   if (is(op, "dropout")) return 1.0;
   // The sweep's own gradient sums are charged what they do, not a forward's.
@@ -109,6 +109,10 @@ OpCost profile_cost(const std::string& op, const std::vector<Tensor>& inputs,
     const double rows = d > 0 ? double(in(0).numel()) / d : 0;  // queries x leading dims
     const double keys = double(in(1).shape()[size_t(in(1).dim() - 2)]);
     cost.flops = 2 * rows * keys * (d + dv);  // q k^T, then the weights times v
+  } else if (is(op, "efficient_attention_packed") && inputs.size() == 1 && output.dim() == 4) {
+    // qkv [B, T, 3E] -> [B, H, T, d]: self-attention, T keys for each of B H T queries
+    const double d = double(output.shape().back()), keys = double(output.shape()[2]);
+    cost.flops = d > 0 ? 2 * (out / d) * keys * (d + d) : 0;
   }
   if (cost.flops == 0) {
     // A view moves nothing; anything else reads its inputs and writes its output once.

@@ -1,8 +1,10 @@
 #include "nn/attention.h"
 
 #include <cmath>
+#include <tuple>
 
 #include "engine/error.h"
+#include "nn/efficient_attention.h"
 #include "nn/init.h"
 
 namespace qkv::nn {
@@ -106,9 +108,15 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
   auto heads = [&](const Tensor& x, int64_t L) {
     return x.reshape({B, L, H, head_dim}).transpose(1, 2);
   };
-  Tensor q = heads(q_proj->forward(query), T);
-  Tensor k = heads(k_proj->forward(key), S);
-  Tensor v = heads(v_proj->forward(value), S);
+  Tensor qkv, q, k, v;
+  if (projects_packed(query, key, value)) {
+    qkv = packed_projection(query);
+    std::tie(q, k, v) = std::tuple_cat(packed_heads(qkv, H));
+  } else {
+    q = heads(q_proj->forward(query), T);
+    k = heads(k_proj->forward(key), S);
+    v = heads(v_proj->forward(value), S);
+  }
   if (position) position->rotate(q, k);
 
   // Bool masks first, then additive terms: the fused kernel reads bool masks in place; the
@@ -150,12 +158,41 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
   request.need_weights = need_weights || observer;
   request.allow_memory_efficient = memory_efficient;
 
-  const AttentionOutput a = compute_attention(request);
+  // The packed projection goes to the fused kernel whole, whose backward writes the three
+  // gradients into one [B, T, 3E] tensor. Any other kernel reads the views of it made above
+  // (correct, but their backward pads each gradient to 3E with zeros).
+  const AttentionOutput a =
+      qkv.defined() && choose_attention_kernel(request) == AttentionKernel::fused
+          ? AttentionOutput{efficient_attention_packed(qkv, H, request.masks, request.pattern,
+                                                       request.scale, request.dropout_p),
+                            Tensor()}
+          : compute_attention(request);
   Tensor merged = a.output.transpose(1, 2).reshape({B, T, embed_dim});
   AttentionOutput out{out_proj->forward(merged), Tensor()};
   if (observer) observer({a.weights.detach(), q.detach(), k.detach(), v.detach()});
   if (need_weights) out.weights = average_attn_weights ? mean(a.weights, {1}) : a.weights;
   return out;
+}
+
+// Self-attention: one tensor as query, key and value, three projections of the same width that
+// run as Linear::forward would (no int8 version in use) and no rotation between the projection
+// and the kernel. Each parameter keeps its own name and gradient: the product's weight is a cat
+// of theirs, whose backward hands each its rows.
+bool MultiheadAttention::projects_packed(const Tensor& query, const Tensor& key,
+                                         const Tensor& value) const {
+  const bool int8 =
+      !grad_enabled() && (q_proj->quantized || k_proj->quantized || v_proj->quantized);
+  return query.impl() == key.impl() && key.impl() == value.impl() && !int8 &&
+         k_proj->in_features == embed_dim && v_proj->in_features == embed_dim &&
+         (!position || !position->rotates());
+}
+
+Tensor MultiheadAttention::packed_projection(const Tensor& x) const {
+  q_proj->check_input(x);
+  const Tensor w = cat({q_proj->weight, k_proj->weight, v_proj->weight}, 0);
+  const Tensor b =
+      q_proj->bias.defined() ? cat({q_proj->bias, k_proj->bias, v_proj->bias}, 0) : Tensor();
+  return linear(x, w, b);
 }
 
 std::string MultiheadAttention::describe() const {

@@ -37,6 +37,8 @@ AttentionOutput scaled_dot_product_attention(const Tensor& q, const Tensor& k, c
 class AttentionPosition : public Module {
  public:
   virtual void rotate(Tensor& q, Tensor& k) { (void)q, (void)k; }
+  // Whether rotate changes q and k (self-attention then keeps its projections apart).
+  virtual bool rotates() const { return false; }
   // A term broadcastable to [B, H, T, S], already on the scale of the scaled scores; undefined
   // for none.
   virtual Tensor score_bias(const Tensor& q, int64_t S) {
@@ -103,6 +105,11 @@ class MultiheadAttention : public Module {
 
  private:
   Tensor attend(const Tensor& q, const KVCache& cache, const Tensor& key_padding_mask);
+  // Whether a forward with this query, key and value projects them as one product
+  // (packed_projection).
+  bool projects_packed(const Tensor& query, const Tensor& key, const Tensor& value) const;
+  // [B, T, 3E]: the q, k and v projections of x in one product, PyTorch's in_proj_weight.
+  Tensor packed_projection(const Tensor& x) const;
 };
 
 }  // namespace qkv::nn

@@ -55,12 +55,16 @@ bool efficient_attention_supported(const Tensor& q, const Tensor& k, const Tenso
       problem_of(q, k, v, masks, pattern, -1, dropout_p, default_generator()));
 }
 
-// The backward is the fused attention kernel (recomputed scores).
-QKV_RECORDED_OP("efficient_attention", "nn", kernel);
-Tensor efficient_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                           const std::vector<Tensor>& masks, const AttentionPattern& pattern,
-                           double scale, double dropout_p, Generator* gen) {
-  const char* op = "efficient_attention";
+namespace {
+
+// The kernel's forward on q, k, v: the problem it ran (with its dropout counters) and what the
+// backward keeps. `op` names the caller in errors; `backward_expected`: a graph is recorded.
+std::pair<AttentionProblem, AttentionForward> run_forward(const char* op, const Tensor& q,
+                                                          const Tensor& k, const Tensor& v,
+                                                          const std::vector<Tensor>& masks,
+                                                          const AttentionPattern& pattern,
+                                                          double scale, double dropout_p,
+                                                          Generator* gen, bool backward_expected) {
   QKV_CHECK(dropout_p >= 0 && dropout_p < 1, op, "dropout_p ", dropout_p, " is outside [0, 1)");
   QKV_CHECK(operands_fit(q, k, v), op,
             "needs q [..., T, d], k [..., S, d], v [..., S, dv] of one dtype and device with "
@@ -80,18 +84,68 @@ Tensor efficient_attention(const Tensor& q, const Tensor& k, const Tensor& v,
     else
       problem.dropout.offset = g.take(uint64_t(problem.batch() * q.size(-2) * k.size(-2)));
   }
-  problem.backward_expected =
-      grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  problem.backward_expected = backward_expected;
   AttentionForward forward = backend.attention_forward(problem);
+  return {std::move(problem), std::move(forward)};
+}
+
+}  // namespace
+
+// The backward is the fused attention kernel (recomputed scores).
+QKV_RECORDED_OP("efficient_attention", "nn", kernel);
+Tensor efficient_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                           const std::vector<Tensor>& masks, const AttentionPattern& pattern,
+                           double scale, double dropout_p, Generator* gen) {
+  auto [problem, forward] =
+      run_forward("efficient_attention", q, k, v, masks, pattern, scale, dropout_p, gen,
+                  grad_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad()));
   const Tensor out = forward.out;
   // Detached: the backward keeps the output, and the output keeps the backward (a cycle
   // otherwise).
   forward.out = out.detach();
   return record(
       "efficient_attention", {q, k, v}, out, [problem, forward](const Tensor& gy) -> grads {
-        AttentionGradients g = problem.q.backend().attention_backward(problem, forward, gy);
+        AttentionGradients g = problem.q.backend().attention_backward(problem, forward, gy, {});
         return grads{g.q, g.k, g.v};
       });
+}
+
+std::array<Tensor, 3> packed_heads(const Tensor& qkv, int64_t heads) {
+  const char* op = "efficient_attention_packed";
+  QKV_CHECK(qkv.dim() == 3 && heads > 0 && qkv.size(2) % (3 * heads) == 0, op,
+            "needs qkv [B, T, 3 * H * d] and H > 0, got ", shape_str(qkv.shape()), " and H ",
+            heads);
+  const Tensor heads_view =
+      qkv.reshape({qkv.size(0), qkv.size(1), 3, heads, qkv.size(2) / (3 * heads)});
+  // [B, T, H, d] of each third, viewed as [B, H, T, d]: no copy.
+  auto third = [&](int64_t i) { return select(heads_view, 2, i).transpose(1, 2); };
+  return {third(0), third(1), third(2)};
+}
+
+// The backward is the fused kernel writing the three gradients into one packed tensor.
+QKV_RECORDED_OP("efficient_attention_packed", "nn", kernel);
+Tensor efficient_attention_packed(const Tensor& qkv, int64_t heads,
+                                  const std::vector<Tensor>& masks, const AttentionPattern& pattern,
+                                  double scale, double dropout_p, Generator* gen) {
+  std::array<Tensor, 3> views;
+  {
+    NoGrad no_grad;  // views the kernel reads; the graph holds qkv alone
+    views = packed_heads(qkv.detach(), heads);
+  }
+  auto [problem, forward] =
+      run_forward("efficient_attention_packed", views[0], views[1], views[2], masks, pattern, scale,
+                  dropout_p, gen, grad_enabled() && qkv.requires_grad());
+  const Tensor out = forward.out;
+  forward.out = out.detach();  // as in efficient_attention: no cycle
+  return record("efficient_attention_packed", {qkv}, out,
+                [problem, forward, heads](const Tensor& gy) -> grads {
+                  const Tensor& q = problem.q;
+                  const Shape shape{q.size(0), q.size(2), 3 * q.size(1) * q.size(3)};
+                  Tensor g = Tensor::empty(shape, q.dtype(), q.device());
+                  const auto [gq, gk, gv] = packed_heads(g, heads);
+                  q.backend().attention_backward(problem, forward, gy, {gq, gk, gv});
+                  return grads{g};
+                });
 }
 
 }  // namespace qkv::nn

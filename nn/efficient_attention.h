@@ -16,6 +16,7 @@
 // when the weights' first leading dim is the batch, other backends refuse them.
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include "engine/random.h"
@@ -31,6 +32,18 @@ Tensor efficient_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                            const std::vector<Tensor>& masks = {},
                            const AttentionPattern& pattern = {}, double scale = -1,
                            double dropout_p = 0, Generator* gen = nullptr);
+
+// Self-attention's q, k and v in one tensor, as one projection of x makes them: qkv [B, T, 3E]
+// (E = H * d; q, then k, then v) -> [B, H, T, d], efficient_attention of the three [B, H, T, d]
+// views packed_heads makes of it. Records "efficient_attention_packed", whose backward
+// writes the three gradients into one [B, T, 3E] tensor: the projection's backward then takes it
+// whole, with no copy and no sum of three input gradients.
+Tensor efficient_attention_packed(const Tensor& qkv, int64_t heads,
+                                  const std::vector<Tensor>& masks = {},
+                                  const AttentionPattern& pattern = {}, double scale = -1,
+                                  double dropout_p = 0, Generator* gen = nullptr);
+// qkv [B, T, 3 H d] -> its q, k and v as views [B, H, T, d] (differentiable views, no copy).
+std::array<Tensor, 3> packed_heads(const Tensor& qkv, int64_t heads);
 
 // Whether efficient_attention handles these operands: one dtype and device for q, k and v, equal
 // leading dims, matching feature and key dims, dropout_p in [0, 1), and a backend whose fused

@@ -83,6 +83,16 @@ void register_gradcheck_cases(OpRegistry& r) {
     p.block_layout = band_block_layout(7, 7, 2, 0, 1);
     return efficient_attention(x[0], x[1], x[2], {}, p);
   });
+  // Self-attention's packed operands: qkv [B, T, 3E] read as three views of H = 2 heads, the
+  // three gradients written into one tensor; with a bool mask, and with dropout.
+  r.add({"efficient_attention_packed",
+         "nn",
+         {{{2, 5, 12}}, {{5, 5}, mask}},
+         [](X x) { return efficient_attention_packed(x[0], 2, {x[1]}); }});
+  add_case("efficient_attention_packed.dropout", {{{2, 5, 12}}}, [](X x) {
+    Generator gen(99);
+    return efficient_attention_packed(x[0], 2, {}, {}, -1, 0.3, &gen);
+  });
   // Checkpointing recomputes in backward; its gradients must be those of the plain composition,
   // for the activation input and for a parameter passed as a leaf.
   r.add({"checkpoint", "nn", {{{3, 4}}, {{4, 5}}}, [](X x) {

@@ -12,6 +12,8 @@ class Linear : public Layer {
   // relu(forward(x)), the ReLU in the product's epilogue (linear_relu) where the float weights run.
   Tensor forward_relu(const Tensor& x);
   std::string describe() const override;
+  // Throws qkv::Error unless x's last dim is in_features (what forward checks first).
+  void check_input(const Tensor& x) const;
 
   int64_t in_features, out_features;
   Tensor weight;  // [out, in]
@@ -19,9 +21,6 @@ class Linear : public Layer {
   // Set by quantize_linear_layers (nn/quantized.h): forward runs this int8 version instead
   // whenever no graph is recorded (inference); training keeps using the float weights.
   std::shared_ptr<Layer> quantized;
-
- private:
-  void check_input(const Tensor& x) const;
 };
 
 }  // namespace qkv::nn

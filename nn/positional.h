@@ -60,6 +60,7 @@ class RotaryEmbedding : public AttentionPosition {
  public:
   explicit RotaryEmbedding(int64_t head_dim, double base = 10000.0);
   void rotate(Tensor& q, Tensor& k) override;
+  bool rotates() const override { return true; }
   // x [..., L, head_dim] at positions offset .. offset + L - 1 (a decoding step passes its own).
   Tensor apply(const Tensor& x, int64_t offset = 0) const;
   std::string describe() const override { return "RotaryEmbedding"; }

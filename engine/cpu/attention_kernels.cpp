@@ -659,7 +659,8 @@ AttentionForward CpuBackend::attention_forward(const AttentionProblem& a) {
 
 AttentionGradients CpuBackend::attention_backward(const AttentionProblem& a,
                                                   const AttentionForward& forward,
-                                                  const Tensor& grad_out) {
+                                                  const Tensor& grad_out,
+                                                  const AttentionGradients& into) {
   const Tiling p = tiling_of(a);
   const Shape lead = lead_of(a.q);
   const RowsView qv = rows_view(forward.saved[0], lead), kv = rows_view(forward.saved[1], lead),
@@ -667,9 +668,19 @@ AttentionGradients CpuBackend::attention_backward(const AttentionProblem& a,
                  gov = rows_view(grad_out, lead);
   // The tiles accumulate into zeroed gradients; the small-problem path writes every element.
   const bool zeroed = !(forward.lse.dtype() == DType::f32 && takes_small_path(p));
-  Tensor gq = new_in_layout_of(qv.tensor, qv.tensor.shape(), zeroed),
-         gk = new_in_layout_of(kv.tensor, kv.tensor.shape(), zeroed),
-         gv = new_in_layout_of(vv.tensor, vv.tensor.shape(), zeroed);
+  Tensor gq = into.q, gk = into.k, gv = into.v;
+  if (gq.defined()) {
+    // The rows are written in place, so each needs a unit stride; the tiles add into zeros.
+    for (const Tensor& g : {gq, gk, gv}) {
+      QKV_CHECK(g.size(-1) <= 1 || g.strides().back() == 1, "attention_backward",
+                "the gradients' rows must be contiguous, got strides ", shape_str(g.strides()));
+      if (zeroed) fill_(g, 0);
+    }
+  } else {
+    gq = new_in_layout_of(qv.tensor, qv.tensor.shape(), zeroed);
+    gk = new_in_layout_of(kv.tensor, kv.tensor.shape(), zeroed);
+    gv = new_in_layout_of(vv.tensor, vv.tensor.shape(), zeroed);
+  }
   const RowsView gqv = rows_view(gq, lead), gkv = rows_view(gk, lead), gvv = rows_view(gv, lead);
   if (!zeroed) {
     // What the small-problem forward kept (nothing when the generic path ran it).

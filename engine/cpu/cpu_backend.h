@@ -87,8 +87,8 @@ class CpuBackend final : public Backend {
   bool supports_attention(const AttentionProblem& problem) const override;
   AttentionForward attention_forward(const AttentionProblem& problem) override;
   AttentionGradients attention_backward(const AttentionProblem& problem,
-                                        const AttentionForward& forward,
-                                        const Tensor& grad_out) override;
+                                        const AttentionForward& forward, const Tensor& grad_out,
+                                        const AttentionGradients& into) override;
   // decode_attention.cpp: float32 and float64.
   bool supports_decode_attention(DType dtype) const override;
   void decode_attention(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
       return cold ? cold_seconds_per_call(fn) : bench::fastest_seconds_per_call(fn, 0.3);
     };
     const double fwd = seconds([&] { f = cpu.attention_forward(p); });
-    const double bwd = seconds([&] { cpu.attention_backward(p, f, gy); });
+    const double bwd = seconds([&] { cpu.attention_backward(p, f, gy, {}); });
     const double problems = double(B * H);
     std::printf("%-26s %12.1f %12.3f %10.1f | %12.1f %12.3f %10.1f\n", kind.name, fwd * 1e6,
                 fwd * 1e6 / problems, flops_forward / fwd * 1e-9, bwd * 1e6, bwd * 1e6 / problems,

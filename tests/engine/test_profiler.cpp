@@ -149,6 +149,10 @@ BOOST_AUTO_TEST_CASE(costs_of_products_and_views) {
   Tensor q = zeros({2, 7, 4}), k = zeros({2, 9, 4}), v = zeros({2, 9, 6});
   BOOST_CHECK_EQUAL(profile_cost("efficient_attention", {q, k, v}, zeros({2, 7, 6})).flops,
                     2.0 * 14 * 9 * (4 + 6));
+  // packed self-attention: qkv [2, 7, 3 * 3 * 4] as H = 3 heads of d = 4, 7 keys per query
+  BOOST_CHECK_EQUAL(
+      profile_cost("efficient_attention_packed", {zeros({2, 7, 36})}, zeros({2, 3, 7, 4})).flops,
+      2.0 * (2 * 3 * 7) * 7 * (4 + 4));
   Tensor view = reshape(x, {10, 8});  // shares x's storage: moves nothing
   OpCost c = profile_cost("reshape", {x}, view);
   BOOST_CHECK_EQUAL(c.bytes, 0);

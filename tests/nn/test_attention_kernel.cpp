@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <optional>
 
 #include "engine/attention_problem.h"
 #include "engine/backend.h"
 #include "engine/cpu/small_attention.h"
 #include "engine/example_draws.h"
+#include "engine/profiler.h"
 #include "nn/attention.h"
 #include "nn/decode_attention.h"
 #include "nn/efficient_attention.h"
@@ -111,6 +113,62 @@ BOOST_AUTO_TEST_CASE(observer_sees_the_weights_and_the_projections) {
 }
 
 // A problem no kernel of the backend takes is refused naming the op, the backend and the dtype.
+// Self-attention (one tensor as query, key and value) projects q, k and v in one product and
+// hands it to the fused kernel packed; with three tensors it runs the three projections apart.
+// Both compute the same attention and the same gradients for the input and each projection's
+// weight and bias, to float32 rounding; which path ran, the profile's op names say.
+BOOST_AUTO_TEST_CASE(self_attention_projects_packed_and_computes_what_three_projections_do) {
+  manual_seed(3);
+  MultiheadAttention mha(32, 4);
+  const Tensor x = randn({3, 7, 32}).requires_grad_();
+  const Tensor pad =
+      bool_mask({0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1}, {3, 7});
+  const Tensor gy = randn({3, 7, 32});
+  std::vector<Tensor> wrt{x};
+  for (const auto& proj : {mha.q_proj, mha.k_proj, mha.v_proj})
+    wrt.push_back(proj->weight), wrt.push_back(proj->bias);
+  auto ran = [](const Profiler& p, const std::string& op) {
+    const std::vector<ProfileEvent> events = p.events();
+    return std::count_if(events.begin(), events.end(), [&](const ProfileEvent& e) {
+      return e.name == op && e.phase != ProfilePhase::backward;
+    });
+  };
+
+  std::vector<Tensor> packed;
+  {
+    Profiler profile;
+    const Tensor y = mha.forward(x, x, x, pad, {}, false).output;
+    packed = grad(sum(mul(y, gy)), wrt);
+    packed.insert(packed.begin(), y.detach());
+    BOOST_TEST(ran(profile, "efficient_attention_packed") == 1);
+    BOOST_TEST(ran(profile, "linear") == 2);  // the packed projection and out_proj
+  }
+  const Tensor k_in = x.detach().clone().requires_grad_(),
+               v_in = x.detach().clone().requires_grad_();
+  std::vector<Tensor> apart_wrt = wrt;
+  apart_wrt.push_back(k_in), apart_wrt.push_back(v_in);
+  std::vector<Tensor> apart;
+  {
+    Profiler profile;
+    const Tensor y = mha.forward(x, k_in, v_in, pad, {}, false).output;
+    apart = grad(sum(mul(y, gy)), apart_wrt);
+    apart[0] = add(add(apart[0], apart[7]), apart[8]);  // x's three readers
+    apart.resize(7);
+    apart.insert(apart.begin(), y.detach());
+    BOOST_TEST(ran(profile, "efficient_attention") == 1);
+    BOOST_TEST(ran(profile, "linear") == 4);
+  }
+  const char* names[] = {"output",   "x",      "q weight", "q bias",
+                         "k weight", "k bias", "v weight", "v bias"};
+  for (size_t i = 0; i < packed.size(); ++i) BOOST_TEST_CONTEXT(names[i]) {
+      double scale = 1;
+      for (double v : apart[i].to_vector<double>()) scale = std::max(scale, std::abs(v));
+      BOOST_TEST(max_abs_diff(packed[i], apart[i]) / scale < 1e-5);
+      // not trivially equal; k's bias moves every score of a query alike, so its gradient is 0
+      if (i != 5) BOOST_TEST(max_abs_diff(apart[i], zeros_like(apart[i])) > 1e-3);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(problems_the_backend_refuses) {
   const Tensor q = zeros({1, 2, 1, 4}, {DType::i64}), k = zeros({1, 2, 3, 4}, {DType::i64});
   BOOST_TEST(!efficient_attention_supported(q, k, k, {}));
@@ -206,7 +264,7 @@ Result through_backend(AttentionProblem problem, bool backward_expected, bool ge
   } else {
     f = cpu.attention_forward(problem);
   }
-  const AttentionGradients g = cpu.attention_backward(problem, f, gy);
+  const AttentionGradients g = cpu.attention_backward(problem, f, gy, {});
   if (kept) *kept = f;
   return {{f.out, g.q, g.k, g.v}};
 }
@@ -409,6 +467,34 @@ BOOST_AUTO_TEST_CASE(keeps_the_weights_for_the_backward_or_recomputes_them) {
   const AttentionForward f = backend_for(Device::cpu()).attention_forward(problem);
   BOOST_TEST(!f.saved.at(3).defined());
   BOOST_TEST(!f.saved.at(4).defined());
+}
+
+// Self-attention's packed operands: the kernel on qkv [B, T, 3E] as a whole gives the output and
+// the gradients it gives on the three views of qkv taken apart, bit for bit (the same rows read
+// and written, the gradients landing in one tensor), on the small path and on the generic one,
+// with a key-padding mask and dropout.
+BOOST_AUTO_TEST_CASE(packed_qkv_gives_what_its_three_views_give) {
+  manual_seed(5);
+  const int64_t B = 2, T = 13, H = 4, d = 32;
+  const Tensor qkv = randn({B, T, 3 * H * d}).requires_grad_();
+  const Tensor gy = randn({B, H, T, d}), pad = key_padding(T);
+  for (const bool small : {true, false}) {
+    std::optional<GenericPathOnly> generic;
+    if (!small) generic.emplace();
+    BOOST_TEST_CONTEXT((small ? "small path" : "generic path")) {
+      manual_seed(77);
+      const Tensor packed = efficient_attention_packed(qkv, H, {pad}, {}, -1, 0.2);
+      const Tensor g_packed = grad(sum(mul(packed, gy)), {qkv})[0];
+      const Tensor apart = qkv.detach().clone().requires_grad_();
+      const auto [q, k, v] = packed_heads(apart, H);
+      manual_seed(77);
+      const Tensor separate = efficient_attention(q, k, v, {pad}, {}, -1, 0.2);
+      const Tensor g_separate = grad(sum(mul(separate, gy)), {apart})[0];
+      BOOST_TEST(max_abs_diff(packed, separate) == 0.0);
+      BOOST_TEST(max_abs_diff(g_packed, g_separate) == 0.0);
+      BOOST_TEST(max_abs_diff(g_packed, zeros_like(g_packed)) > 0.1);  // the gradient reached qkv
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
