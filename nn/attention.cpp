@@ -1,7 +1,6 @@
 #include "nn/attention.h"
 
 #include <cmath>
-#include <tuple>
 
 #include "engine/error.h"
 #include "nn/efficient_attention.h"
@@ -111,7 +110,8 @@ AttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& k
   Tensor qkv, q, k, v;
   if (projects_packed(query, key, value)) {
     qkv = packed_projection(query);
-    std::tie(q, k, v) = std::tuple_cat(packed_heads(qkv, H));
+    const std::array<Tensor, 3> views = packed_heads(qkv, H);
+    q = views[0], k = views[1], v = views[2];
   } else {
     q = heads(q_proj->forward(query), T);
     k = heads(k_proj->forward(key), S);

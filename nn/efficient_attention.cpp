@@ -127,11 +127,8 @@ QKV_RECORDED_OP("efficient_attention_packed", "nn", kernel);
 Tensor efficient_attention_packed(const Tensor& qkv, int64_t heads,
                                   const std::vector<Tensor>& masks, const AttentionPattern& pattern,
                                   double scale, double dropout_p, Generator* gen) {
-  std::array<Tensor, 3> views;
-  {
-    NoGrad no_grad;  // views the kernel reads; the graph holds qkv alone
-    views = packed_heads(qkv.detach(), heads);
-  }
+  // Views of the detached qkv, which the kernel reads; the graph holds qkv alone.
+  const std::array<Tensor, 3> views = packed_heads(qkv.detach(), heads);
   auto [problem, forward] =
       run_forward("efficient_attention_packed", views[0], views[1], views[2], masks, pattern, scale,
                   dropout_p, gen, grad_enabled() && qkv.requires_grad());

@@ -112,7 +112,6 @@ BOOST_AUTO_TEST_CASE(observer_sees_the_weights_and_the_projections) {
   BOOST_TEST(seen.size() == 1u);
 }
 
-// A problem no kernel of the backend takes is refused naming the op, the backend and the dtype.
 // Self-attention (one tensor as query, key and value) projects q, k and v in one product and
 // hands it to the fused kernel packed; with three tensors it runs the three projections apart.
 // Both compute the same attention and the same gradients for the input and each projection's
@@ -169,6 +168,7 @@ BOOST_AUTO_TEST_CASE(self_attention_projects_packed_and_computes_what_three_proj
     }
 }
 
+// A problem no kernel of the backend takes is refused naming the op, the backend and the dtype.
 BOOST_AUTO_TEST_CASE(problems_the_backend_refuses) {
   const Tensor q = zeros({1, 2, 1, 4}, {DType::i64}), k = zeros({1, 2, 3, 4}, {DType::i64});
   BOOST_TEST(!efficient_attention_supported(q, k, k, {}));
