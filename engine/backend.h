@@ -320,9 +320,10 @@ class Backend {
   virtual bool supports_attention(const AttentionProblem& problem) const;
   virtual AttentionForward attention_forward(const AttentionProblem& problem);
   // grad_out is shaped like forward.out (any strides). `into`, when its tensors are defined, is
-  // where the gradients go (shaped like q, k, v, any strides: e.g. views of one packed [.., T, 3E]
-  // tensor, efficient_attention_packed's), and is returned; otherwise the backend allocates them.
-  // The default computes them apart and copies them in.
+  // where the gradients go (shaped like q, k, v, e.g. views of one packed [.., T, 3E] tensor,
+  // efficient_attention_packed's), and is returned; otherwise the backend allocates them. The
+  // CPU's kernel writes rows in place, so it requires each one's last stride to be 1; the
+  // default computes them apart and copies them in (any strides).
   virtual AttentionGradients attention_backward(const AttentionProblem& problem,
                                                 const AttentionForward& forward,
                                                 const Tensor& grad_out,
