@@ -2,10 +2,13 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 
 #include "engine/parallel.h"
+#include "train/bench/core_handoff.h"
 #include "train/bench/memory_bandwidth.h"
 
 namespace qkv::bench {
@@ -97,6 +100,40 @@ double measured_fma_peak_gflops(int width_bits, int threads, double seconds) {
   return total * 1e-9;
 }
 
+namespace {
+
+// What a second thread pays to read the first's data (train/bench/core_handoff.h), between the
+// issuing thread and the pool's first worker.
+void print_handoff(bool json) {
+  const int saved = num_threads();
+  set_num_threads(2);
+  const int64_t read_bytes = int64_t(256) << 10;  // in every L2, the size of a step's activation
+  const std::optional<RoundTrip> trip = measured_round_trip();
+  const std::optional<HandoffRead> read = measured_handoff_read(read_bytes);
+  set_num_threads(saved);
+  if (!trip || !read || !trip->crossed) {
+    std::printf("%s\n", json ? "{\"measure\":\"handoff\",\"measured\":false}"
+                             : "\nhanding data between two threads: not measured (the pool "
+                               "ran both ends on one thread)");
+    return;
+  }
+  if (json)
+    std::printf(
+        "{\"measure\":\"handoff\",\"round_trip_ns\":%.1f,\"read_kib\":%lld,\"own_gbs\":%.2f,"
+        "\"other_gbs\":%.2f}\n",
+        trip->ns, static_cast<long long>(read_bytes >> 10), read->own_gbs, read->other_gbs);
+  else
+    std::printf(
+        "\nhanding data between the pool's two threads, measured\n"
+        "a cache line's round trip:   %.0f ns (median of %lld, the best of 5 rounds)\n"
+        "reading %lld KiB just written: %.1f GB/s by the reader itself, %.1f GB/s by the other "
+        "thread\n",
+        trip->ns, static_cast<long long>(trip->exchanges / 5),
+        static_cast<long long>(read_bytes >> 10), read->own_gbs, read->other_gbs);
+}
+
+}  // namespace
+
 double measured_fma_peak_gflops(int threads) {
   std::vector<int> widths = fma_vector_widths();
   return widths.empty() ? 0 : measured_fma_peak_gflops(widths.back(), threads);
@@ -140,6 +177,9 @@ int run_peak_bench(const PeakBenchOptions& options) {
       std::printf("%7d %9.1f\n", threads, gbs);
     std::fflush(stdout);
   }
+  if (std::find_if(options.threads.begin(), options.threads.end(), [](int t) { return t >= 2; }) !=
+      options.threads.end())
+    print_handoff(options.json);
   return 0;
 }
 

@@ -198,7 +198,8 @@ const std::vector<Command>& command_table() {
               leaf("decode", "KV-cache decoding and int8 Linear at batch 1", bench_decode),
               leaf("peak",
                    "the float32 FMA peak per vector width and thread count, measured on registers, "
-                   "and the memory bandwidth per thread count",
+                   "the memory bandwidth per thread count, and at two threads what one thread "
+                   "pays to read the other's writes",
                    bench_peak),
               leaf("ops", "softmax, layer_norm, GELU, Adam in GB/s beside a copy", bench_ops),
           }),
