@@ -165,6 +165,12 @@ struct Arithmetic {
         return x < y ? x : y;
       case BinaryOp::relu_backward:  // x is the gradient, y relu's input
         return y <= T(0) ? T(0) : x;
+      case BinaryOp::gelu_erf_backward:  // x is the gradient, y gelu's input; floating only
+        if constexpr (std::is_floating_point_v<T>) return x * gelu_erf_grad(y);
+        return x;
+      case BinaryOp::gelu_tanh_backward:
+        if constexpr (std::is_floating_point_v<T>) return x * gelu_tanh_grad(y);
+        return x;
       default:  // pow, floating only (checked on the host)
         if constexpr (std::is_floating_point_v<T>) return std::pow(x, y);
         return x;

@@ -57,6 +57,8 @@ enum class BinaryOp {
   pow,
   relu_backward,  // a where b > 0, else 0 (PyTorch's threshold_backward at 0); same dtype in and
                   // out
+  gelu_erf_backward,
+  gelu_tanh_backward,  // a * dgelu/dx at b (PyTorch's gelu_backward), floating only
   eq,
   ne,
   lt,

@@ -67,11 +67,12 @@ void register_engine_gradcheck_cases(OpRegistry& r) {
   for (GeluApprox a : {GeluApprox::none, GeluApprox::tanh}) {
     add_case("gelu", {{{3, 4}}}, [a](X x) { return gelu(x[0], a); });
     add_case("gelu", {in_range({3, 4}, -7, 7)}, [a](X x) { return gelu(x[0], a); });
-    // gelu's derivative is an op of its own (so that gelu's backward is differentiable): it
-    // records only when a gradient is taken with create_graph
-    add_case("gelu_derivative", {in_range({3, 4}, -5, 5)}, [a](X x) {
+    // gelu's backward is an op of its own (so that gelu's gradient is differentiable): it
+    // records only when a gradient is taken with create_graph. gy = x[1] makes the result depend
+    // on both of its inputs: gelu'(x[0]) * x[1].
+    add_case("gelu_backward", {in_range({3, 4}, -5, 5), {{3, 4}}}, [a](X x) {
       EnableGrad recording;  // gradcheck's finite differences run under NoGrad
-      return grad(sum(gelu(x[0], a)), {x[0]}, Tensor(), false, /*create_graph=*/true)[0];
+      return grad(sum(mul(gelu(x[0], a), x[1])), {x[0]}, Tensor(), false, /*create_graph=*/true)[0];
     });
   }
 

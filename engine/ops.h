@@ -134,6 +134,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 // relu's gradient: 0 where x <= 0, else gy (PyTorch's threshold_backward at 0: a NaN x passes gy).
 Tensor relu_backward(const Tensor& gy, const Tensor& x);
+// gelu's gradient in one pass: gy * gelu'(x) (PyTorch's gelu_backward), the derivative of the
+// approximation gelu used.
+Tensor gelu_backward(const Tensor& gy, const Tensor& x, GeluApprox approximate = GeluApprox::none);
 
 // ---- neural-network primitives (engine/ops/nn_ops.cpp)
 // -----------------------------------------------

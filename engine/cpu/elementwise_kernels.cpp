@@ -258,6 +258,14 @@ void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Ten
         throw Error("pow: needs a floating tensor");
       case BinaryOp::relu_backward:  // a NaN input passes the gradient, as in PyTorch
         return map2<T, T, T>(a, b, out, [](T g, T x) { return x <= T(0) ? T(0) : g; });
+      case BinaryOp::gelu_erf_backward:  // the unary gelu_erf_grad's value times g, as mul
+        if constexpr (std::is_floating_point_v<T>)
+          return map2<T, T, T>(a, b, out, [](T g, T x) { return g * gelu_erf_grad<CpuMath>(x); });
+        throw Error("gelu_backward: needs a floating tensor");
+      case BinaryOp::gelu_tanh_backward:
+        if constexpr (std::is_floating_point_v<T>)
+          return map2<T, T, T>(a, b, out, [](T g, T x) { return g * gelu_tanh_grad(x); });
+        throw Error("gelu_backward: needs a floating tensor");
       default:
         throw Error("binary: unsupported op");
     }

@@ -126,23 +126,15 @@ Tensor gelu_second_derivative(const Tensor& x, bool tanh_approximation) {
   return mul(rsub(square(t), 1.0), inner);
 }
 
-// gelu'(x), from the fused kernel; recorded so that gelu's backward is differentiable.
-QKV_RECORDED_OP("gelu_derivative", "engine", composed);
-Tensor gelu_derivative(const Tensor& x, bool tanh_approximation) {
-  Tensor y = unary_kernel(tanh_approximation ? UnaryOp::gelu_tanh_grad : UnaryOp::gelu_erf_grad, x);
-  return record("gelu_derivative", {x}, y, [x, tanh_approximation](const Tensor& gy) {
-    return grads{mul(gy, gelu_second_derivative(x, tanh_approximation))};
-  });
-}
-
 }  // namespace
 
 QKV_RECORDED_OP("gelu", "engine", composed);
 Tensor gelu(const Tensor& x, GeluApprox approximate) {
   bool t = approximate == GeluApprox::tanh;
   Tensor y = unary_floating(t ? UnaryOp::gelu_tanh : UnaryOp::gelu_erf, x, "gelu");
-  return record("gelu", {x}, y,
-                [x, t](const Tensor& gy) { return grads{mul(gy, gelu_derivative(x, t))}; });
+  return record("gelu", {x}, y, [x, approximate](const Tensor& gy) {
+    return grads{gelu_backward(gy, x, approximate)};
+  });
 }
 
 // ---- binary -------------------------------------------------------------------------------------
@@ -179,6 +171,23 @@ Tensor relu_backward(const Tensor& gy, const Tensor& x) {
   Tensor g = binary_kernel(BinaryOp::relu_backward, gy, x, "relu_backward", false);
   return record("relu_backward", {gy, x}, g, [x](const Tensor& gg) {
     return grads{relu_backward(gg, x), Tensor()};
+  });
+}
+
+// gelu's gradient in one pass: gy * gelu'(x), reading gy and x once and writing the result, where
+// mul(gy, gelu'(x)) would write gelu'(x) and read it back. The same value as that product: the
+// kernel computes gelu'(x) as the unary one did and multiplies it as mul does. Recorded, so that a
+// gradient taken with create_graph can be differentiated again: linear in gy, and in x through
+// gelu''.
+QKV_RECORDED_OP("gelu_backward", "engine", composed);
+Tensor gelu_backward(const Tensor& gy, const Tensor& x, GeluApprox approximate) {
+  detail::check_defined(x, "gelu_backward");
+  detail::check_f32_or_f64(x, "gelu_backward");
+  const bool t = approximate == GeluApprox::tanh;
+  Tensor g = binary_kernel(t ? BinaryOp::gelu_tanh_backward : BinaryOp::gelu_erf_backward, gy, x,
+                           "gelu_backward", false);
+  return record("gelu_backward", {gy, x}, g, [gy, x, approximate, t](const Tensor& gg) {
+    return grads{gelu_backward(gg, x, approximate), mul(mul(gg, gy), gelu_second_derivative(x, t))};
   });
 }
 

@@ -73,9 +73,16 @@ BOOST_AUTO_TEST_CASE(binary_broadcasting) {
 BOOST_AUTO_TEST_CASE(binary_ops_with_an_operand_broadcast_along_the_run_match_contiguous_copies) {
   using Binary = Tensor (*)(const Tensor&, const Tensor&);
   const std::vector<std::pair<const char*, Binary>> ops = {
-      {"add", add}, {"sub", sub},         {"mul", mul},
-      {"div", div}, {"maximum", maximum}, {"minimum", minimum},
-      {"lt", lt},   {"ge", ge},           {"relu_backward", relu_backward}};
+      {"add", add},
+      {"sub", sub},
+      {"mul", mul},
+      {"div", div},
+      {"maximum", maximum},
+      {"minimum", minimum},
+      {"lt", lt},
+      {"ge", ge},
+      {"relu_backward", relu_backward},
+      {"gelu_backward", [](const Tensor& gy, const Tensor& x) { return gelu_backward(gy, x); }}};
   manual_seed(5);
   const Shape full = {64, 37, 29};  // 68672 elements: two threads' chunks start mid-row
   Tensor dense = randn(full);
@@ -92,6 +99,31 @@ BOOST_AUTO_TEST_CASE(binary_ops_with_an_operand_broadcast_along_the_run_match_co
       }
     }
   }
+}
+
+// gelu's backward in one pass computes what gy * gelu'(x) computed in two (the unary derivative
+// kernel, then mul), bit for bit, in both dtypes and both approximations, on the vectorized float32
+// path too, at one and two threads.
+BOOST_AUTO_TEST_CASE(gelu_backward_is_gy_times_the_unary_derivative_bit_for_bit) {
+  manual_seed(11);
+  for (DType dtype : {DType::f32, DType::f64}) {
+    const Tensor x = mul(randn({64, 37, 29}), 3.0).to(dtype), gy = randn({64, 37, 29}).to(dtype);
+    for (GeluApprox approximate : {GeluApprox::none, GeluApprox::tanh}) {
+      const UnaryOp derivative =
+          approximate == GeluApprox::tanh ? UnaryOp::gelu_tanh_grad : UnaryOp::gelu_erf_grad;
+      Tensor d = Tensor::empty(x.shape(), dtype);
+      x.backend().unary(derivative, x, d, 0);
+      for (int threads : {1, 2}) {
+        ThreadCount count(threads);
+        BOOST_TEST_CONTEXT(dtype_name(dtype) << ", tanh " << (approximate == GeluApprox::tanh)
+                                             << ", " << threads << " thread(s)") {
+          BOOST_CHECK(equal_values(gelu_backward(gy, x, approximate), mul(gy, d)));
+        }
+      }
+    }
+  }
+  check_error([&] { gelu_backward(tensor({1.0}), tensor({1.0}).to(DType::i64)); },
+              {"gelu_backward", "int64"});
 }
 
 BOOST_AUTO_TEST_CASE(comparisons_where_masked_fill) {

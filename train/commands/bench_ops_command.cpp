@@ -40,6 +40,7 @@ int bench_ops_command(const OpsBenchOptions& options) {
   Tensor w = ones({cols}), b = zeros({cols});
   Tensor mean = Tensor::empty({rows}), rstd = Tensor::empty({rows});
   Tensor p = randn({n}), g = randn({n}), m = zeros({n}), v = zeros({n});
+  Tensor gy = g.reshape({rows, cols}), derivative = Tensor::empty({rows, cols});
   Backend& cpu = x.backend();
   NoGrad no_grad;
 
@@ -53,6 +54,14 @@ int bench_ops_command(const OpsBenchOptions& options) {
       {"softmax", 2 * bytes, [&] { cpu.softmax(x, out, false); }},
       {"layer_norm", 2 * bytes, [&] { cpu.layer_norm(x, w, b, 1e-5, out, mean, rstd); }},
       {"gelu", 2 * bytes, [&] { cpu.unary(UnaryOp::gelu_erf, x, out, 0); }},
+      // gelu's backward, gy * gelu'(x): one pass, and the two it replaced (gelu' written, then
+      // read back by mul), both counted by the bytes the one pass moves, so the rates compare times
+      {"gelu_bwd", 3 * bytes, [&] { cpu.binary(BinaryOp::gelu_erf_backward, gy, x, out); }},
+      {"gelu_bwd x2", 3 * bytes,
+       [&] {
+         cpu.unary(UnaryOp::gelu_erf_grad, x, derivative, 0);
+         cpu.binary(BinaryOp::mul, gy, derivative, out);
+       }},
       {"adam", 7 * bytes,  // reads p, g, m, v; writes p, m, v
        [&] { cpu.adam_step(p, g, m, v, 1e-3, 0.9, 0.999, 1e-8, 0.0, false, 10); }},
   };

@@ -201,7 +201,8 @@ const std::vector<Command>& command_table() {
                    "the memory bandwidth per thread count, and at two threads what one thread "
                    "pays to read the other's writes",
                    bench_peak),
-              leaf("ops", "softmax, layer_norm, GELU, Adam in GB/s beside a copy", bench_ops),
+              leaf("ops", "softmax, layer_norm, GELU and its backward, Adam in GB/s beside a copy",
+                   bench_ops),
           }),
       train_command_group(),
       leaf("translate", "translate text with a trained run", translate),
