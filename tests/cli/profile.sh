@@ -81,7 +81,7 @@ lacks "one thread has no second to hand data to" "$scratch/peak.out" "handing da
 "$qkv" --threads 2 bench peak --json >"$scratch/peak2.out" 2>&1
 has "bench peak times a cache line's round trip and reads of the other thread's writes" \
   "$scratch/peak2.out" \
-  '^\{"measure":"handoff","round_trip_ns":[0-9.]*[1-9][0-9.]*,"read_kib":256,"own_gbs":[0-9.]*[1-9][0-9.]*,"other_gbs":[0-9.]*[1-9]'
+  '^\{"measure":"handoff","round_trip_ns":[0-9.]*[1-9][0-9.]*,"read_kib":256,"own_gbs":[0-9.]*[1-9][0-9.]*,"other_gbs":[0-9.]*[1-9][0-9.]*,"gelu_issuing_us":[0-9.]*[1-9][0-9.]*,"gelu_worker_us":[0-9.]*[1-9]'
 
 # shellcheck disable=SC2086
 refused "--profile longer than the run is refused" 1 \

@@ -8,6 +8,8 @@
 #include <thread>
 #include <vector>
 
+#include "engine/backend.h"
+#include "engine/ops.h"
 #include "engine/parallel.h"
 
 namespace qkv::bench {
@@ -96,6 +98,29 @@ std::optional<HandoffRead> measured_handoff_read(int64_t bytes, int rounds) {
   volatile float keep = sink;  // the reads must not be dropped
   (void)keep;
   return best;
+}
+
+std::optional<ThreadSpeeds> measured_thread_speeds(int64_t floats, int rounds) {
+  if (num_threads() < 2) return std::nullopt;
+  Tensor x = randn({floats}), out = Tensor::empty({floats});
+  Backend& cpu = x.backend();
+  std::vector<double> times[2];
+  for (int round = 0; round < rounds; ++round)
+    for (int runner = 0; runner < 2; ++runner)
+      on_both_threads([&](int side) {
+        if (side != runner) return;
+        // Inside the pool's job the kernel runs on this thread alone (nested calls run inline).
+        const auto t0 = Clock::now();
+        cpu.unary(UnaryOp::gelu_erf, x, out, 0);
+        times[side].push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+      });
+  if (times[0].empty() || times[1].empty()) return std::nullopt;  // a side that never ran
+  auto median = [](std::vector<double>& v) {
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
+  const int64_t runs[2] = {int64_t(times[0].size()), int64_t(times[1].size())};
+  return ThreadSpeeds{median(times[0]), median(times[1]), runs[0], runs[1]};
 }
 
 }  // namespace qkv::bench

@@ -4,7 +4,8 @@
 // what the op before wrote, each thread a stretch of its own split; where two ops split a tensor
 // differently, or a product's band needs the other thread's rows, the data crosses between the
 // cores. On a virtual machine whose two vCPUs sit on different core complexes this crossing can
-// cost far more than a read from one's own L2 (docs/CPU_KERNELS.md, "What a second thread pays").
+// cost far more than a read from one's own L2, and the two vCPUs need not run at the same speed
+// (docs/CPU_KERNELS.md, "Two cores, two caches").
 #pragma once
 
 #include <cstdint>
@@ -31,5 +32,18 @@ struct HandoffRead {
 // The issuing thread's read rate of `bytes` just written by itself and by a worker, the best of
 // `rounds` alternated pairs. Nothing when the pool has fewer than two threads.
 std::optional<HandoffRead> measured_handoff_read(int64_t bytes, int rounds = 30);
+
+struct ThreadSpeeds {
+  double issuing_us = 0;  // median time of the kernel on the issuing thread, the worker waiting
+  double worker_us = 0;   // ... on the pool's first worker, the issuing thread waiting
+  int64_t issuing_runs = 0, worker_runs = 0;  // the runs each median is of
+};
+
+// The CPU backend's GELU on `floats` floats (in L2), run by each of the two threads alone in
+// turn, `rounds` times each: medians, not bests, because what a static split waits on is a
+// thread's sustained speed. A virtual machine's two vCPUs need not run alike (another tenant on a
+// core's sibling, its own clock), and a step split in halves goes at the slower one's pace.
+// Nothing when the pool has fewer than two threads.
+std::optional<ThreadSpeeds> measured_thread_speeds(int64_t floats = 65536, int rounds = 200);
 
 }  // namespace qkv::bench

@@ -199,7 +199,7 @@ const std::vector<Command>& command_table() {
               leaf("peak",
                    "the float32 FMA peak per vector width and thread count, measured on registers, "
                    "the memory bandwidth per thread count, and at two threads what one thread "
-                   "pays to read the other's writes",
+                   "pays to read the other's writes and each thread's speed alone",
                    bench_peak),
               leaf("ops", "softmax, layer_norm, GELU and its backward, Adam in GB/s beside a copy",
                    bench_ops),
