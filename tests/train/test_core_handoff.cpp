@@ -11,6 +11,12 @@ using namespace qkv;
 
 namespace {
 
+// A measured time or rate: a number, and above zero.
+void check_measured(double value) {
+  BOOST_TEST(std::isfinite(value));
+  BOOST_TEST(value > 0);
+}
+
 // Sets the pool's size for one test and restores it.
 struct Threads {
   explicit Threads(int n) : saved(num_threads()) { set_num_threads(n); }
@@ -28,18 +34,15 @@ BOOST_AUTO_TEST_CASE(the_round_trip_runs_between_two_threads) {
   BOOST_REQUIRE(trip.has_value());
   BOOST_TEST(trip->crossed);
   BOOST_TEST(trip->exchanges == 5 * 500);
-  BOOST_TEST(std::isfinite(trip->ns));
-  BOOST_TEST(trip->ns > 0);
+  check_measured(trip->ns);
 }
 
 BOOST_AUTO_TEST_CASE(the_reads_time_both_writers) {
   Threads two(2);
   const auto read = bench::measured_handoff_read(64 << 10, 3);
   BOOST_REQUIRE(read.has_value());
-  BOOST_TEST(std::isfinite(read->own_gbs));
-  BOOST_TEST(std::isfinite(read->other_gbs));
-  BOOST_TEST(read->own_gbs > 0);
-  BOOST_TEST(read->other_gbs > 0);
+  check_measured(read->own_gbs);
+  check_measured(read->other_gbs);
 }
 
 BOOST_AUTO_TEST_CASE(each_thread_runs_the_kernel_alone_every_round) {
@@ -48,10 +51,8 @@ BOOST_AUTO_TEST_CASE(each_thread_runs_the_kernel_alone_every_round) {
   BOOST_REQUIRE(speeds.has_value());
   BOOST_TEST(speeds->issuing_runs == 7);
   BOOST_TEST(speeds->worker_runs == 7);
-  BOOST_TEST(std::isfinite(speeds->issuing_us));
-  BOOST_TEST(std::isfinite(speeds->worker_us));
-  BOOST_TEST(speeds->issuing_us > 0);
-  BOOST_TEST(speeds->worker_us > 0);
+  check_measured(speeds->issuing_us);
+  check_measured(speeds->worker_us);
 }
 
 BOOST_AUTO_TEST_CASE(one_thread_measures_nothing_rather_than_waiting_on_itself) {

@@ -25,6 +25,12 @@ void on_both_threads(Side&& side) {
   });
 }
 
+// The median of a run of timings (reordered in place).
+double median_of(std::vector<double>& times) {
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  return times[times.size() / 2];
+}
+
 // The sum of the block, with independent lanes so that the adds are not the limit.
 float read_block(const float* x, int64_t n) {
   float lanes[16] = {};
@@ -65,8 +71,7 @@ std::optional<RoundTrip> measured_round_trip(int64_t exchanges) {
         times.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
       }
     });
-    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-    medians.push_back(times[times.size() / 2]);
+    medians.push_back(median_of(times));
     result.exchanges += exchanges;
   }
   result.ns = *std::min_element(medians.begin(), medians.end());
@@ -115,12 +120,8 @@ std::optional<ThreadSpeeds> measured_thread_speeds(int64_t floats, int rounds) {
         times[side].push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
       });
   if (times[0].empty() || times[1].empty()) return std::nullopt;  // a side that never ran
-  auto median = [](std::vector<double>& v) {
-    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-    return v[v.size() / 2];
-  };
-  const int64_t runs[2] = {int64_t(times[0].size()), int64_t(times[1].size())};
-  return ThreadSpeeds{median(times[0]), median(times[1]), runs[0], runs[1]};
+  return ThreadSpeeds{median_of(times[0]), median_of(times[1]), int64_t(times[0].size()),
+                      int64_t(times[1].size())};
 }
 
 }  // namespace qkv::bench

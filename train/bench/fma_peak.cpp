@@ -110,7 +110,9 @@ void print_handoff(bool json) {
   const int64_t read_bytes = int64_t(256) << 10;  // in every L2, the size of a step's activation
   const std::optional<RoundTrip> trip = measured_round_trip();
   const std::optional<HandoffRead> read = measured_handoff_read(read_bytes);
-  const std::optional<ThreadSpeeds> speeds = measured_thread_speeds();
+  const int64_t gelu_floats = 65536;
+  const int gelu_rounds = 200;
+  const std::optional<ThreadSpeeds> speeds = measured_thread_speeds(gelu_floats, gelu_rounds);
   set_num_threads(saved);
   if (!trip || !read || !speeds || !trip->crossed) {
     std::printf("%s\n", json ? "{\"measure\":\"handoff\",\"measured\":false}"
@@ -130,11 +132,12 @@ void print_handoff(bool json) {
         "a cache line's round trip:   %.0f ns (median of %lld, the best of 5 rounds)\n"
         "reading %lld KiB just written: %.1f GB/s by the reader itself, %.1f GB/s by the other "
         "thread\n"
-        "GELU of 65536 floats alone:  %.1f us on the issuing thread, %.1f us on the worker "
-        "(medians of 200; the worker at %.2fx the issuing thread's speed)\n",
+        "GELU of %lld floats alone:  %.1f us on the issuing thread, %.1f us on the worker "
+        "(medians of %d; the worker at %.2fx the issuing thread's speed)\n",
         trip->ns, static_cast<long long>(trip->exchanges / 5),
         static_cast<long long>(read_bytes >> 10), read->own_gbs, read->other_gbs,
-        speeds->issuing_us, speeds->worker_us, speeds->issuing_us / speeds->worker_us);
+        static_cast<long long>(gelu_floats), speeds->issuing_us, speeds->worker_us, gelu_rounds,
+        speeds->issuing_us / speeds->worker_us);
 }
 
 }  // namespace
