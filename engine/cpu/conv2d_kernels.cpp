@@ -193,7 +193,7 @@ void forward_images(const ConvShape& s, const T* x, const T* w, const T* wt, con
       float* xs = static_cast<float*>(cols_scratch.get(sizeof(float) * size_t(p.C * p.L)));
       for (int64_t n = n0; n < n1; ++n) {
         const float* xn = x + n * s.image();
-        if (p.gathers()) pointwise_conv_gather(p, xn, xs);
+        if (p.gathers()) pointwise_conv_gather(p, xn, xs, n + 1 < n1 ? xn + s.image() : nullptr);
         pointwise_conv_product(p.O, p.C, p.L, w, p.C, 1, p.gathers() ? xs : xn, bias,
                                y + n * p.O * p.L);
       }
@@ -294,7 +294,8 @@ void pointwise_backward(const ConvShape& s, const float* x, const float* w, cons
       const float* xs_pass = x + first * s.image();  // x itself at stride 1
       if (p.gathers()) {
         for (int64_t i = 0; i < images; ++i)
-          pointwise_conv_gather(p, x + (first + i) * s.image(), xs + i * p.C * p.L);
+          pointwise_conv_gather(p, x + (first + i) * s.image(), xs + i * p.C * p.L,
+                                first + i + 1 < n1 ? x + (first + i + 1) * s.image() : nullptr);
         xs_pass = xs;
       }
       pointwise_conv_weight_grad(p, images, gy_pass, xs_pass, lanes);

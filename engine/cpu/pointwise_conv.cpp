@@ -101,13 +101,25 @@ QKV_AVX512_INLINE void weight_grad_rows(const PointwiseConvShape& s, int64_t ima
   for (; c < C; ++c) weight_grad_tile<OB, 1>(s, images, gy, xs + c * L, lanes + c * kLanes);
 }
 
+// Asks for the cache lines of floats [row, row + floats) (from memory into L1).
+QKV_AVX512_INLINE void prefetch_row(const float* row, int64_t floats) {
+  for (int64_t i = 0; i < floats; i += kLanes)
+    _mm_prefetch(reinterpret_cast<const char*>(row + i), _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(row + floats - 1), _MM_HINT_T0);
+}
+
 }  // namespace
 
-QKV_AVX512 void pointwise_conv_gather(const PointwiseConvShape& s, const float* x, float* xs) {
+QKV_AVX512 void pointwise_conv_gather(const PointwiseConvShape& s, const float* x, float* xs,
+                                      const float* next) {
   for (int64_t c = 0; c < s.C; ++c)
     for (int64_t ho = 0; ho < s.Ho; ++ho) {
-      const float* row = x + (c * s.H + ho * s.stride) * s.W;
+      const int64_t offset = (c * s.H + ho * s.stride) * s.W;
+      const float* row = x + offset;
       float* dst = xs + (c * s.Ho + ho) * s.Wo;
+      // The hardware prefetchers do not follow a read that skips rows; this image's rows were
+      // asked for while the one before it was gathered.
+      if (next) prefetch_row(next + offset, s.W);
       if (s.stride != 2) {
         for (int64_t wo = 0; wo < s.Wo; ++wo) dst[wo] = row[wo * s.stride];
         continue;
@@ -117,7 +129,6 @@ QKV_AVX512 void pointwise_conv_gather(const PointwiseConvShape& s, const float* 
           _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
       for (int64_t wo = 0; wo < s.Wo; wo += kLanes) {
         const int64_t col = 2 * wo;
-        prefetch_ahead(row + col);  // x comes from memory, through masked loads
         const __m512 lo = _mm512_maskz_loadu_ps(lanes_below(s.W - col), row + col);
         const __m512 hi =
             _mm512_maskz_loadu_ps(lanes_below(s.W - col - kLanes), row + col + kLanes);

@@ -43,8 +43,10 @@ struct PointwiseConvShape {
   bool gathers() const { return stride != 1; }
 };
 
-// xs [C, L] = x [C, H, W] at rows and columns 0, s, 2 s, ... (one image).
-void pointwise_conv_gather(const PointwiseConvShape& s, const float* x, float* xs);
+// xs [C, L] = x [C, H, W] at rows and columns 0, s, 2 s, ... (one image). `next` (or null) is
+// the image gathered after this one: the rows it will read are prefetched, one row per row read.
+void pointwise_conv_gather(const PointwiseConvShape& s, const float* x, float* xs,
+                           const float* next);
 
 // gx [C, H, W] = gxs [C, L] at rows and columns 0, s, 2 s, ..., zero elsewhere (one image).
 void pointwise_conv_scatter(const PointwiseConvShape& s, const float* gxs, float* gx);

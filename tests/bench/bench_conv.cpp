@@ -3,7 +3,8 @@
 // without the op), both measured in this run; then the CNN+CBAM step's convolutions (batch 128)
 // by im2col + GEMM and by the direct convolution (engine/cpu/direct_conv.h), the backend's forward,
 // weight gradient and input gradient kernels timed alone, with the FMA peak measured in the same
-// run; the direct weight gradient split into its copies and its register tiles; last the CNN's
+// run; the direct weight gradient split into its copies and its register tiles; the 1x1
+// shortcuts warm and from memory; last the CNN's
 // BatchNorm2d + ReLU as two ops and as the fused batch_norm_relu. Flag: --threads N.
 #include <algorithm>
 #include <chrono>
@@ -201,6 +202,51 @@ void weight_gradient_copies_against_tiles() {
                 flop / tiles / 1e6);
   }
 }
+// The 1x1 shortcuts from memory: in the step their input was written many megabytes before, so
+// they read it from memory, where the stride-2 rows (every other row skipped) are read at the
+// rate of what the prefetchers bring. conv2d_forward and conv2d_backward (gx and gw) at one
+// thread, the caches evicted before each call and, for comparison, warm (best of 7, ms).
+void shortcuts_from_memory() {
+  if (!cpu::direct_conv_enabled()) return;
+  std::printf("\nthe 1x1 shortcuts, batch 128, %d threads: warm / from memory (best of 7, ms)\n",
+              num_threads());
+  std::printf("%-26s %6s %17s %17s\n", "[N,C,H,W] -> O", "kernel", "forward", "backward");
+  std::vector<char> evict(size_t(64) << 20);  // larger than the L3
+  for (int64_t c : {16, 32}) {
+    const int64_t h = 448 / c, o = 2 * c;
+    manual_seed(2);
+    Tensor x = randn({128, c, h, h}), w = randn({o, c, 1, 1});
+    const Window2d window{.stride_h = 2, .stride_w = 2};
+    Backend& cpu = x.backend();
+    Tensor gy = cpu.conv2d_forward(x, w, Tensor(), window, 1).y;
+    Tensor gx = Tensor::empty(x.shape()), gw = Tensor::empty(w.shape());
+    double ms[2][2];
+    for (int cold = 0; cold < 2; ++cold) {
+      auto timed = [&](const std::function<void()>& fn) {
+        fn();  // warm up the allocator's free lists
+        double best = 1e30;
+        for (int round = 0; round < 7; ++round) {
+          if (cold)
+            for (size_t i = 0; i < evict.size(); i += 64) evict[i] = char(round);
+          const auto t0 = std::chrono::steady_clock::now();
+          fn();
+          best = std::min(
+              best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                        .count());
+        }
+        return best;
+      };
+      ms[cold][0] = timed([&] { cpu.conv2d_forward(x, w, Tensor(), window, 1); });
+      ms[cold][1] =
+          timed([&] { cpu.conv2d_backward(gy, x, w, Tensor(), window, 1, gx, gw, Tensor()); });
+    }
+    char name[64];
+    std::snprintf(name, sizeof name, "[128,%ld,%ld,%ld] -> %ld", long(c), long(h), long(h),
+                  long(o));
+    std::printf("%-26s %6s   %6.3f / %6.3f   %6.3f / %6.3f\n", name, "1x1/2", ms[0][0], ms[1][0],
+                ms[0][1], ms[1][1]);
+  }
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -236,6 +282,7 @@ int main(int argc, char** argv) {
   }
   direct_against_im2col();
   weight_gradient_copies_against_tiles();
+  shortcuts_from_memory();
   batch_norm_relu_against_two_ops();
   return 0;
 }
