@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""One training step of the CNN+CBAM classifier in PyTorch: the reference for qkv's trainer on
+train/configs/fashion_cbam.json.
+
+The model is qkv's CnnClassifier as python/qkv_torch_models builds it (the module the parity
+tests hold to qkv's): channels 16, 32, 64, CBAM with reduction 4, on [128, 1, 28, 28] images,
+in training mode (BatchNorm on the batch's statistics). The step is the trainer's: cross-entropy
+with label smoothing 0.1, gradients clipped to norm 1, AdamW (lr 0.003, betas 0.9 and 0.98,
+weight decay 0.0005). The images are random: the time of a step does not depend on them.
+Prints "ms/step <median>" of 30 steps after 5 warm-up steps, for compare_cnn_step.sh.
+Usage: torch_cnn_step.py [threads]
+"""
+import os
+import sys
+import time
+
+import torch
+from torch import nn
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+from qkv_torch_models.models import CnnClassifier  # noqa: E402
+
+THREADS = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+BATCH, SIZE, CLASSES = 128, 28, 10
+
+
+def main():
+    torch.set_num_threads(THREADS)
+    torch.manual_seed(0)
+    model = CnnClassifier(dict(channels=[16, 32, 64], attention="cbam", reduction=4)).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.98), weight_decay=5e-4)
+    loss_fn = nn.CrossEntropyLoss(label_smoothing=0.1)
+    images = torch.randn(BATCH, 1, SIZE, SIZE)
+    labels = torch.randint(0, CLASSES, (BATCH,))
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(images), labels)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+
+    for _ in range(5):  # warm up
+        step()
+    times = []
+    for _ in range(30):
+        t0 = time.perf_counter()
+        step()
+        times.append((time.perf_counter() - t0) * 1e3)
+    times.sort()
+    print(f"torch {torch.__version__} threads {THREADS} CnnClassifier channels 16,32,64 cbam, "
+          f"batch {BATCH}")
+    print(f"ms/step {times[len(times) // 2]:.2f} (best {times[0]:.2f})")
+    print("environment: oneDNN (mkldnn) " +
+          ("available" if torch.backends.mkldnn.is_available() else "not available") + "; " +
+          (" ".join(f"{k}={v}" for k, v in sorted(os.environ.items())
+                    if k.startswith(("MALLOC_", "OPENBLAS_", "OMP_", "GLIBC_")))
+           or "no MALLOC_/OPENBLAS_/OMP_/GLIBC_ variables"))
+
+
+if __name__ == "__main__":
+    main()
