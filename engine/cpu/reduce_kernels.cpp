@@ -24,14 +24,24 @@ T signed_row_max(const T* row, int64_t n, T sign) {
   typedef T Lanes __attribute__((vector_size(kLanes * sizeof(T))));
   // v where v > best or v is NaN: one rule for lanes (vector values) and for single values
   auto take = [](auto best, auto v) { return (v > best) | (v != v) ? v : best; };
-  Lanes lanes = Lanes{} - std::numeric_limits<T>::infinity();
-  int64_t r = 0;
-  for (; r + kLanes <= n; r += kLanes) {
+  auto load = [&](int64_t at) {
     Lanes v;
-    __builtin_memcpy(&v, row + r, sizeof v);
-    v *= sign;
-    lanes = take(lanes, v);
+    __builtin_memcpy(&v, row + at, sizeof v);
+    return v * sign;
+  };
+  // four independent vectors of lanes, then one: with a single one every step would wait on the
+  // step before it
+  const Lanes lowest = Lanes{} - std::numeric_limits<T>::infinity();
+  Lanes l0 = lowest, l1 = lowest, l2 = lowest, l3 = lowest;
+  int64_t r = 0;
+  for (; r + 4 * kLanes <= n; r += 4 * kLanes) {
+    l0 = take(l0, load(r));
+    l1 = take(l1, load(r + kLanes));
+    l2 = take(l2, load(r + 2 * kLanes));
+    l3 = take(l3, load(r + 3 * kLanes));
   }
+  Lanes lanes = take(take(l0, l1), take(l2, l3));
+  for (; r + kLanes <= n; r += kLanes) lanes = take(lanes, load(r));
   // the lanes combined pairwise, halving (lane_sum's order), by the same rule: four vector steps
   // where fifteen dependent scalar ones cost more than the row's loads at 7 x 7
   typedef T Half __attribute__((vector_size(kLanes / 2 * sizeof(T))));
