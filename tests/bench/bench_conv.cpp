@@ -25,10 +25,13 @@ using namespace qkv;
 
 namespace {
 
-double best_ms(const std::function<void()>& fn, int reps = 7) {
+// The fastest of `reps` calls of fn after one to warm up, with `before` (untimed) ahead of each.
+double best_ms(const std::function<void()>& fn, int reps = 7,
+               const std::function<void()>& before = {}) {
   fn();  // warm up the allocator's free lists and the thread pool
   double best = 1e30;
   for (int i = 0; i < reps; ++i) {
+    if (before) before();
     auto t0 = std::chrono::steady_clock::now();
     fn();
     best = std::min(
@@ -202,47 +205,42 @@ void weight_gradient_copies_against_tiles() {
                 flop / tiles / 1e6);
   }
 }
+
 // The 1x1 shortcuts from memory: in the step their input was written many megabytes before, so
 // they read it from memory, where the stride-2 rows (every other row skipped) are read at the
-// rate of what the prefetchers bring. conv2d_forward and conv2d_backward (gx and gw) at one
-// thread, the caches evicted before each call and, for comparison, warm (best of 7, ms).
+// rate of what the prefetchers bring. conv2d_forward and conv2d_backward (gx and gw), the caches
+// evicted before each call and, for comparison, warm (best of 7, ms).
 void shortcuts_from_memory() {
-  if (!cpu::direct_conv_enabled()) return;
+  if (!cpu::direct_conv_enabled()) return;  // the pointwise kernel runs only where this one does
   std::printf("\nthe 1x1 shortcuts, batch 128, %d threads: warm / from memory (best of 7, ms)\n",
               num_threads());
   std::printf("%-26s %6s %17s %17s\n", "[N,C,H,W] -> O", "kernel", "forward", "backward");
   std::vector<char> evict(size_t(64) << 20);  // larger than the L3
-  for (int64_t c : {16, 32}) {
-    const int64_t h = 448 / c, o = 2 * c;
+  int round = 0;
+  auto evict_caches = [&] {
+    ++round;
+    for (size_t i = 0; i < evict.size(); i += 64) evict[i] = char(round);
+  };
+  struct Layer {
+    int64_t c, h, o;
+  };
+  for (Layer l : {Layer{16, 28, 32}, Layer{32, 14, 64}}) {
     manual_seed(2);
-    Tensor x = randn({128, c, h, h}), w = randn({o, c, 1, 1});
+    Tensor x = randn({128, l.c, l.h, l.h}), w = randn({l.o, l.c, 1, 1});
     const Window2d window{.stride_h = 2, .stride_w = 2};
     Backend& cpu = x.backend();
     Tensor gy = cpu.conv2d_forward(x, w, Tensor(), window, 1).y;
     Tensor gx = Tensor::empty(x.shape()), gw = Tensor::empty(w.shape());
     double ms[2][2];
     for (int cold = 0; cold < 2; ++cold) {
-      auto timed = [&](const std::function<void()>& fn) {
-        fn();  // warm up the allocator's free lists
-        double best = 1e30;
-        for (int round = 0; round < 7; ++round) {
-          if (cold)
-            for (size_t i = 0; i < evict.size(); i += 64) evict[i] = char(round);
-          const auto t0 = std::chrono::steady_clock::now();
-          fn();
-          best = std::min(
-              best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                        .count());
-        }
-        return best;
-      };
-      ms[cold][0] = timed([&] { cpu.conv2d_forward(x, w, Tensor(), window, 1); });
-      ms[cold][1] =
-          timed([&] { cpu.conv2d_backward(gy, x, w, Tensor(), window, 1, gx, gw, Tensor()); });
+      const std::function<void()> before = cold ? std::function<void()>(evict_caches) : nullptr;
+      ms[cold][0] = best_ms([&] { cpu.conv2d_forward(x, w, Tensor(), window, 1); }, 7, before);
+      ms[cold][1] = best_ms(
+          [&] { cpu.conv2d_backward(gy, x, w, Tensor(), window, 1, gx, gw, Tensor()); }, 7, before);
     }
     char name[64];
-    std::snprintf(name, sizeof name, "[128,%ld,%ld,%ld] -> %ld", long(c), long(h), long(h),
-                  long(o));
+    std::snprintf(name, sizeof name, "[128,%ld,%ld,%ld] -> %ld", long(l.c), long(l.h), long(l.h),
+                  long(l.o));
     std::printf("%-26s %6s   %6.3f / %6.3f   %6.3f / %6.3f\n", name, "1x1/2", ms[0][0], ms[1][0],
                 ms[0][1], ms[1][1]);
   }

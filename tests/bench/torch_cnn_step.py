@@ -12,10 +12,11 @@ Usage: torch_cnn_step.py [threads]
 """
 import os
 import sys
-import time
 
 import torch
 from torch import nn
+
+from torch_timing import median_step, print_environment
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 from qkv_torch_models.models import CnnClassifier  # noqa: E402
@@ -40,22 +41,11 @@ def main():
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
 
-    for _ in range(5):  # warm up
-        step()
-    times = []
-    for _ in range(30):
-        t0 = time.perf_counter()
-        step()
-        times.append((time.perf_counter() - t0) * 1e3)
-    times.sort()
     print(f"torch {torch.__version__} threads {THREADS} CnnClassifier channels 16,32,64 cbam, "
           f"batch {BATCH}")
-    print(f"ms/step {times[len(times) // 2]:.2f} (best {times[0]:.2f})")
-    print("environment: oneDNN (mkldnn) " +
-          ("available" if torch.backends.mkldnn.is_available() else "not available") + "; " +
-          (" ".join(f"{k}={v}" for k, v in sorted(os.environ.items())
-                    if k.startswith(("MALLOC_", "OPENBLAS_", "OMP_", "GLIBC_")))
-           or "no MALLOC_/OPENBLAS_/OMP_/GLIBC_ variables"))
+    median_step(step)
+    print_environment("oneDNN (mkldnn) " +
+                      ("available" if torch.backends.mkldnn.is_available() else "not available"))
 
 
 if __name__ == "__main__":

@@ -9,14 +9,13 @@ Usage: torch_step.py [threads] [cpu|cuda] [dropout] [f32|bf16]. On cuda each tim
 a synchronization, as bench_step's do. bf16 runs the forward and the loss under
 torch.autocast(dtype=torch.bfloat16), as bench_step's bf16 runs qkv's under Autocast.
 """
-import ctypes
 import math
-import os
 import sys
-import time
 
 import torch
 import torch.nn as nn
+
+from torch_timing import median_step, print_environment
 
 THREADS = int(sys.argv[1]) if len(sys.argv) > 1 else 2
 DEVICE = torch.device(sys.argv[2] if len(sys.argv) > 2 else "cpu")
@@ -25,17 +24,6 @@ PRECISION = sys.argv[4] if len(sys.argv) > 4 else "f32"
 if PRECISION not in ("f32", "bf16"):
     sys.exit(f"torch_step.py: unknown precision '{PRECISION}' (f32 or bf16)")
 D, HEADS, LAYERS, FF, BATCH, LEN, VOCAB, PAD = 128, 4, 2, 256, 64, 20, 40, 0
-
-
-def blas_in_use():
-    """The OpenBLAS kernel this process runs its matmuls on (PyTorch loads Debian's OpenBLAS)."""
-    with open("/proc/self/maps") as maps:
-        paths = sorted({line.split()[-1] for line in maps if "libopenblas" in line})
-    if not paths:
-        return "no OpenBLAS loaded"
-    lib = ctypes.CDLL(paths[0])
-    lib.openblas_get_corename.restype = ctypes.c_char_p
-    return f"OpenBLAS core {lib.openblas_get_corename().decode()} ({os.path.basename(paths[0])})"
 
 
 def sinusoids(length, dim):
@@ -90,23 +78,11 @@ def main():
         loss.backward()
         opt.step()
 
-    for _ in range(5):  # warm up
-        step()
-    times = []
-    for _ in range(30):
-        wait()
-        t0 = time.perf_counter()
-        step()
-        wait()
-        times.append((time.perf_counter() - t0) * 1e3)
-    times.sort()
     print(f"torch {torch.__version__} threads {THREADS} device {DEVICE} dropout {DROPOUT:g} "
           f"precision {PRECISION}")
-    print(f"ms/step {times[len(times) // 2]:.2f} (best {times[0]:.2f})")
+    median_step(step, wait)
     if DEVICE.type == "cpu":
-        print(f"environment: {blas_in_use()}; " + (" ".join(
-            f"{k}={v}" for k, v in sorted(os.environ.items())
-            if k.startswith(("MALLOC_", "OPENBLAS_", "OMP_"))) or "no MALLOC_/OPENBLAS_/OMP_ variables"))
+        print_environment()
 
 
 if __name__ == "__main__":
