@@ -1,7 +1,7 @@
 // Backend's default conv2d kernels: the convolution composed from im2col / col2im and matmul (a
 // backend without a kernel of its own, CUDA, runs these; the CPU overrides both,
-// engine/cpu/conv2d_kernels.cpp). matmul is the engine op, so under autocast the products run in
-// bfloat16 like every other product.
+// engine/cpu/conv2d_kernels.cpp, except under autocast without a bfloat16 kernel). matmul is the
+// engine op, so under autocast the products run in bfloat16 like every other product.
 #include <algorithm>
 
 #include "engine/autograd.h"

@@ -21,6 +21,10 @@
 // partial gW and gbias, and the partial sums are added in range order: a result does not depend
 // on the thread count (docs/TESTING.md, "Determinism"). A single image leaves the threading to
 // the GEMM.
+//
+// Under autocast every product above is the bfloat16 GEMM on float32 operands rounded as it packs
+// them (gemm_bf16.h), where the CPU has one; the direct and pointwise kernels, float32 FMA, stand
+// aside then.
 #include <algorithm>
 #include <optional>
 #include <type_traits>
@@ -30,6 +34,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/direct_conv.h"
 #include "engine/cpu/gemm.h"
+#include "engine/cpu/gemm_bf16.h"
 #include "engine/cpu/im2col.h"
 #include "engine/cpu/pointwise_conv.h"
 #include "engine/cpu/scratch_buffer.h"
@@ -45,9 +50,10 @@ struct ConvShape {
   int64_t N, C, H, W, O, groups, L, K;  // L = Ho * Wo, K = C / groups * kh * kw
   Window2d window;
   bool float32;
+  bool bf16_products;  // float32 under autocast: the products multiply operands rounded to bfloat16
 
   ConvShape(int64_t n, int64_t c, int64_t h, int64_t w_, int64_t o, const Window2d& w, int64_t g,
-            bool f32)
+            bool f32, bool bf16)
       : N(n),
         C(c),
         H(h),
@@ -57,26 +63,28 @@ struct ConvShape {
         L(w.out_h(h) * w.out_w(w_)),
         K(c / g * w.kernel_h * w.kernel_w),
         window(w),
-        float32(f32) {}
+        float32(f32),
+        bf16_products(bf16) {}
   ConvShape(const Tensor& x, const Tensor& weight, const Window2d& w, int64_t g)
       : ConvShape(x.size(0), x.size(1), x.size(2), x.size(3), weight.size(0), w, g,
-                  x.dtype() == DType::f32) {}
+                  x.dtype() == DType::f32,
+                  x.dtype() == DType::f32 && autocast_dtype() == DType::bf16) {}
   int64_t Og() const { return O / groups; }
   // The direct convolution (direct_conv.h) takes float32 at stride 1 or 2 with one group, but
   // not the pointwise convolution's 1x1 windows, nor a padded 1x1 window at stride 2, which reads
   // a quarter of the input that the phase planes would copy whole (im2col and the GEMM then).
   bool direct() const {
     const int64_t stride = window.stride_h;
-    return float32 && groups == 1 && window.stride_w == stride && !pointwise() &&
+    return float32 && !bf16_products && groups == 1 && window.stride_w == stride && !pointwise() &&
            (stride == 1 || (stride == 2 && window.kernel_h * window.kernel_w > 1)) &&
            window.dilation_h == 1 && window.dilation_w == 1 && L > 0 && direct_conv_enabled();
   }
   // A 1x1 window without padding in float32 with one group takes the pointwise convolution
   // (pointwise_conv.h) at any stride: the shortcuts' [128, 16, 28, 28] -> 32 at stride 2.
   bool pointwise() const {
-    return float32 && groups == 1 && window.kernel_h == 1 && window.kernel_w == 1 &&
-           window.pad_h == 0 && window.pad_w == 0 && window.stride_w == window.stride_h && L > 0 &&
-           direct_conv_enabled();
+    return float32 && !bf16_products && groups == 1 && window.kernel_h == 1 &&
+           window.kernel_w == 1 && window.pad_h == 0 && window.pad_w == 0 &&
+           window.stride_w == window.stride_h && L > 0 && direct_conv_enabled();
   }
   PointwiseConvShape pointwise_shape() const {
     return PointwiseConvShape(C, H, W, O, window.stride_h);
@@ -114,7 +122,7 @@ struct ConvShape {
     Window2d f = window;
     f.pad_h = window.kernel_h - 1 - window.pad_h;
     f.pad_w = window.kernel_w - 1 - window.pad_w;
-    return ConvShape(N, O, window.out_h(H), window.out_w(W), C, f, groups, float32);
+    return ConvShape(N, O, window.out_h(H), window.out_w(W), C, f, groups, float32, bf16_products);
   }
   int64_t image() const { return C * H * W; }
   int64_t cols() const { return groups * K * L; }  // one image's columns
@@ -140,6 +148,18 @@ void for_each_image_range(int64_t N, int64_t ranges, Fn&& images) {
   parallel_for(0, ranges, 1, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) images(r, r * N / ranges, (r + 1) * N / ranges);
   });
+}
+
+// c = op(a) @ op(b), or c += it: gemm.h's float32 or float64 product, or under autocast the
+// bfloat16 one, the float32 operands rounded as they are packed (gemm_bf16.h).
+template <typename T>
+void product(const ConvShape& s, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+             const T* a, int64_t lda, const T* b, int64_t ldb, bool accumulate, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>)
+    if (s.bf16_products)
+      return gemm_bf16_batched(1, trans_a, trans_b, m, n, k, a, lda, 0, b, ldb, 0, accumulate, c,
+                               ldc, 0);
+  gemm<T>(trans_a, trans_b, m, n, k, T(1), a, lda, b, ldb, T(accumulate ? 1 : 0), c, ldc);
 }
 
 // One image's columns: x itself, or written into `scratch`.
@@ -216,8 +236,7 @@ void forward_images(const ConvShape& s, const T* x, const T* w, const T* wt, con
     if (s.forward_transposed()) {
       T* yt = static_cast<T*>(yt_scratch.get(sizeof(T) * size_t(L * Og)));
       for (int64_t g = 0; g < s.groups; ++g) {
-        gemm<T>(true, false, L, Og, K, T(1), cols + g * K * L, L, wt + g * K * Og, Og, T(0), yt,
-                Og);
+        product(s, true, false, L, Og, K, cols + g * K * L, L, wt + g * K * Og, Og, false, yt, Og);
         for (int64_t o = 0; o < Og; ++o) {
           const T b = bias ? bias[g * Og + o] : T(0);
           T* row = yn + (g * Og + o) * L;
@@ -229,7 +248,7 @@ void forward_images(const ConvShape& s, const T* x, const T* w, const T* wt, con
     if (bias)
       for (int64_t o = 0; o < s.O; ++o) std::fill(yn + o * L, yn + (o + 1) * L, bias[o]);
     for (int64_t g = 0; g < s.groups; ++g)
-      gemm<T>(false, false, Og, L, K, T(1), w + g * Og * K, K, cols + g * K * L, L, T(bias ? 1 : 0),
+      product(s, false, false, Og, L, K, w + g * Og * K, K, cols + g * K * L, L, bias != nullptr,
               yn + g * Og * L, L);
   }
 }
@@ -345,13 +364,13 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, co
     if (pointwise) continue;
     if (gw && !s.direct()) {
       const T* cols = columns_of(s, x + n * s.image(), cols_scratch);
-      const T beta = n == n0 ? 0 : 1;
+      const bool accumulate = n != n0;
       for (int64_t g = 0; g < s.groups; ++g)
         if (s.gw_transposed())
-          gemm<T>(false, true, K, Og, L, T(1), cols + g * K * L, L, gyn + g * Og * L, L, beta,
+          product(s, false, true, K, Og, L, cols + g * K * L, L, gyn + g * Og * L, L, accumulate,
                   gw + g * K * Og, Og);
         else
-          gemm<T>(false, true, Og, K, L, T(1), gyn + g * Og * L, L, cols + g * K * L, L, beta,
+          product(s, false, true, Og, K, L, gyn + g * Og * L, L, cols + g * K * L, L, accumulate,
                   gw + g * Og * K, K);
     }
     if (gx && s.gx_by_flipped_kernel()) {
@@ -367,7 +386,7 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, co
       // gcols straight into gx when cols is x, else into scratch for col2im
       T* gcols = s.cols_is_x() ? gxn : static_cast<T*>(gcols_scratch.get(sizeof(T) * s.cols()));
       for (int64_t g = 0; g < s.groups; ++g)
-        gemm<T>(true, false, K, L, Og, T(1), w + g * Og * K, K, gyn + g * Og * L, L, T(0),
+        product(s, true, false, K, L, Og, w + g * Og * K, K, gyn + g * Og * L, L, false,
                 gcols + g * K * L, L);
       if (!s.cols_is_x()) {
         std::fill(gxn, gxn + s.image(), T(0));
@@ -377,9 +396,12 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, co
   }
 }
 
-// float32 without autocast, and float64: autocast's bfloat16 products are the default's (matmul).
+// float32 and float64; under autocast where a bfloat16 kernel rounds float32 operands as it
+// packs them (elsewhere the default's matmul makes the rounded copies).
 bool runs_here(const Tensor& x) {
-  return x.dtype() == DType::f64 || (x.dtype() == DType::f32 && autocast_dtype() == DType::f32);
+  return x.dtype() == DType::f64 ||
+         (x.dtype() == DType::f32 &&
+          (autocast_dtype() == DType::f32 || bf16_kernel() != Bf16Kernel::none));
 }
 
 }  // namespace

@@ -39,7 +39,8 @@ class CpuBackend final : public Backend {
   void im2col(const Tensor& x, const Window2d& window, const Tensor& cols,
               double pad_value) override;
   void col2im(const Tensor& cols, const Window2d& window, const Tensor& x) override;
-  // conv2d_kernels.cpp: float32 and float64 image by image; autocast's bfloat16 the default.
+  // conv2d_kernels.cpp: float32 and float64 image by image, and autocast's bfloat16 products
+  // where bf16_kernel() has a kernel (else the default).
   Conv2dForward conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                const Window2d& window, int64_t groups) override;
   void conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& weight, const Tensor& saved,

@@ -166,6 +166,52 @@ BOOST_AUTO_TEST_CASE(conv2d_runs_its_gemm_on_rounded_operands) {
   check_close(conv2d(x, w, b, 1, 1), want.to_vector<double>(), "conv2d");
 }
 
+BOOST_AUTO_TEST_CASE(conv2d_forward_and_backward_multiply_rounded_operands_in_every_layout) {
+  // The CPU's image-by-image kernels take the products in bfloat16 themselves (where a bfloat16
+  // kernel rounds while it packs): each of their layouts against float64 convolutions of the
+  // rounded values. The bias's gradient is a float32 sum of the unrounded gy.
+  struct Case {
+    int64_t N, C, H, W, O, k, stride, pad, groups;
+    const char* what;
+  };
+  const Case cases[] = {
+      {2, 3, 7, 6, 4, 3, 1, 1, 1, "gcols and col2im"},
+      {2, 6, 5, 5, 4, 3, 1, 1, 1, "gx by the flipped kernel"},
+      {2, 4, 6, 6, 64, 3, 1, 1, 1, "forward and weight gradient transposed"},
+      {2, 4, 9, 9, 6, 3, 2, 1, 2, "stride 2, two groups"},
+      {3, 8, 5, 5, 8, 1, 1, 0, 1, "1x1: the columns are x"},
+      {2, 8, 6, 6, 16, 1, 2, 0, 1, "1x1 at stride 2"},
+      {1, 5, 6, 7, 3, 3, 1, 1, 1, "a single image"},
+      {40, 3, 5, 5, 4, 3, 1, 1, 1, "several images to a range: the weight gradient sums them"},
+  };
+  uint64_t seed = 30;
+  for (const Case& c : cases) {
+    BOOST_TEST_CONTEXT(c.what) {
+      Tensor x = random_f32({c.N, c.C, c.H, c.W}, ++seed).requires_grad_();
+      Tensor w = random_f32({c.O, c.C / c.groups, c.k, c.k}, ++seed).requires_grad_();
+      Tensor b = random_f32({c.O}, ++seed).requires_grad_();
+      Tensor y;
+      {
+        Autocast bf16(DType::bf16);
+        y = conv2d(x, w, b, c.stride, c.pad, c.groups);
+      }
+      Tensor g = random_f32(y.shape(), ++seed);
+      sum(mul(y, g)).backward();  // outside the scope: replayed in bfloat16
+
+      auto rounded64 = [](const Tensor& t) {
+        return cast(cast(cast(t.detach(), DType::bf16), DType::f32), DType::f64);
+      };
+      Tensor x64 = rounded64(x).requires_grad_(), w64 = rounded64(w).requires_grad_();
+      Tensor y64 = conv2d(x64, w64, cast(b.detach(), DType::f64), c.stride, c.pad, c.groups);
+      sum(mul(y64, rounded64(g))).backward();
+      check_close(y, y64.to_vector<double>(), "y");
+      check_close(x.grad(), x64.grad().to_vector<double>(), "gx");
+      check_close(w.grad(), w64.grad().to_vector<double>(), "gw");
+      check_close(b.grad(), sum(cast(g, DType::f64), {0, 2, 3}).to_vector<double>(), "gb");
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(float64_operands_and_nested_scopes_are_left_alone) {
   Generator gen(17);
   Tensor a = uniform({5, 7}, -1, 1, {DType::f64}, &gen),
