@@ -2,7 +2,7 @@
 # One training step, qkv against PyTorch, measured back to back with the same thread count and
 # precision. Usage: tests/bench/compare_step.sh [build-dir] [threads] [f32|bf16] [translation|cnn]
 # - translation (the default): the toy transformer, bench_step against torch_step.py;
-# - cnn: the CNN+CBAM classifier of train/configs/fashion_cbam.json (float32 only), qkv's trainer
+# - cnn: the CNN+CBAM classifier of train/configs/fashion_cbam.json, qkv's trainer
 #   on Fashion-MNIST (the median unprofiled step of its --profile-warmup steps) against
 #   torch_cnn_step.py, the same model (python/qkv_torch_models) and step on random images.
 # Needs bench_step (and for cnn qkv, and `make deps DATA=fashion-mnist`) built in build-dir and
@@ -29,10 +29,9 @@ translation)
   torch_run="$here/torch_step.py $threads cpu 0.1 $precision"
   ;;
 cnn)
-  [ "$precision" = f32 ] || { echo "compare_step.sh: cnn runs in f32 only, not $precision" >&2; exit 1; }
   run=$(mktemp -d)
   # 60 steps before the profiled ones: the median of the last 30 of them, unprofiled
-  "$build/qkv" --threads "$threads" train classify --config "$here/../../train/configs/fashion_cbam.json" \
+  "$build/qkv" --threads "$threads" train classify --precision "$(echo "$precision" | sed s/f32/fp32/)" --config "$here/../../train/configs/fashion_cbam.json" \
     --steps 65 --profile-warmup 60 --profile 5 --pictures false --out "$run/run" >"$run/log" 2>&1 ||
     { cat "$run/log" >&2; rm -rf "$run"; exit 1; }
   qkv_out=$(awk '/^wall time per step/ {print "ms/step", $6, "(qkv train classify, fashion_cbam.json)"}' "$run/log")
@@ -40,7 +39,7 @@ cnn)
   # the OpenBLAS kernel for PyTorch's linear layers: the one bench_step chooses (one timed step)
   qkv_out="$qkv_out
 $("$build/bench_step" 1 cpu 0.1 f32 1 | grep '^openblas_coretype')"
-  torch_run="$here/torch_cnn_step.py $threads"
+  torch_run="$here/torch_cnn_step.py $threads $precision"
   ;;
 *)
   echo "compare_step.sh: unknown model '$model' (translation or cnn)" >&2

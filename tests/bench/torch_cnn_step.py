@@ -7,8 +7,10 @@ tests hold to qkv's): channels 16, 32, 64, CBAM with reduction 4, on [128, 1, 28
 in training mode (BatchNorm on the batch's statistics). The step is the trainer's: cross-entropy
 with label smoothing 0.1, gradients clipped to norm 1, AdamW (lr 0.003, betas 0.9 and 0.98,
 weight decay 0.0005). The images are random: the time of a step does not depend on them.
-Prints "ms/step <median>" of 30 steps after 5 warm-up steps, for compare_cnn_step.sh.
-Usage: torch_cnn_step.py [threads]
+bf16 runs the forward under torch.autocast(dtype=torch.bfloat16), as the trainer's --precision
+bf16 runs qkv's under Autocast.
+Prints "ms/step <median>" of 30 steps after 5 warm-up steps, for compare_step.sh.
+Usage: torch_cnn_step.py [threads] [f32|bf16]
 """
 import os
 import sys
@@ -22,6 +24,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from qkv_torch_models.models import CnnClassifier  # noqa: E402
 
 THREADS = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+PRECISION = sys.argv[2] if len(sys.argv) > 2 else "f32"
+if PRECISION not in ("f32", "bf16"):
+    sys.exit(f"torch_cnn_step.py: unknown precision '{PRECISION}' (f32 or bf16)")
 BATCH, SIZE, CLASSES = 128, 28, 10
 
 
@@ -36,13 +41,14 @@ def main():
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(images), labels)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=PRECISION == "bf16"):
+            loss = loss_fn(model(images), labels)
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
 
     print(f"torch {torch.__version__} threads {THREADS} CnnClassifier channels 16,32,64 cbam, "
-          f"batch {BATCH}")
+          f"batch {BATCH}, precision {PRECISION}")
     median_step(step)
     print_environment("oneDNN (mkldnn) " +
                       ("available" if torch.backends.mkldnn.is_available() else "not available"))
