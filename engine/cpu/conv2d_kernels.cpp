@@ -33,6 +33,7 @@
 #include "engine/autocast.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/direct_conv.h"
+#include "engine/cpu/direct_conv_bf16.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/gemm_bf16.h"
 #include "engine/cpu/im2col.h"
@@ -81,6 +82,15 @@ struct ConvShape {
   }
   // A 1x1 window without padding in float32 with one group takes the pointwise convolution
   // (pointwise_conv.h) at any stride: the shortcuts' [128, 16, 28, 28] -> 32 at stride 2.
+  // Under autocast, where VDPBF16PS is the bfloat16 kernel, the float32 direct convolution's
+  // shapes (stride 1, or 2 with more than one tap; one group) take its bfloat16 twin
+  // (direct_conv_bf16.h): the forward, for y and for gx by the flipped kernel, and gW.
+  bool direct_bf16() const {
+    const int64_t stride = window.stride_h;
+    return bf16_products && groups == 1 && window.stride_w == stride &&
+           (stride == 1 || (stride == 2 && window.kernel_h * window.kernel_w > 1)) &&
+           window.dilation_h == 1 && window.dilation_w == 1 && L > 0 && direct_conv_bf16_enabled();
+  }
   bool pointwise() const {
     return float32 && !bf16_products && groups == 1 && window.kernel_h == 1 &&
            window.kernel_w == 1 && window.pad_h == 0 && window.pad_w == 0 &&
@@ -99,14 +109,16 @@ struct ConvShape {
   // gy^T is packed, instead of cols^T. With 16, half of each tile's vector lanes would idle, and
   // gy @ cols^T is as fast.
   bool gw_transposed() const {
-    if (pointwise()) return false;
+    if (pointwise() || direct_bf16()) return false;
     return direct() ? direct_conv_channel_lanes(window.kernel_w, O) : Og() >= 32;
   }
   // The forward likewise, y[n]^T = cols^T @ W^T ([L, O/g], transposed into y while it is in
   // L1/L2), where an image has few output positions: W @ cols then has a handful of 32-wide
   // column tiles, the last one ragged (7 x 7: one full and one of 17), while cols^T @ W^T has
   // full ones. With many positions W @ cols is faster (no transpose, deep rows).
-  bool forward_transposed() const { return Og() >= 32 && L <= 256 && !direct() && !pointwise(); }
+  bool forward_transposed() const {
+    return Og() >= 32 && L <= 256 && !direct() && !pointwise() && !direct_bf16();
+  }
   // At stride 1, gx is itself a convolution: of gy (O channels, Ho x Wo) by the weights with
   // their kernel flipped and in and out channels swapped, padded by k - 1 - p, which gives an
   // H x W output. It replaces the shallow gcols = W^T @ gy (depth O/g, a result kh * kw times
@@ -201,12 +213,38 @@ std::vector<T> flipped_weights(const ConvShape& s, const T* w) {
   return wf;
 }
 
-// y for images [n0, n1). wt is the weights as [groups, K, O/g] when forward_transposed().
+// The weights [O, C, kh, kw] as the bfloat16 direct forward reads them when direct_bf16(), else
+// nothing.
 template <typename T>
-void forward_images(const ConvShape& s, const T* x, const T* w, const T* wt, const T* bias, T* y,
-                    int64_t n0, int64_t n1) {
-  thread_local ScratchBuffer cols_scratch, yt_scratch;
+std::vector<uint32_t> pair_weights(const ConvShape& s, const T* w) {
+  if constexpr (std::is_same_v<T, float>)
+    if (s.direct_bf16()) return direct_conv_bf16_weights(s.direct_shape(), w);
+  return {};
+}
+
+// y for images [n0, n1). wt is the weights as [groups, K, O/g] when forward_transposed() or
+// direct(), pairs their pair_weights.
+template <typename T>
+void forward_images(const ConvShape& s, const T* x, const T* w, const T* wt, const uint32_t* pairs,
+                    const T* bias, T* y, int64_t n0, int64_t n1) {
+  thread_local ScratchBuffer cols_scratch, yt_scratch, phases_scratch;
   const int64_t Og = s.Og(), K = s.K, L = s.L;
+  if constexpr (std::is_same_v<T, float>)
+    if (s.direct_bf16()) {
+      const DirectConvShape d = s.direct_shape();
+      uint32_t* xp =
+          static_cast<uint32_t*>(cols_scratch.get(sizeof(uint32_t) * size_t(bf16_pair_words(d))));
+      float* yq = static_cast<float*>(yt_scratch.get(sizeof(float) * size_t(d.O * d.Qs)));
+      float* phases =
+          d.stride == 1
+              ? nullptr
+              : static_cast<float*>(phases_scratch.get(sizeof(float) * size_t(d.padded_floats())));
+      for (int64_t n = n0; n < n1; ++n) {
+        direct_conv_bf16_pad(d, x + n * s.image(), xp, phases);
+        direct_conv_bf16_forward(d, xp, pairs, bias, yq, y + n * s.O * L);
+      }
+      return;
+    }
   if constexpr (std::is_same_v<T, float>)
     if (s.pointwise()) {
       const PointwiseConvShape p = s.pointwise_shape();
@@ -284,6 +322,34 @@ void direct_weight_grad(const ConvShape& s, const float* x, const float* gy, flo
   }
 }
 
+// The same in bfloat16 (direct_bf16()): gw [O, K] += the weight gradient of images [n0, n1).
+void direct_bf16_weight_grad(const ConvShape& s, const float* x, const float* gy, float* gw,
+                             int64_t n0, int64_t n1) {
+  constexpr int64_t kPassBytes = 512 << 10;  // half of a 1 MB L2
+  thread_local ScratchBuffer xp_scratch, gyq_scratch, phases_scratch;
+  if (n0 == n1) return;
+  const DirectConvShape d = s.direct_shape();
+  const int64_t image_values = bf16_padded_values(d), gy_values = d.O * bf16_gy_row(d);
+  float* phases =
+      d.stride == 1
+          ? nullptr
+          : static_cast<float*>(phases_scratch.get(sizeof(float) * size_t(d.padded_floats())));
+  const int64_t per_pass = std::clamp<int64_t>(
+      kPassBytes / (int64_t(sizeof(bf16_t)) * (image_values + gy_values)), 1, n1 - n0);
+  bf16_t* xp =
+      static_cast<bf16_t*>(xp_scratch.get(sizeof(bf16_t) * size_t(per_pass * image_values)));
+  bf16_t* gyq =
+      static_cast<bf16_t*>(gyq_scratch.get(sizeof(bf16_t) * size_t(per_pass * gy_values)));
+  for (int64_t first = n0; first < n1; first += per_pass) {
+    const int64_t images = std::min(per_pass, n1 - first);
+    for (int64_t i = 0; i < images; ++i) {
+      direct_conv_bf16_pad_planes(d, x + (first + i) * s.image(), xp + i * image_values, phases);
+      direct_conv_bf16_gy_rows(d, gy + (first + i) * s.O * s.L, gyq + i * gy_values);
+    }
+    direct_conv_bf16_weight_grad(d, images, xp, gyq, gw);
+  }
+}
+
 // gx for images [n0, n1) (when wanted) and gw [O, C] (when wanted: overwritten) by the pointwise
 // convolution, a few images at a time: as many as keep their xs and gy within kPassBytes (at
 // least one), the weight gradient's tiles running over all of them, then gx image by image.
@@ -333,24 +399,36 @@ void pointwise_backward(const ConvShape& s, const float* x, const float* w, cons
 // The backward of images [n0, n1): gx for them (when wanted), and their sums into gw (when
 // wanted: [groups, O/g, K], or [groups, K, O/g] when gw_transposed()) and gb [O], which it
 // overwrites.
-// With gx_by_flipped_kernel(), wf and wft are flipped_weights and their transposed_weights.
+// With gx_by_flipped_kernel(), wf is flipped_weights, and wft and wfp are its transposed_weights
+// and pair_weights.
 template <typename T>
 void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, const T* wft,
-                     const T* gy, T* gx, T* gw, double* gb, int64_t n0, int64_t n1) {
-  thread_local ScratchBuffer cols_scratch, gcols_scratch;
+                     const uint32_t* wfp, const T* gy, T* gx, T* gw, double* gb, int64_t n0,
+                     int64_t n1) {
+  thread_local ScratchBuffer cols_scratch, gcols_scratch, rounded_gy_scratch;
   const int64_t Og = s.Og(), K = s.K, L = s.L;
   const ConvShape flipped = s.flipped();
   // at stride 2 (direct), gx phase by phase (direct_conv.h)
   std::optional<DirectConvInputGrad> stride2_gx;
   if constexpr (std::is_same_v<T, float>)
     if (gx && s.direct() && s.window.stride_h == 2) stride2_gx.emplace(s.direct_shape(), w);
-  if (gw && (n0 == n1 || s.direct())) std::fill(gw, gw + s.O * K, T(0));
+  // under autocast, on rounded weights and gy (direct_conv_bf16.h)
+  std::vector<float> rounded_w;
+  if constexpr (std::is_same_v<T, float>)
+    if (gx && s.direct_bf16() && s.window.stride_h == 2) {
+      rounded_w.resize(size_t(s.O * K));
+      round_to_bf16_values(w, s.O * K, rounded_w.data());
+      stride2_gx.emplace(s.direct_shape(), rounded_w.data());
+    }
+  const bool direct_gw = s.direct() || s.direct_bf16();  // gw by the direct convolution
+  if (gw && (n0 == n1 || direct_gw)) std::fill(gw, gw + s.O * K, T(0));
   if (gb) std::fill(gb, gb + s.O, 0.0);
   bool pointwise = false;
   if constexpr (std::is_same_v<T, float>) {
     pointwise = s.pointwise();
     if (pointwise) pointwise_backward(s, x, w, gy, gx, gw, n0, n1);
     if (gw && s.direct()) direct_weight_grad(s, x, gy, gw, n0, n1);
+    if (gw && s.direct_bf16()) direct_bf16_weight_grad(s, x, gy, gw, n0, n1);
   }
   for (int64_t n = n0; n < n1; ++n) {
     const T* gyn = gy + n * s.O * L;
@@ -362,7 +440,7 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, co
         gb[o] += total;
       }
     if (pointwise) continue;
-    if (gw && !s.direct()) {
+    if (gw && !direct_gw) {
       const T* cols = columns_of(s, x + n * s.image(), cols_scratch);
       const bool accumulate = n != n0;
       for (int64_t g = 0; g < s.groups; ++g)
@@ -374,12 +452,19 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, co
                   gw + g * Og * K, K);
     }
     if (gx && s.gx_by_flipped_kernel()) {
-      forward_images<T>(flipped, gy, wf, wft, nullptr, gx, n, n + 1);
+      forward_images<T>(flipped, gy, wf, wft, wfp, nullptr, gx, n, n + 1);
     } else if (gx && stride2_gx) {
       if constexpr (std::is_same_v<T, float>) {
         float* scratch = static_cast<float*>(
             gcols_scratch.get(sizeof(float) * size_t(stride2_gx->scratch_floats())));
-        stride2_gx->run(gyn, gx + n * s.image(), scratch);
+        const float* gy_read = gyn;
+        if (s.bf16_products) {
+          float* rounded =
+              static_cast<float*>(rounded_gy_scratch.get(sizeof(float) * size_t(s.O * L)));
+          round_to_bf16_values(gyn, s.O * L, rounded);
+          gy_read = rounded;
+        }
+        stride2_gx->run(gy_read, gx + n * s.image(), scratch);
       }
     } else if (gx) {
       T* gxn = gx + n * s.image();
@@ -416,8 +501,9 @@ Conv2dForward CpuBackend::conv2d_forward(const Tensor& x, const Tensor& weight, 
     const T* b = bias.defined() ? bias.data<T>() : nullptr;
     const T* w = weight.data<T>();
     const std::vector<T> wt = transposed_weights(s, w);
+    const std::vector<uint32_t> pairs = pair_weights(s, w);
     for_each_image_range(s.N, image_ranges(s.N), [&](int64_t, int64_t n0, int64_t n1) {
-      forward_images<T>(s, x.data<T>(), w, wt.data(), b, y.data<T>(), n0, n1);
+      forward_images<T>(s, x.data<T>(), w, wt.data(), pairs.data(), b, y.data<T>(), n0, n1);
     });
   });
   return {y, Tensor()};
@@ -437,9 +523,11 @@ void CpuBackend::conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor
     const bool flipped = gx.defined() && s.gx_by_flipped_kernel();
     const std::vector<T> wf = flipped ? flipped_weights(s, weight.data<T>()) : std::vector<T>();
     const std::vector<T> wft = flipped ? transposed_weights(s.flipped(), wf.data()) : wf;
+    const std::vector<uint32_t> wfp =
+        flipped ? pair_weights(s.flipped(), wf.data()) : std::vector<uint32_t>();
     for_each_image_range(s.N, ranges, [&](int64_t r, int64_t n0, int64_t n1) {
-      backward_images<T>(s, x.data<T>(), weight.data<T>(), wf.data(), wft.data(), gy.data<T>(),
-                         gx.defined() ? gx.data<T>() : nullptr,
+      backward_images<T>(s, x.data<T>(), weight.data<T>(), wf.data(), wft.data(), wfp.data(),
+                         gy.data<T>(), gx.defined() ? gx.data<T>() : nullptr,
                          gweight.defined() ? gw_partial.data() + r * OK : nullptr,
                          gbias.defined() ? gb_partial.data() + r * s.O : nullptr, n0, n1);
     });

@@ -183,6 +183,13 @@ BOOST_AUTO_TEST_CASE(conv2d_forward_and_backward_multiply_rounded_operands_in_ev
       {2, 8, 6, 6, 16, 1, 2, 0, 1, "1x1 at stride 2"},
       {1, 5, 6, 7, 3, 3, 1, 1, 1, "a single image"},
       {40, 3, 5, 5, 4, 3, 1, 1, 1, "several images to a range: the weight gradient sums them"},
+      {2, 16, 28, 28, 16, 3, 1, 1, 1, "16 channels at 28 x 28: tiles of 3 and 2 vectors"},
+      {2, 5, 3, 3, 7, 3, 1, 1, 1, "one vector of positions, 7 output channels, 5 input"},
+      {2, 4, 9, 9, 6, 5, 1, 2, 1, "a 5 x 5 kernel on 4 channels: 4 taps past the blocks of 6"},
+      {2, 5, 8, 8, 3, 5, 1, 2, 1, "a 5 x 5 kernel on 5 channels: 5 taps past the blocks of 6"},
+      {2, 7, 6, 6, 9, 1, 1, 0, 1, "1 x 1 on 7 channels: 1 tap past the blocks of 6"},
+      {2, 5, 9, 9, 6, 3, 2, 1, 1, "stride 2: phase planes, an odd channel count"},
+      {2, 16, 28, 28, 32, 3, 2, 1, 1, "stride 2 from 28 x 28"},
   };
   uint64_t seed = 30;
   for (const Case& c : cases) {
