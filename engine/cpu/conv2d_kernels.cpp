@@ -80,20 +80,22 @@ struct ConvShape {
            (stride == 1 || (stride == 2 && window.kernel_h * window.kernel_w > 1)) &&
            window.dilation_h == 1 && window.dilation_w == 1 && L > 0 && direct_conv_enabled();
   }
-  // A 1x1 window without padding in float32 with one group takes the pointwise convolution
-  // (pointwise_conv.h) at any stride: the shortcuts' [128, 16, 28, 28] -> 32 at stride 2.
   // Under autocast, where VDPBF16PS is the bfloat16 kernel, the float32 direct convolution's
-  // shapes (stride 1, or 2 with more than one tap; one group) take its bfloat16 twin
-  // (direct_conv_bf16.h): the forward, for y and for gx by the flipped kernel, and gW.
+  // shapes take its bfloat16 twin (direct_conv_bf16.h): the forward, for y and for gx by the
+  // flipped kernel, and gW.
   bool direct_bf16() const {
     const int64_t stride = window.stride_h;
-    return bf16_products && groups == 1 && window.stride_w == stride &&
+    return bf16_products && groups == 1 && window.stride_w == stride && !pointwise() &&
            (stride == 1 || (stride == 2 && window.kernel_h * window.kernel_w > 1)) &&
            window.dilation_h == 1 && window.dilation_w == 1 && L > 0 && direct_conv_bf16_enabled();
   }
+  // A 1x1 window without padding in float32 with one group takes the pointwise convolution
+  // (pointwise_conv.h) at any stride: the shortcuts' [128, 16, 28, 28] -> 32 at stride 2. Under
+  // autocast too where the direct convolution has its bfloat16 twin, on operands rounded to
+  // bfloat16 and kept in float32: the float32 FMA makes their products exactly.
   bool pointwise() const {
-    return float32 && !bf16_products && groups == 1 && window.kernel_h == 1 &&
-           window.kernel_w == 1 && window.pad_h == 0 && window.pad_w == 0 &&
+    return float32 && (!bf16_products || direct_conv_bf16_enabled()) && groups == 1 &&
+           window.kernel_h == 1 && window.kernel_w == 1 && window.pad_h == 0 && window.pad_w == 0 &&
            window.stride_w == window.stride_h && L > 0 && direct_conv_enabled();
   }
   PointwiseConvShape pointwise_shape() const {
@@ -213,6 +215,20 @@ std::vector<T> flipped_weights(const ConvShape& s, const T* w) {
   return wf;
 }
 
+// Under autocast, the weights rounded to bfloat16 (as float32 values) for the kernels that multiply
+// in float32 (the pointwise convolution, gx at stride 2); nothing otherwise. The bfloat16 kernels
+// round them again, to the same values.
+template <typename T>
+std::vector<T> bf16_rounded_weights(const ConvShape& s, const T* w) {
+  std::vector<T> rounded;
+  if constexpr (std::is_same_v<T, float>)
+    if (s.bf16_products && (s.pointwise() || s.direct_bf16())) {
+      rounded.resize(size_t(s.O * s.K));
+      round_to_bf16_values(w, s.O * s.K, rounded.data());
+    }
+  return rounded;
+}
+
 // The weights [O, C, kh, kw] as the bfloat16 direct forward reads them when direct_bf16(), else
 // nothing.
 template <typename T>
@@ -252,8 +268,9 @@ void forward_images(const ConvShape& s, const T* x, const T* w, const T* wt, con
       for (int64_t n = n0; n < n1; ++n) {
         const float* xn = x + n * s.image();
         if (p.gathers()) pointwise_conv_gather(p, xn, xs, n + 1 < n1 ? xn + s.image() : nullptr);
-        pointwise_conv_product(p.O, p.C, p.L, w, p.C, 1, p.gathers() ? xs : xn, bias,
-                               y + n * p.O * p.L);
+        if (s.bf16_products) round_to_bf16_values(p.gathers() ? xs : xn, p.C * p.L, xs);
+        pointwise_conv_product(p.O, p.C, p.L, w, p.C, 1, p.gathers() || s.bf16_products ? xs : xn,
+                               bias, y + n * p.O * p.L);
       }
       return;
     }
@@ -356,7 +373,7 @@ void direct_bf16_weight_grad(const ConvShape& s, const float* x, const float* gy
 void pointwise_backward(const ConvShape& s, const float* x, const float* w, const float* gy,
                         float* gx, float* gw, int64_t n0, int64_t n1) {
   constexpr int64_t kPassBytes = 512 << 10;  // half of a 1 MB L2
-  thread_local ScratchBuffer xs_scratch, gxs_scratch, lanes_scratch;
+  thread_local ScratchBuffer xs_scratch, gxs_scratch, lanes_scratch, rounded_gy_scratch;
   if (n0 == n1) {
     if (gw) std::fill(gw, gw + s.O * s.C, 0.0f);
     return;
@@ -375,12 +392,22 @@ void pointwise_backward(const ConvShape& s, const float* x, const float* w, cons
   for (int64_t first = n0; first < n1; first += per_pass) {
     const int64_t images = std::min(per_pass, n1 - first);
     const float* gy_pass = gy + first * gy_floats;
+    if (s.bf16_products) {  // under autocast: gy rounded
+      float* rounded =
+          static_cast<float*>(rounded_gy_scratch.get(sizeof(float) * size_t(per_pass * gy_floats)));
+      round_to_bf16_values(gy_pass, images * gy_floats, rounded);
+      gy_pass = rounded;
+    }
     if (gw) {
       const float* xs_pass = x + first * s.image();  // x itself at stride 1
       if (p.gathers()) {
         for (int64_t i = 0; i < images; ++i)
           pointwise_conv_gather(p, x + (first + i) * s.image(), xs + i * p.C * p.L,
                                 first + i + 1 < n1 ? x + (first + i + 1) * s.image() : nullptr);
+        xs_pass = xs;
+      }
+      if (s.bf16_products) {  // and x
+        round_to_bf16_values(xs_pass, images * p.C * p.L, xs);
         xs_pass = xs;
       }
       pointwise_conv_weight_grad(p, images, gy_pass, xs_pass, lanes);
@@ -411,15 +438,8 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, co
   // at stride 2 (direct), gx phase by phase (direct_conv.h)
   std::optional<DirectConvInputGrad> stride2_gx;
   if constexpr (std::is_same_v<T, float>)
-    if (gx && s.direct() && s.window.stride_h == 2) stride2_gx.emplace(s.direct_shape(), w);
-  // under autocast, on rounded weights and gy (direct_conv_bf16.h)
-  std::vector<float> rounded_w;
-  if constexpr (std::is_same_v<T, float>)
-    if (gx && s.direct_bf16() && s.window.stride_h == 2) {
-      rounded_w.resize(size_t(s.O * K));
-      round_to_bf16_values(w, s.O * K, rounded_w.data());
-      stride2_gx.emplace(s.direct_shape(), rounded_w.data());
-    }
+    if (gx && (s.direct() || s.direct_bf16()) && s.window.stride_h == 2)
+      stride2_gx.emplace(s.direct_shape(), w);  // under autocast on w rounded, and gy (below)
   const bool direct_gw = s.direct() || s.direct_bf16();  // gw by the direct convolution
   if (gw && (n0 == n1 || direct_gw)) std::fill(gw, gw + s.O * K, T(0));
   if (gb) std::fill(gb, gb + s.O, 0.0);
@@ -499,7 +519,8 @@ Conv2dForward CpuBackend::conv2d_forward(const Tensor& x, const Tensor& weight, 
   if (y.numel() == 0) return {y, Tensor()};
   QKV_DISPATCH_FLOAT(x.dtype(), "conv2d", [&] {
     const T* b = bias.defined() ? bias.data<T>() : nullptr;
-    const T* w = weight.data<T>();
+    const std::vector<T> rounded = bf16_rounded_weights(s, weight.data<T>());
+    const T* w = rounded.empty() ? weight.data<T>() : rounded.data();
     const std::vector<T> wt = transposed_weights(s, w);
     const std::vector<uint32_t> pairs = pair_weights(s, w);
     for_each_image_range(s.N, image_ranges(s.N), [&](int64_t, int64_t n0, int64_t n1) {
@@ -521,13 +542,15 @@ void CpuBackend::conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor
     std::vector<T> gw_partial(gweight.defined() ? size_t(ranges * OK) : 0);
     std::vector<double> gb_partial(gbias.defined() ? size_t(ranges * s.O) : 0);
     const bool flipped = gx.defined() && s.gx_by_flipped_kernel();
-    const std::vector<T> wf = flipped ? flipped_weights(s, weight.data<T>()) : std::vector<T>();
+    const std::vector<T> rounded = bf16_rounded_weights(s, weight.data<T>());
+    const T* w = rounded.empty() ? weight.data<T>() : rounded.data();
+    const std::vector<T> wf = flipped ? flipped_weights(s, w) : std::vector<T>();
     const std::vector<T> wft = flipped ? transposed_weights(s.flipped(), wf.data()) : wf;
     const std::vector<uint32_t> wfp =
         flipped ? pair_weights(s.flipped(), wf.data()) : std::vector<uint32_t>();
     for_each_image_range(s.N, ranges, [&](int64_t r, int64_t n0, int64_t n1) {
-      backward_images<T>(s, x.data<T>(), weight.data<T>(), wf.data(), wft.data(), wfp.data(),
-                         gy.data<T>(), gx.defined() ? gx.data<T>() : nullptr,
+      backward_images<T>(s, x.data<T>(), w, wf.data(), wft.data(), wfp.data(), gy.data<T>(),
+                         gx.defined() ? gx.data<T>() : nullptr,
                          gweight.defined() ? gw_partial.data() + r * OK : nullptr,
                          gbias.defined() ? gb_partial.data() + r * s.O : nullptr, n0, n1);
     });
