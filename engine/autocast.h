@@ -1,9 +1,10 @@
 // Mixed precision, as torch.autocast(dtype=torch.bfloat16) does it.
 //
 // Inside an `Autocast scope(DType::bf16)`, matmul and linear (and so every Linear layer, the
-// composed attention's two products and the convolutions' GEMM) round their float32 operands to
-// bfloat16 and multiply them with float32 accumulation, returning float32. Their backward runs
-// the same way: the gradient products are bfloat16 as well (each matmul node remembers the
+// composed attention's two products and the composed convolution's GEMM) round their float32
+// operands to bfloat16 and multiply them with float32 accumulation, returning float32; the CPU's
+// own conv2d kernels do the same for their products (engine/cpu/conv2d_kernels.cpp). Their backward
+// runs the same way: the gradient products are bfloat16 as well (each matmul node remembers the
 // precision it ran in, so backward() need not be called inside the scope).
 //
 // Everything else stays float32: the parameters (the "master weights" the optimizer updates),
