@@ -102,6 +102,9 @@ std::string profile_table(const std::vector<ProfileEvent>& events, const Profile
                    ns * 1e-6 / steps, flops * 1e-9 / steps, gflops);
     if (summary.peak_gflops > 0)
       text += share_of("MFU ", gflops, summary.peak_gflops, "GFLOP/s", "FMA peak", summary.threads);
+    if (summary.bf16_peak_gflops > 0)
+      text += share_of("", gflops, summary.bf16_peak_gflops, "GFLOP/s",
+                       (std::string(summary.bf16_instruction) + " peak").c_str(), summary.threads);
     text += "\n";
   }
   int64_t total_ns = 0;
@@ -113,6 +116,9 @@ std::string profile_table(const std::vector<ProfileEvent>& events, const Profile
                    total_ns * 1e-6 / steps, total_flops * 1e-9 / steps, gflops);
     if (summary.peak_gflops > 0)
       text += format("  MFU %5.1f%%", 100 * gflops / summary.peak_gflops);
+    if (summary.bf16_peak_gflops > 0)
+      text += format("  %5.1f%% of the %s peak", 100 * gflops / summary.bf16_peak_gflops,
+                     summary.bf16_instruction);
     text += "\n";
   }
   // The memory line: the ops that move data and do no arithmetic, against the bandwidth.

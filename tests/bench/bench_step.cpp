@@ -27,6 +27,7 @@
 #include "models/seq2seq.h"
 #include "nn/optim.h"
 #include "tests/bench/bench_step_model.h"
+#include "train/bench/bf16_peak.h"
 #include "train/bench/fma_peak.h"
 #include "train/bench/memory_bandwidth.h"
 #include "train/bench/openblas.h"
@@ -190,11 +191,21 @@ int main(int argc, char** argv) {
         mfu(step_flops, median(total)), peak, num_threads(), num_threads() == 1 ? "" : "s",
         mfu(flops[0] / steps, median(fwd)), mfu(flops[1] / steps, median(bwd)),
         mfu(flops[2] / steps, median(upd)));
+    // a bf16 step also against the peak of the instruction its products run on
+    const double bf16_peak =
+        compute_dtype == DType::bf16 ? bench::measured_bf16_peak_gflops(num_threads()) : 0;
+    if (bf16_peak > 0)
+      std::printf("%.1f%% of the %s peak %.1f GFLOP/s at %d thread%s (measured now)\n",
+                  100 * step_flops / (median(total) * 1e-3) * 1e-9 / bf16_peak,
+                  bench::bf16_peak_instruction(), bf16_peak, num_threads(),
+                  num_threads() == 1 ? "" : "s");
     if (profile_steps > 0) {
       train::ProfileSummary summary{.steps = steps,
                                     .peak_gflops = peak,
                                     .memory_gbs = bench::measured_memory_gbs(num_threads()),
-                                    .threads = num_threads()};
+                                    .threads = num_threads(),
+                                    .bf16_peak_gflops = bf16_peak,
+                                    .bf16_instruction = bench::bf16_peak_instruction()};
       std::printf("\nprofile of %d step%s (times under the profiler):\n%s", steps,
                   steps == 1 ? "" : "s", train::profile_table(events, summary).c_str());
       std::ofstream("bench_step_trace.json") << train::chrome_trace_json(events);

@@ -83,6 +83,23 @@ BOOST_AUTO_TEST_CASE(the_table_averages_per_step_and_rates_each_op) {
   BOOST_CHECK(line_with(table, "worker 1", "2.500 ms/step (28% of the step)") != "");
 }
 
+BOOST_AUTO_TEST_CASE(a_bfloat16_run_is_also_rated_against_its_instructions_peak) {
+  std::string table = profile_table(two_steps(), {.steps = 2,
+                                                  .peak_gflops = 4000,
+                                                  .threads = 2,
+                                                  .bf16_peak_gflops = 8000,
+                                                  .bf16_instruction = "VDPBF16PS"});
+  BOOST_TEST_MESSAGE(table);
+  // forward 1500 GFLOP/s: 37.5% of the FMA peak, 18.75% of the VDPBF16PS one; the step 2000: 25%
+  BOOST_CHECK(line_with(table, "forward ", "MFU  37.5%") != "");
+  BOOST_CHECK(line_with(table, "forward ", "18.8% of 8000.0 GFLOP/s (VDPBF16PS peak, 2 threads)") !=
+              "");
+  BOOST_CHECK(line_with(table, "step ", "25.0% of the VDPBF16PS peak") != "");
+  // a float32 run's lines name no bfloat16 peak
+  std::string f32 = profile_table(two_steps(), {.steps = 2, .peak_gflops = 4000, .threads = 2});
+  BOOST_CHECK(f32.find("VDPBF16PS") == std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(the_memory_line_adds_the_ops_without_flops_against_the_bandwidth) {
   std::vector<ProfileEvent> events = two_steps();
   // a second data mover, and an op with both FLOPs and bytes, which is not one

@@ -5,6 +5,7 @@
 
 #include "engine/error.h"
 #include "engine/parallel.h"
+#include "train/bench/bf16_peak.h"
 #include "train/bench/fma_peak.h"
 #include "train/bench/memory_bandwidth.h"
 #include "train/profile_report.h"
@@ -13,12 +14,13 @@
 namespace qkv::train {
 
 StepProfile::StepProfile(int64_t steps, int64_t warmup, int64_t first_step, int64_t last_step,
-                         const Backend& memory, bool cpu)
+                         const Backend& memory, bool cpu, bool bf16)
     : steps_(steps),
       warmup_(warmup),
       first_profiled_(first_step + warmup),
       memory_(memory),
-      cpu_(cpu) {
+      cpu_(cpu),
+      bf16_(bf16) {
   QKV_CHECK(steps == 0 || first_profiled_ + steps - 1 <= last_step, "--profile", steps,
             " profiled steps after ", warmup, " warm-up step", warmup == 1 ? "" : "s",
             " end at step ", first_profiled_ + steps - 1, ", after the run's last step ", last_step,
@@ -93,10 +95,13 @@ std::string StepProfile::after_step(int64_t step, RunDir& run) {
   // The peak and the bandwidth are measured after the profiled steps, so that their threads do
   // not run beside them.
   const int threads = num_threads();
-  const ProfileSummary summary{.steps = int(steps_),
-                               .peak_gflops = cpu_ ? bench::measured_fma_peak_gflops(threads) : 0,
-                               .memory_gbs = cpu_ ? bench::measured_memory_gbs(threads) : 0,
-                               .threads = threads};
+  const ProfileSummary summary{
+      .steps = int(steps_),
+      .peak_gflops = cpu_ ? bench::measured_fma_peak_gflops(threads) : 0,
+      .memory_gbs = cpu_ ? bench::measured_memory_gbs(threads) : 0,
+      .threads = threads,
+      .bf16_peak_gflops = cpu_ && bf16_ ? bench::measured_bf16_peak_gflops(threads) : 0,
+      .bf16_instruction = bench::bf16_peak_instruction()};
   run.write("trace.json", chrome_trace_json(events));
   const std::string what = "steps " + std::to_string(first_profiled_) + ".." +
                            std::to_string(step) + ", " + std::to_string(threads) + " thread" +

@@ -29,9 +29,10 @@ class StepProfile {
   // Profiles steps first_step + warmup .. first_step + warmup + steps - 1 (0 steps: none) of a run
   // that ends at last_step; throws qkv::Error naming --profile when it ends before them. `memory`:
   // the backend whose allocator the report watches. `cpu`: the MFU lines compare with the CPU's
-  // FMA peak (a CUDA run's table has no MFU).
+  // FMA peak (a CUDA run's table has no MFU), and for a `bf16` run (--precision bf16) also with
+  // the peak of the bfloat16 instruction its products run on.
   StepProfile(int64_t steps, int64_t warmup, int64_t first_step, int64_t last_step,
-              const Backend& memory, bool cpu);
+              const Backend& memory, bool cpu, bool bf16);
   // Called before step `step` runs and after it has run (its optimizer step included).
   void before_step(int64_t step);
   // Returns the report (table and the files written) after the last profiled step, else "".
@@ -41,7 +42,7 @@ class StepProfile {
   int64_t first_timed() const;  // the first warm-up step whose wall time is kept
   int64_t steps_, warmup_, first_profiled_;
   const Backend& memory_;
-  bool cpu_;
+  bool cpu_, bf16_;
   MemoryStats memory_before_;
   std::unique_ptr<Profiler> profiler_;
   // Each step's wall time from before_step to after_step: the second half of the warm-up steps

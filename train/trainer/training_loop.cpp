@@ -15,6 +15,7 @@
 #include "train/trainer/interrupt.h"
 #include "train/trainer/micro_batches.h"
 #include "train/trainer/non_finite_diagnosis.h"
+#include "train/trainer/precision.h"
 #include "train/trainer/step_profile.h"
 #include "train/trainer/translator.h"
 
@@ -58,7 +59,8 @@ LoopResult run_training_loop(const Config& config, RunDir& run, nn::Module& mode
                         config.dp_overlap == "on");
   const MicroBatchHooks micro_hooks{hooks.load_batch, hooks.loss_terms, hooks.summed_loss};
   StepProfile profile(config.profile, config.profile_warmup, first_step, config.steps,
-                      backend_for(parse_device(config.device)), /*cpu=*/config.device == "cpu");
+                      backend_for(parse_device(config.device)), /*cpu=*/config.device == "cpu",
+                      /*bf16=*/compute_dtype(config.precision) == DType::bf16);
 
   const RunOutputs outputs{.run = run,
                            .bar = bar,
