@@ -111,7 +111,8 @@ struct ConvShape {
   // gy^T is packed, instead of cols^T. With 16, half of each tile's vector lanes would idle, and
   // gy @ cols^T is as fast.
   bool gw_transposed() const {
-    if (pointwise() || direct_bf16()) return false;
+    if (pointwise()) return false;
+    if (direct_bf16()) return direct_conv_channel_lanes(window.kernel_w, O);
     return direct() ? direct_conv_channel_lanes(window.kernel_w, O) : Og() >= 32;
   }
   // The forward likewise, y[n]^T = cols^T @ W^T ([L, O/g], transposed into y while it is in
@@ -343,27 +344,41 @@ void direct_weight_grad(const ConvShape& s, const float* x, const float* gy, flo
 void direct_bf16_weight_grad(const ConvShape& s, const float* x, const float* gy, float* gw,
                              int64_t n0, int64_t n1) {
   constexpr int64_t kPassBytes = 512 << 10;  // half of a 1 MB L2
-  thread_local ScratchBuffer xp_scratch, gyq_scratch, phases_scratch;
+  thread_local ScratchBuffer xp_scratch, gy_scratch, phases_scratch, transposed_scratch;
   if (n0 == n1) return;
   const DirectConvShape d = s.direct_shape();
-  const int64_t image_values = bf16_padded_values(d), gy_values = d.O * bf16_gy_row(d);
+  // gy in rows of bfloat16 values, or in pairs of positions across the channel lanes ([K, O])
+  const bool lanes = d.weight_grad_in_channel_lanes();
+  const int64_t image_values = bf16_padded_values(d),
+                gy_values = lanes ? 2 * bf16_gy_pair_words(d) : d.O * bf16_gy_row(d);
   float* phases =
       d.stride == 1
           ? nullptr
           : static_cast<float*>(phases_scratch.get(sizeof(float) * size_t(d.padded_floats())));
+  float* transposed =
+      lanes ? static_cast<float*>(transposed_scratch.get(sizeof(float) * size_t(d.O * s.L)))
+            : nullptr;
   const int64_t per_pass = std::clamp<int64_t>(
       kPassBytes / (int64_t(sizeof(bf16_t)) * (image_values + gy_values)), 1, n1 - n0);
   bf16_t* xp =
       static_cast<bf16_t*>(xp_scratch.get(sizeof(bf16_t) * size_t(per_pass * image_values)));
-  bf16_t* gyq =
-      static_cast<bf16_t*>(gyq_scratch.get(sizeof(bf16_t) * size_t(per_pass * gy_values)));
+  bf16_t* gyq = static_cast<bf16_t*>(gy_scratch.get(sizeof(bf16_t) * size_t(per_pass * gy_values)));
   for (int64_t first = n0; first < n1; first += per_pass) {
     const int64_t images = std::min(per_pass, n1 - first);
     for (int64_t i = 0; i < images; ++i) {
+      const float* gyn = gy + (first + i) * s.O * s.L;
       direct_conv_bf16_pad_planes(d, x + (first + i) * s.image(), xp + i * image_values, phases);
-      direct_conv_bf16_gy_rows(d, gy + (first + i) * s.O * s.L, gyq + i * gy_values);
+      if (lanes)
+        direct_conv_bf16_gy_pairs(d, gyn, reinterpret_cast<uint32_t*>(gyq + i * gy_values),
+                                  transposed);
+      else
+        direct_conv_bf16_gy_rows(d, gyn, gyq + i * gy_values);
     }
-    direct_conv_bf16_weight_grad(d, images, xp, gyq, gw);
+    if (lanes)
+      direct_conv_bf16_weight_grad_in_channel_lanes(d, images, xp,
+                                                    reinterpret_cast<const uint32_t*>(gyq), gw);
+    else
+      direct_conv_bf16_weight_grad(d, images, xp, gyq, gw);
   }
 }
 

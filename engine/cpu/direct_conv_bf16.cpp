@@ -112,6 +112,72 @@ QKV_BF16_VECTORS void weight_grad_rows(const DirectConvShape& s, int64_t images,
   }
 }
 
+// One tile of the weight gradient in channel lanes: gwt[(r0 + r) * 3 + j][o0, o0 + 16 OV) += the
+// sum over the images' pairs of positions, for the 3 taps j of rows [r0, r0 + ROWS) (a row is an
+// input channel c and a kernel row i: r = c * kh + i). Tap j of an output at column ow reads
+// phase j % S of its row at column ow + j / S; the pair (ow, ow + 1) reads two consecutive values
+// there.
+template <int ROWS, int OV, int S>
+QKV_BF16_INLINE void channel_lanes_tile(const DirectConvShape& s, int64_t images, const bf16_t* xp,
+                                        const uint32_t* gyp, int64_t r0, int64_t o0, float* gwt) {
+  __m512 acc[ROWS][3][OV];
+  for (int r = 0; r < ROWS; ++r)
+    for (int j = 0; j < 3; ++j)
+      for (int v = 0; v < OV; ++v) acc[r][j][v] = _mm512_setzero_ps();
+  const int64_t pairs = (s.Wo + 1) / 2;
+  for (int64_t n = 0; n < images; ++n) {
+    const bf16_t* x = xp + n * bf16_padded_values(s);
+    const bf16_t* rows[ROWS][S];
+    for (int r = 0; r < ROWS; ++r) {
+      const int64_t c = (r0 + r) / s.kh, i = (r0 + r) % s.kh;
+      for (int b = 0; b < S; ++b)
+        rows[r][b] = x + ((c * S + i % S) * S + b) * s.plane + i / S * s.Wq;
+    }
+    const uint32_t* g = gyp + n * bf16_gy_pair_words(s) + o0;
+    for (int64_t oh = 0; oh < s.Ho; ++oh)
+      for (int64_t pair = 0; pair < pairs; ++pair, g += s.O) {
+        const int64_t q = oh * s.Wq + 2 * pair;
+        __m512bh gv[OV];
+        for (int v = 0; v < OV; ++v) gv[v] = __m512bh(_mm512_loadu_si512(g + kLanes * v));
+        for (int r = 0; r < ROWS; ++r)
+          for (int j = 0; j < 3; ++j) {
+            int32_t values;  // two bfloat16, at any (2-byte) alignment
+            std::memcpy(&values, rows[r][j % S] + q + j / S, sizeof(values));
+            const __m512bh xv = __m512bh(_mm512_set1_epi32(values));
+            for (int v = 0; v < OV; ++v) acc[r][j][v] = _mm512_dpbf16_ps(acc[r][j][v], xv, gv[v]);
+          }
+      }
+  }
+  for (int r = 0; r < ROWS; ++r)
+    for (int j = 0; j < 3; ++j)
+      for (int v = 0; v < OV; ++v) {
+        float* out = gwt + ((r0 + r) * 3 + j) * s.O + o0 + kLanes * v;
+        _mm512_storeu_ps(out, _mm512_add_ps(_mm512_loadu_ps(out), acc[r][j][v]));
+      }
+}
+
+// Every row and output channel, ROWS rows at a time (then one at a time), 16 OV channels at a time.
+template <int ROWS, int OV, int S>
+QKV_BF16_VECTORS void channel_lanes_all(const DirectConvShape& s, int64_t images, const bf16_t* xp,
+                                        const uint32_t* gyp, float* gwt) {
+  const int64_t rows = s.C * s.kh;
+  for (int64_t o0 = 0; o0 < s.O; o0 += kLanes * OV) {
+    int64_t r0 = 0;
+    for (; r0 + ROWS <= rows; r0 += ROWS)
+      channel_lanes_tile<ROWS, OV, S>(s, images, xp, gyp, r0, o0, gwt);
+    for (; r0 < rows; ++r0) channel_lanes_tile<1, OV, S>(s, images, xp, gyp, r0, o0, gwt);
+  }
+}
+
+// 24 accumulators: 2 rows x 4 vectors of channels, 4 x 2 or 8 x 1.
+template <int S>
+QKV_BF16_VECTORS void channel_lanes_at_stride(const DirectConvShape& s, int64_t images,
+                                              const bf16_t* xp, const uint32_t* gyp, float* gwt) {
+  if (s.O % (4 * kLanes) == 0) return channel_lanes_all<2, 4, S>(s, images, xp, gyp, gwt);
+  if (s.O % (2 * kLanes) == 0) return channel_lanes_all<4, 2, S>(s, images, xp, gyp, gwt);
+  channel_lanes_all<8, 1, S>(s, images, xp, gyp, gwt);
+}
+
 // dst[0, width) = src[0, n) rounded to bfloat16, then zeros.
 QKV_BF16_INLINE void round_row(const float* src, int64_t n, int64_t width, bf16_t* dst) {
   for (int64_t col = 0; col < width; col += kLanes) {
@@ -148,6 +214,31 @@ QKV_BF16_VECTORS void direct_conv_bf16_gy_rows(const DirectConvShape& s, const f
       round_row(gy + (o * s.Ho + oh) * s.Wo, s.Wo, s.Wq, r + oh * s.Wq);
     std::fill(r + s.Q, r + row, bf16_t{0});
   }
+}
+
+QKV_BF16_VECTORS void direct_conv_bf16_gy_pairs(const DirectConvShape& s, const float* gy,
+                                                uint32_t* gyp, float* scratch) {
+  direct_conv_gy_transposed(s, gy, scratch);  // [Ho * Wo, O]
+  const int64_t pairs = (s.Wo + 1) / 2;
+  for (int64_t oh = 0; oh < s.Ho; ++oh)
+    for (int64_t pair = 0; pair < pairs; ++pair) {
+      const float* first = scratch + (oh * s.Wo + 2 * pair) * s.O;
+      const bool second = 2 * pair + 1 < s.Wo;
+      uint32_t* words = gyp + (oh * pairs + pair) * s.O;
+      for (int64_t o = 0; o < s.O; o += kLanes) {
+        const __mmask16 m = lanes_between(0, s.O - o);
+        const __m512i low = amx::load16_widened(first + o, m);
+        const __m512i high =
+            second ? amx::load16_widened(first + s.O + o, m) : _mm512_setzero_si512();
+        _mm512_mask_storeu_epi32(words + o, m, amx::interleave(low, high));
+      }
+    }
+}
+
+QKV_BF16_VECTORS void direct_conv_bf16_weight_grad_in_channel_lanes(
+    const DirectConvShape& s, int64_t images, const bf16_t* xp, const uint32_t* gyp, float* gwt) {
+  if (s.stride == 2) return channel_lanes_at_stride<2>(s, images, xp, gyp, gwt);
+  channel_lanes_at_stride<1>(s, images, xp, gyp, gwt);
 }
 
 QKV_BF16_VECTORS void direct_conv_bf16_weight_grad(const DirectConvShape& s, int64_t images,

@@ -83,6 +83,28 @@ void direct_conv_bf16_gy_rows(const DirectConvShape& s, const float* gy, bf16_t*
 void direct_conv_bf16_weight_grad(const DirectConvShape& s, int64_t images, const bf16_t* xp,
                                   const bf16_t* gyq, float* gw);
 
+// With the output channels across lanes, as float32 has them for 3-wide kernels and a multiple of
+// 16 output channels (s.weight_grad_in_channel_lanes()): a lane is an output channel and its pair
+// two positions (ow, ow + 1) of an output row, so gy is transposed into words [Ho, Wo / 2 rounded
+// up, O] (a row of odd width pairs its last position with zero), and a tap's pair of input values,
+// two consecutive bfloat16 of a padded plane, is one 32-bit broadcast.
+
+// Words of one image's paired gy.
+inline int64_t bf16_gy_pair_words(const DirectConvShape& s) {
+  return s.Ho * ((s.Wo + 1) / 2) * s.O;
+}
+
+// gy [O, Ho, Wo] of one image rounded and transposed into pairs gyp (bf16_gy_pair_words(s) words);
+// scratch: Ho * Wo * O floats.
+void direct_conv_bf16_gy_pairs(const DirectConvShape& s, const float* gy, uint32_t* gyp,
+                               float* scratch);
+
+// gwt [K, O] += the weight gradient of `images` images in channel lanes: xp[n] at xp + n *
+// bf16_padded_values(s), gyp[n] at gyp + n * bf16_gy_pair_words(s).
+void direct_conv_bf16_weight_grad_in_channel_lanes(const DirectConvShape& s, int64_t images,
+                                                   const bf16_t* xp, const uint32_t* gyp,
+                                                   float* gwt);
+
 // The input's gradient at stride 2 has no bfloat16 twin: DirectConvInputGrad (direct_conv.h) runs
 // on operands rounded to bfloat16 and kept in float32, whose products a float32 FMA makes exactly,
 // so it sums the same products as VDPBF16PS would (in another order).

@@ -192,6 +192,9 @@ BOOST_AUTO_TEST_CASE(conv2d_forward_and_backward_multiply_rounded_operands_in_ev
       {2, 1, 8, 8, 4, 5, 1, 2, 1, "a 5 x 5 kernel on 1 channel: 1 tap past the blocks of 6"},
       {2, 5, 9, 9, 6, 3, 2, 1, 1, "stride 2: phase planes, an odd channel count"},
       {2, 16, 28, 28, 32, 3, 2, 1, 1, "stride 2 from 28 x 28"},
+      {2, 5, 7, 7, 16, 3, 1, 1, 1, "gW across 16 channel lanes: rows left over, rows of odd width"},
+      {2, 3, 9, 9, 32, 3, 2, 1, 1, "gW across 32 channel lanes at stride 2, odd width"},
+      {3, 1, 6, 6, 64, 3, 1, 1, 1, "gW across 64 channel lanes, one row left over"},
   };
   uint64_t seed = 30;
   for (const Case& c : cases) {
