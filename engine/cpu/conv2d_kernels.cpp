@@ -22,9 +22,11 @@
 // on the thread count (docs/TESTING.md, "Determinism"). A single image leaves the threading to
 // the GEMM.
 //
-// Under autocast every product above is the bfloat16 GEMM on float32 operands rounded as it packs
-// them (gemm_bf16.h), where the CPU has one; the direct and pointwise kernels, float32 FMA, stand
-// aside then.
+// Under autocast, where the CPU has a bfloat16 kernel (gemm_bf16.h), the products are bfloat16:
+// the direct convolution's bfloat16 twin where that kernel is VDPBF16PS (direct_conv_bf16.h), the
+// pointwise kernel and gx at stride 2 on operands rounded to bfloat16 (their float32 FMA makes
+// those products exactly), and every other product the bfloat16 GEMM on float32 operands rounded
+// as it packs them.
 #include <algorithm>
 #include <optional>
 #include <type_traits>

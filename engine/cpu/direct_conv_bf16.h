@@ -1,6 +1,7 @@
-// The direct convolution's forward in bfloat16, on AVX512-BF16's VDPBF16PS: what autocast's
-// convolutions at stride 1 run where that instruction is the CPU's bfloat16 kernel
-// (conv2d_kernels.cpp; the float32 direct convolution, direct_conv.h, is the model).
+// The direct convolution in bfloat16, on AVX512-BF16's VDPBF16PS: what autocast's convolutions of
+// the float32 direct convolution's shapes run where that instruction is the CPU's bfloat16 kernel
+// (conv2d_kernels.cpp; the float32 direct convolution, direct_conv.h, is the model). The forward
+// (y, and gx at stride 1 by the flipped kernel) and the weight gradient; below, in that order.
 //
 // VDPBF16PS adds to each float32 lane the products of one pair of bfloat16 values from each
 // operand. Here a lane is an output position and a pair is two input channels: the padded image is
