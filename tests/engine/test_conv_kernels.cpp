@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/autocast.h"
 #include "engine/backend.h"
 #include "engine/cpu/direct_conv.h"
 #include "engine/ops.h"
@@ -143,25 +144,33 @@ BOOST_AUTO_TEST_CASE(conv2d_and_its_gradients_equal_direct_loops_at_one_and_two_
 // partial weight and bias gradients are added in range order: the same bits at one thread and two,
 // with 37 images (16 ranges of 2 or 3) and with 5 (one image a range), for a 3x3 window (the
 // direct convolution) and a 1x1 one at stride 2 (the pointwise one).
+// In float32 and under autocast (bfloat16 products: the direct convolution's bfloat16 twin and
+// the pointwise kernel on rounded operands where the CPU's bfloat16 kernel is VDPBF16PS).
 BOOST_AUTO_TEST_CASE(conv2d_gives_the_same_bits_at_one_thread_and_two) {
-  for (const Shape& xs : {Shape{37, 4, 9, 9}, Shape{5, 4, 9, 9}})
-    for (int64_t k : {3, 1}) {
-      Tensor x = random(xs, 11, DType::f32), w = random({6, 4, k, k}, 12, DType::f32);
-      Tensor b = random({6}, 13, DType::f32);
-      auto run = [&](int threads) {
-        const ThreadCount count(threads);
-        Tensor xg = x.detach().requires_grad_(), wg = w.detach().requires_grad_(),
-               bg = b.detach().requires_grad_();
-        Tensor y = k == 3 ? conv2d(xg, wg, bg, 1, 1) : conv2d(xg, wg, bg, 2, 0);
-        sum(mul(y, y)).backward();
-        return std::vector<Tensor>{y, xg.grad(), wg.grad(), bg.grad()};
-      };
-      const std::vector<Tensor> one = run(1), two = run(2);
-      for (size_t i = 0; i < one.size(); ++i)
-        BOOST_TEST(qkv::testing::equal_values(one[i], two[i]),
-                   shape_str(xs) << ", " << k << "x" << k << ": output " << i
-                                 << " differs between 1 and 2 threads");
-    }
+  for (DType precision : {DType::f32, DType::bf16})
+    for (const Shape& xs : {Shape{37, 4, 9, 9}, Shape{5, 4, 9, 9}})
+      for (int64_t k : {3, 1}) {
+        Tensor x = random(xs, 11, DType::f32), w = random({6, 4, k, k}, 12, DType::f32);
+        Tensor b = random({6}, 13, DType::f32);
+        auto run = [&](int threads) {
+          const ThreadCount count(threads);
+          Tensor xg = x.detach().requires_grad_(), wg = w.detach().requires_grad_(),
+                 bg = b.detach().requires_grad_();
+          Tensor y;
+          {
+            Autocast scope(precision);
+            y = k == 3 ? conv2d(xg, wg, bg, 1, 1) : conv2d(xg, wg, bg, 2, 0);
+          }
+          sum(mul(y, y)).backward();
+          return std::vector<Tensor>{y, xg.grad(), wg.grad(), bg.grad()};
+        };
+        const std::vector<Tensor> one = run(1), two = run(2);
+        for (size_t i = 0; i < one.size(); ++i)
+          BOOST_TEST(qkv::testing::equal_values(one[i], two[i]),
+                     dtype_name(precision)
+                         << " products, " << shape_str(xs) << ", " << k << "x" << k << ": output "
+                         << i << " differs between 1 and 2 threads");
+      }
 }
 
 // Only the gradients asked for are computed: an input that needs none gets none, and the others
