@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "engine/cpu/avx512_target.h"
+#include "engine/cpu/direct_conv_tiles.h"
 #include "engine/cpu/gemm_pack.h"
 
 namespace qkv::cpu {
@@ -166,28 +167,6 @@ QKV_AVX512_INLINE void weight_grad_tile(const DirectConvShape& s, int64_t images
   }
   for (int t = 0; t < OB; ++t)
     for (int u = 0; u < KB; ++u) gw[(o0 + t) * s.K + k0 + u] += _mm512_reduce_add_ps(acc[t][u]);
-}
-
-// Taps [k0, K) of output channels [o0, o0 + OB): blocks of 6 taps, then the rest as one block.
-template <int OB>
-QKV_AVX512 void weight_grad_rows(const DirectConvShape& s, int64_t images, const float* xp,
-                                 const float* gyq, const int64_t* off, int64_t o0, float* gw) {
-  int64_t k0 = 0;
-  for (; k0 + 6 <= s.K; k0 += 6) weight_grad_tile<OB, 6>(s, images, xp, gyq, off, o0, k0, gw);
-  switch (s.K - k0) {
-    case 5:
-      return weight_grad_tile<OB, 5>(s, images, xp, gyq, off, o0, k0, gw);
-    case 4:
-      return weight_grad_tile<OB, 4>(s, images, xp, gyq, off, o0, k0, gw);
-    case 3:
-      return weight_grad_tile<OB, 3>(s, images, xp, gyq, off, o0, k0, gw);
-    case 2:
-      return weight_grad_tile<OB, 2>(s, images, xp, gyq, off, o0, k0, gw);
-    case 1:
-      return weight_grad_tile<OB, 1>(s, images, xp, gyq, off, o0, k0, gw);
-    default:
-      return;
-  }
 }
 
 // One tile of the weight gradient with the output channels across lanes: gwt[k][o0 .. o0 + 16 OV)
@@ -461,10 +440,9 @@ QKV_AVX512 void direct_conv_weight_grad_in_channel_lanes(const DirectConvShape& 
 QKV_AVX512 void direct_conv_weight_grad(const DirectConvShape& s, int64_t images, const float* xp,
                                         const float* gyq, float* gw) {
   const int64_t* off = s.tap_offsets.data();
-  int64_t o0 = 0;
-  for (; o0 + 4 <= s.O; o0 += 4) weight_grad_rows<4>(s, images, xp, gyq, off, o0, gw);
-  if (o0 + 2 <= s.O) weight_grad_rows<2>(s, images, xp, gyq, off, o0, gw), o0 += 2;
-  if (o0 < s.O) weight_grad_rows<1>(s, images, xp, gyq, off, o0, gw);
+  for_each_weight_grad_tile(s.O, s.K, [&]<int OB, int KB>(int64_t o0, int64_t k0) QKV_AVX512 {
+    weight_grad_tile<OB, KB>(s, images, xp, gyq, off, o0, k0, gw);
+  });
 }
 
 }  // namespace qkv::cpu

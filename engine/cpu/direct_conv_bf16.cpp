@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "engine/cpu/avx512_target.h"
 #include "engine/cpu/bf16_vectors.h"
+#include "engine/cpu/direct_conv_tiles.h"
 #include "engine/cpu/gemm_bf16.h"
 #include "engine/dtype.h"
 
@@ -19,12 +21,6 @@ namespace qkv::cpu {
 namespace {
 
 constexpr int64_t kLanes = 16;
-
-// Lanes [lo, hi) of a vector (any bounds).
-__mmask16 lanes_between(int64_t lo, int64_t hi) {
-  const auto below = [](int64_t n) { return n >= 16 ? 0xFFFFu : n <= 0 ? 0u : (1u << n) - 1; };
-  return __mmask16(below(hi) & ~below(lo));
-}
 
 // One tile: outputs [o0, o0 + OB) at positions [q0, q0 + 16 V), into yq's rows.
 template <int OB, int V>
@@ -87,29 +83,6 @@ QKV_BF16_INLINE void weight_grad_tile(const DirectConvShape& s, int64_t images, 
   }
   for (int t = 0; t < OB; ++t)
     for (int u = 0; u < KB; ++u) gw[(o0 + t) * s.K + k0 + u] += _mm512_reduce_add_ps(acc[t][u]);
-}
-
-// Taps [0, K) of output channels [o0, o0 + OB): blocks of 6 taps, then the rest as one block.
-template <int OB>
-QKV_BF16_VECTORS void weight_grad_rows(const DirectConvShape& s, int64_t images, const bf16_t* xp,
-                                       const bf16_t* gyq, const int64_t* off, int64_t o0,
-                                       float* gw) {
-  int64_t k0 = 0;
-  for (; k0 + 6 <= s.K; k0 += 6) weight_grad_tile<OB, 6>(s, images, xp, gyq, off, o0, k0, gw);
-  switch (s.K - k0) {
-    case 5:
-      return weight_grad_tile<OB, 5>(s, images, xp, gyq, off, o0, k0, gw);
-    case 4:
-      return weight_grad_tile<OB, 4>(s, images, xp, gyq, off, o0, k0, gw);
-    case 3:
-      return weight_grad_tile<OB, 3>(s, images, xp, gyq, off, o0, k0, gw);
-    case 2:
-      return weight_grad_tile<OB, 2>(s, images, xp, gyq, off, o0, k0, gw);
-    case 1:
-      return weight_grad_tile<OB, 1>(s, images, xp, gyq, off, o0, k0, gw);
-    default:
-      return;
-  }
 }
 
 // One tile of the weight gradient in channel lanes: gwt[(r0 + r) * 3 + j][o0, o0 + 16 OV) += the
@@ -178,12 +151,23 @@ QKV_BF16_VECTORS void channel_lanes_at_stride(const DirectConvShape& s, int64_t 
   channel_lanes_all<8, 1, S>(s, images, xp, gyp, gwt);
 }
 
+// words[0, n) = the pairs (low[i], high[i]) rounded to bfloat16, low in each word's low half;
+// high null: zero.
+QKV_BF16_INLINE void pair_words(const float* low, const float* high, int64_t n, uint32_t* words) {
+  for (int64_t at = 0; at < n; at += kLanes) {
+    const __mmask16 m = lanes_below(n - at);
+    const __m512i lo = amx::load16_widened(low + at, m);
+    const __m512i hi = high ? amx::load16_widened(high + at, m) : _mm512_setzero_si512();
+    _mm512_mask_storeu_epi32(words + at, m, amx::interleave(lo, hi));
+  }
+}
+
 // dst[0, width) = src[0, n) rounded to bfloat16, then zeros.
 QKV_BF16_INLINE void round_row(const float* src, int64_t n, int64_t width, bf16_t* dst) {
   for (int64_t col = 0; col < width; col += kLanes) {
     const __m256i values =
-        __m256i(_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lanes_between(0, n - col), src + col)));
-    _mm256_mask_storeu_epi16(dst + col, lanes_between(0, width - col), values);
+        __m256i(_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(lanes_below(n - col), src + col)));
+    _mm256_mask_storeu_epi16(dst + col, lanes_below(width - col), values);
   }
 }
 
@@ -224,14 +208,7 @@ QKV_BF16_VECTORS void direct_conv_bf16_gy_pairs(const DirectConvShape& s, const 
     for (int64_t pair = 0; pair < pairs; ++pair) {
       const float* first = scratch + (oh * s.Wo + 2 * pair) * s.O;
       const bool second = 2 * pair + 1 < s.Wo;
-      uint32_t* words = gyp + (oh * pairs + pair) * s.O;
-      for (int64_t o = 0; o < s.O; o += kLanes) {
-        const __mmask16 m = lanes_between(0, s.O - o);
-        const __m512i low = amx::load16_widened(first + o, m);
-        const __m512i high =
-            second ? amx::load16_widened(first + s.O + o, m) : _mm512_setzero_si512();
-        _mm512_mask_storeu_epi32(words + o, m, amx::interleave(low, high));
-      }
+      pair_words(first, second ? first + s.O : nullptr, s.O, gyp + (oh * pairs + pair) * s.O);
     }
 }
 
@@ -244,15 +221,14 @@ QKV_BF16_VECTORS void direct_conv_bf16_weight_grad_in_channel_lanes(
 QKV_BF16_VECTORS void direct_conv_bf16_weight_grad(const DirectConvShape& s, int64_t images,
                                                    const bf16_t* xp, const bf16_t* gyq, float* gw) {
   const int64_t* off = s.tap_offsets.data();
-  int64_t o0 = 0;
-  for (; o0 + 4 <= s.O; o0 += 4) weight_grad_rows<4>(s, images, xp, gyq, off, o0, gw);
-  if (o0 + 2 <= s.O) weight_grad_rows<2>(s, images, xp, gyq, off, o0, gw), o0 += 2;
-  if (o0 < s.O) weight_grad_rows<1>(s, images, xp, gyq, off, o0, gw);
+  for_each_weight_grad_tile(s.O, s.K, [&]<int OB, int KB>(int64_t o0, int64_t k0) QKV_BF16_VECTORS {
+    weight_grad_tile<OB, KB>(s, images, xp, gyq, off, o0, k0, gw);
+  });
 }
 
 QKV_BF16_VECTORS void round_to_bf16_values(const float* x, int64_t n, float* out) {
   for (int64_t at = 0; at < n; at += kLanes) {
-    const __mmask16 m = lanes_between(0, n - at);
+    const __mmask16 m = lanes_below(n - at);
     const __m512i bits = amx::load16_widened(x + at, m);
     _mm512_mask_storeu_ps(out + at, m, _mm512_castsi512_ps(_mm512_slli_epi32(bits, 16)));
   }
@@ -285,14 +261,7 @@ QKV_BF16_VECTORS void direct_conv_bf16_pad(const DirectConvShape& s, const float
     const int64_t values = s.stride * s.stride * s.plane;
     for (int64_t p = 0; p < pairs; ++p) {
       const float* low = scratch + 2 * p * values;
-      const float* high = 2 * p + 1 < s.C ? low + values : nullptr;
-      uint32_t* words = xp + p * values;
-      for (int64_t at = 0; at < values; at += kLanes) {
-        const __mmask16 m = lanes_between(0, values - at);
-        const __m512i lo = amx::load16_widened(low + at, m);
-        const __m512i hi = high ? amx::load16_widened(high + at, m) : _mm512_setzero_si512();
-        _mm512_mask_storeu_epi32(words + at, m, amx::interleave(lo, hi));
-      }
+      pair_words(low, 2 * p + 1 < s.C ? low + values : nullptr, values, xp + p * values);
     }
     std::fill(xp + pairs * values, xp + bf16_pair_words(s), 0u);
     return;
@@ -302,15 +271,8 @@ QKV_BF16_VECTORS void direct_conv_bf16_pad(const DirectConvShape& s, const float
     const bool second = 2 * p + 1 < s.C;
     for (int64_t h = 0; h < s.H; ++h) {
       const float* low_row = x + (2 * p * s.H + h) * s.W;
-      const float* high_row = low_row + s.H * s.W;
-      uint32_t* row = xp + p * s.plane + (s.ph + h) * s.Wp + s.pw;
-      for (int64_t col = 0; col < s.W; col += kLanes) {
-        const __mmask16 m = lanes_between(0, s.W - col);
-        const __m512i low = amx::load16_widened(low_row + col, m);
-        const __m512i high =
-            second ? amx::load16_widened(high_row + col, m) : _mm512_setzero_si512();
-        _mm512_mask_storeu_epi32(row + col, m, amx::interleave(low, high));
-      }
+      pair_words(low_row, second ? low_row + s.H * s.W : nullptr, s.W,
+                 xp + p * s.plane + (s.ph + h) * s.Wp + s.pw);
     }
   }
 }
