@@ -155,6 +155,16 @@ class Backend {
   // reduced, inner] of one floating dtype: mul's gradient for a factor broadcast along that axis,
   // without the full-size product written and read back. The default composes sum(mul(a, b)).
   virtual void product_sum(const Tensor& a, const Tensor& b, const Tensor& out);
+  // mean_amax over the middle axis of a contiguous floating x [outer, reduced > 0, inner]: out
+  // [outer, 2, inner] = the mean (the sum rounded to x's dtype, times 1 / reduced rounded to it)
+  // and the maximum (NaN propagating), as reduce's sum, mul by a scalar and reduce's max give
+  // them. The default runs those three; a kernel reads x once and gives the same bits.
+  virtual void mean_amax(const Tensor& x, const Tensor& out);
+  // Its gradient for gy [outer, 2, inner], out the forward's: gx = gy_mean * (1 / reduced) + hit
+  // * (gy_max / count), the sum of mean's and extreme_backward's gradients. The default composes
+  // it from ops; a kernel gives the same bits in one pass.
+  virtual void mean_amax_backward(const Tensor& x, const Tensor& out, const Tensor& gy,
+                                  const Tensor& gx);
 
   // ---- matmul ---------------------------------------------------------------------------------
   // out[b] = a[b] @ b[b], or out[b] += a[b] @ b[b] when `accumulate` (how linear() adds its bias

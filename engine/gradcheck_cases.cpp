@@ -97,6 +97,8 @@ void register_engine_gradcheck_cases(OpRegistry& r) {
   add_case("var", {{{3, 5}}}, [](X x) { return var(x[0], {1}); });
   add_case("amax", {{{3, 5}}}, [](X x) { return amax(x[0], {1}); });
   add_case("amin", {{{3, 5}}}, [](X x) { return amin(x[0], {0}, true); });
+  add_case("mean_amax", {{{2, 3, 2, 2}}}, [](X x) { return mean_amax(x[0], {2, 3}); });
+  add_case("mean_amax.middle", {{{2, 3, 4}}}, [](X x) { return mean_amax(x[0], {1}); });
 
   // linear algebra: batch broadcasting, a transposed operand, vectors
   add_case("matmul", {{{2, 3, 4}}, {{4, 5}}}, [](X x) { return matmul(x[0], x[1]); });

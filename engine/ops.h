@@ -113,6 +113,11 @@ Tensor var(const Tensor& x, std::vector<int> dims = {}, bool unbiased = true, bo
 // Maximum/minimum values; the gradient is shared equally among tied maxima (PyTorch's amax).
 Tensor amax(const Tensor& x, std::vector<int> dims = {}, bool keepdim = false);
 Tensor amin(const Tensor& x, std::vector<int> dims = {}, bool keepdim = false);
+// torch.stack((x.mean(dims), x.amax(dims)), dims.front()) over adjacent dims: the mean and the
+// maximum side by side where the dims were, [N, C, 2] for x [N, C, H, W] and dims {2, 3}, [N, 2,
+// H, W] for dims {1}: CBAM's two poolings, each one pass over x instead of two, each gradient one
+// full-size write instead of amax's and two sums of full-size gradients. float32 and float64.
+Tensor mean_amax(const Tensor& x, std::vector<int> dims);
 Tensor argmax(const Tensor& x, int dim, bool keepdim = false);  // int64
 Tensor argmin(const Tensor& x, int dim, bool keepdim = false);
 // torch.max(x, dim): values and indices.

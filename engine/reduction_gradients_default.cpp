@@ -14,6 +14,24 @@ void Backend::extreme_backward(const Tensor& x, const Tensor& kept, const Tensor
   copy_(gx, detail::extreme_gradient(x, kept.reshape(keep), gy.reshape(keep), {1}));
 }
 
+void Backend::mean_amax(const Tensor& x, const Tensor& out) {
+  const int64_t outer = x.size(0), inner = x.size(2);
+  Tensor sums = Tensor::empty({outer, inner}, x.dtype(), x.device());
+  Tensor mean = Tensor::empty({outer, inner}, x.dtype(), x.device());
+  reduce(ReduceOp::sum, x, sums);
+  unary(UnaryOp::mul_scalar, sums, mean, 1.0 / double(x.size(1)));
+  Tensor max = Tensor::empty({outer, inner}, x.dtype(), x.device());
+  reduce(ReduceOp::max, x, max);
+  copy(mean, select(out, 1, 0));
+  copy(max, select(out, 1, 1));
+}
+
+void Backend::mean_amax_backward(const Tensor& x, const Tensor& out, const Tensor& gy,
+                                 const Tensor& gx) {
+  NoGrad no_grad;
+  copy_(gx, detail::mean_amax_gradient(x, out, gy, {1}));
+}
+
 void Backend::product_sum(const Tensor& a, const Tensor& b, const Tensor& out) {
   NoGrad no_grad;
   copy_(out, sum(mul(a, b), {1}));

@@ -27,8 +27,10 @@ ChannelAttention::ChannelAttention(int64_t c, int64_t r) {
 }
 
 Tensor ChannelAttention::weights(const Tensor& x) {
-  auto mlp = [&](const Tensor& d) { return fc2->forward(relu(fc1->forward(d))); };
-  Tensor w = sigmoid(add(mlp(mean(x, {2, 3})), mlp(amax(x, {2, 3}))));
+  // [B, C, 2] seen as [B, 2, C]: the shared MLP runs once over both poolings, its two results
+  // then summed
+  Tensor pooled = mean_amax(x, {2, 3}).transpose(1, 2);
+  Tensor w = sigmoid(sum(fc2->forward(relu(fc1->forward(pooled))), {1}));
   return w.unsqueeze(2).unsqueeze(3);
 }
 
@@ -37,7 +39,7 @@ SpatialAttention::SpatialAttention(int64_t k) {
 }
 
 Tensor SpatialAttention::weights(const Tensor& x) {
-  Tensor maps = cat({mean(x, {1}, true), amax(x, {1}, true)}, 1);  // [B, 2, H, W]
+  Tensor maps = mean_amax(x, {1});  // [B, 2, H, W]: the mean and the maximum over C
   return sigmoid(conv->forward(maps));
 }
 

@@ -27,6 +27,9 @@ class CpuBackend final : public Backend {
   void extreme_backward(const Tensor& x, const Tensor& kept, const Tensor& gy,
                         const Tensor& gx) override;  // engine/cpu/reduction_gradients.cpp
   void product_sum(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void mean_amax(const Tensor& x, const Tensor& out) override;
+  void mean_amax_backward(const Tensor& x, const Tensor& out, const Tensor& gy,
+                          const Tensor& gx) override;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out,
               bool accumulate = false) override;
   // One product with a float bias (and ReLU): the GEMM's epilogue, on each tile as it is stored.

@@ -96,7 +96,55 @@ void extreme_values(const T* xp, int64_t outer, int64_t reduced, int64_t inner, 
                });
 }
 
+// out [outer, 2, inner] = the mean and the maximum of each run, from one read of x: the sum as
+// sum_middle_axis adds it (in double, r in order), the maximum as extreme_values finds it.
+template <typename T>
+void mean_and_max(const T* xp, int64_t outer, int64_t reduced, int64_t inner, T* out) {
+  const T scale = T(1.0 / double(reduced));  // mean = T(sum) * scale, as mul by a scalar rounds
+  if (inner == 1) {                          // the run is a row: its second read comes from L1
+    parallel_for(0, outer, std::max<int64_t>(1, 16384 / reduced), [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) {
+        const T* row = xp + o * reduced;
+        out[2 * o] =
+            T(lane_sum<double>(reduced, [row](int64_t r) { return double(row[r]); })) * scale;
+        out[2 * o + 1] = signed_row_max(row, reduced, T(1));
+      }
+    });
+    return;
+  }
+  constexpr int64_t block = kMiddleAxisBlock;
+  const int64_t blocks = (inner + block - 1) / block;
+  parallel_for(0, outer * blocks, std::max<int64_t>(1, 64 / reduced), [&](int64_t b, int64_t e) {
+    double sums[block];
+    T best[block];
+    for (int64_t idx = b; idx < e; ++idx) {
+      const int64_t o = idx / blocks, i0 = (idx % blocks) * block;
+      const int64_t n = std::min(block, inner - i0);
+      const T* base = xp + o * reduced * inner + i0;
+      for (int64_t i = 0; i < n; ++i) sums[i] = 0.0 + double(base[i]), best[i] = base[i];
+      for (int64_t r = 1; r < reduced; ++r) {
+        const T* row = base + r * inner;
+        _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
+          const T v = row[i];
+          sums[i] += double(v);
+          best[i] = (v > best[i] || v != v) ? v : best[i];
+        }
+      }
+      T* mean = out + 2 * o * inner + i0;
+      for (int64_t i = 0; i < n; ++i) mean[i] = T(sums[i]) * scale, mean[inner + i] = best[i];
+    }
+  });
+}
+
 }  // namespace
+
+void CpuBackend::mean_amax(const Tensor& x, const Tensor& out) {
+  const int64_t outer = x.size(0), reduced = x.size(1), inner = x.size(2);
+  // a whole tensor's column sums go in halves (sums_rows_in_halves), an order of their own
+  if (outer == 1 && sums_rows_in_halves(reduced, inner)) return Backend::mean_amax(x, out);
+  QKV_DISPATCH_FLOAT(x.dtype(), "mean_amax",
+                     [&] { mean_and_max(x.data<T>(), outer, reduced, inner, out.data<T>()); });
+}
 
 void CpuBackend::reduce(ReduceOp op, const Tensor& x, const Tensor& out) {
   const int64_t outer = x.size(0), reduced = x.size(1), inner = x.size(2);

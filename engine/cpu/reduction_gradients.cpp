@@ -74,7 +74,69 @@ void extreme_gradient_rows(const T* x, const T* kept, const T* gy, T* gx, int64_
   });
 }
 
+// mean_amax's gradient: mean's share, gy_mean * (1 / reduced), plus extreme_gradient_rows' hit *
+// (gy_max / count), written once. gy and out are [outer, 2, inner]: the means' row, then the
+// maxima's.
+template <typename T>
+void mean_amax_gradient_rows(const T* x, const T* out, const T* gy, T* gx, int64_t outer,
+                             int64_t reduced, int64_t inner) {
+  const T scale = T(1.0 / double(reduced));  // as mul(gy, 1.0 / reduced) rounds it
+  if (inner == 1) {  // over trailing dims (CBAM's channel pooling): one contiguous row a run
+    parallel_for(0, outer, grain_for(reduced), [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) {
+        const T* row = x + o * reduced;
+        T* dst = gx + o * reduced;
+        const T m = out[2 * o + 1];
+        int64_t count = 0;
+        _Pragma("omp simd reduction(+ : count)") for (int64_t r = 0; r < reduced; ++r) count +=
+            row[r] == m;
+        const T g = gy[2 * o + 1] / T(count), g_mean = gy[2 * o] * scale;
+        _Pragma("omp simd") for (int64_t r = 0; r < reduced; ++r) dst[r] =
+            g_mean + T(row[r] == m) * g;
+      }
+    });
+    return;
+  }
+  // over channels (CBAM's spatial pooling): a block of positions row by row
+  const int64_t blocks = (inner + kBlock - 1) / kBlock;
+  parallel_for(0, outer * blocks, grain_for(reduced * kBlock), [&](int64_t b, int64_t e) {
+    T count[kBlock], g[kBlock], g_mean[kBlock];
+    for (int64_t idx = b; idx < e; ++idx) {
+      const int64_t o = idx / blocks, i0 = (idx % blocks) * kBlock;
+      const int64_t n = std::min(kBlock, inner - i0);
+      const T* mean_gy = gy + 2 * o * inner + i0;
+      const T* max_gy = mean_gy + inner;
+      const T* m = out + 2 * o * inner + inner + i0;
+      const T* base = x + o * reduced * inner + i0;
+      T* dst = gx + o * reduced * inner + i0;
+      std::fill(count, count + n, T(0));
+      for (int64_t r = 0; r < reduced; ++r) {
+        const T* row = base + r * inner;
+        _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) count[i] += T(row[i] == m[i]);
+      }
+      _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
+        g[i] = max_gy[i] / count[i];
+        g_mean[i] = mean_gy[i] * scale;
+      }
+      for (int64_t r = 0; r < reduced; ++r) {
+        const T* row = base + r * inner;
+        T* to = dst + r * inner;
+        _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) to[i] =
+            g_mean[i] + T(row[i] == m[i]) * g[i];
+      }
+    }
+  });
+}
+
 }  // namespace
+
+void CpuBackend::mean_amax_backward(const Tensor& x, const Tensor& out, const Tensor& gy,
+                                    const Tensor& gx) {
+  QKV_DISPATCH_FLOAT(x.dtype(), "mean_amax_backward", [&] {
+    mean_amax_gradient_rows(x.data<T>(), out.data<T>(), gy.data<T>(), gx.data<T>(), x.size(0),
+                            x.size(1), x.size(2));
+  });
+}
 
 void CpuBackend::extreme_backward(const Tensor& x, const Tensor& kept, const Tensor& gy,
                                   const Tensor& gx) {

@@ -74,6 +74,13 @@ inline Tensor reduced_block_view(const Tensor& t, const Split3& s) {
 Tensor extreme_gradient(const Tensor& x, const Tensor& kept, const Tensor& gy,
                         const std::vector<int>& dims);
 
+// mean_amax's gradient composed from ops, for out = mean_amax(x, dims) and its gradient gy (both
+// with the pair's axis at dims.front()): the mean's gradient, gy_mean * (1 / count) broadcast,
+// plus amax's, extreme_gradient. Differentiable again (a create_graph backward records it);
+// Backend::mean_amax_backward's default is this formula.
+Tensor mean_amax_gradient(const Tensor& x, const Tensor& out, const Tensor& gy,
+                          const std::vector<int>& dims);
+
 // Checks that every index lies in [0, size) and throws "<op>: index 7 is out of range for
 // <what> of size 5" otherwise. Runs the min/max on the index's device.
 void check_index_range(const Tensor& index, int64_t size, const char* op, const char* what);

@@ -142,6 +142,56 @@ Tensor extreme_gradient(const Tensor& x, const Tensor& kept, const Tensor& gy,
 Tensor amax(const Tensor& x, std::vector<int> dims, bool keepdim) {
   return extreme(x, dims, keepdim, true);
 }
+
+namespace detail {
+Tensor mean_amax_gradient(const Tensor& x, const Tensor& out, const Tensor& gy,
+                          const std::vector<int>& dims) {
+  const Shape keep = reduced_shape(x, dims, true);
+  const int pair = dims.front();
+  int64_t count = 1;
+  for (int d : dims) count *= x.shape()[d];
+  // mean = sum * (1 / count): mul's gradient by the scalar, then sum's (broadcast)
+  Tensor g_mean = expand(mul(reshape(select(gy, pair, 0), keep), 1.0 / double(count)), x.shape());
+  Tensor g_max = extreme_gradient(x, reshape(select(out, pair, 1), keep),
+                                  reshape(select(gy, pair, 1), keep), dims);
+  return add(g_mean, g_max);
+}
+}  // namespace detail
+
+// The backward is one kernel (Backend::mean_amax_backward), or with create_graph the composed
+// formula, which can be differentiated again.
+QKV_RECORDED_OP("mean_amax", "engine", composed);
+Tensor mean_amax(const Tensor& x, std::vector<int> dims) {
+  const char* name = "mean_amax";
+  detail::check_defined(x, name);
+  detail::check_f32_or_f64(x, name);
+  QKV_CHECK(!dims.empty(), name, "needs the dims to reduce, got none");
+  dims = normalize_dims(x, dims, name);
+  QKV_CHECK(dims.back() - dims.front() + 1 == int(dims.size()), name,
+            "the dims must be adjacent (the pair's axis takes their place)");
+  const Split3 block = split_at(x.shape(), dims.front(), dims.back());
+  QKV_CHECK(block.mid > 0, name, "cannot reduce over an empty dimension (shape ",
+            shape_str(x.shape()), ")");
+  Shape shape = reduced_shape(x, dims, true);
+  shape.erase(shape.begin() + dims.front(), shape.begin() + dims.back());
+  shape[size_t(dims.front())] = 2;  // [..., 2, ...]: mean, then max
+  Tensor out = Tensor::empty(shape, x.dtype(), x.device());
+  const Tensor xc = detail::contiguous_data(x);
+  const Split3 pairs{block.outer, 2, block.inner};
+  if (out.numel() > 0)
+    x.backend().mean_amax(detail::block_view(xc, block), detail::block_view(out, pairs));
+  // the lambda keeps out's values without its autograd edge: no cycle through the node
+  const Tensor kept = out.detach();
+  return record(name, {x}, out, [xc, kept, dims, block, pairs](const Tensor& gy) {
+    if (grad_enabled()) return grads{detail::mean_amax_gradient(xc, kept, gy, dims)};
+    Tensor gx = Tensor::empty(xc.shape(), xc.dtype(), xc.device());
+    if (gx.numel() > 0)
+      xc.backend().mean_amax_backward(
+          detail::block_view(xc, block), detail::block_view(kept, pairs),
+          detail::block_view(detail::contiguous_data(gy), pairs), detail::block_view(gx, block));
+    return grads{gx};
+  });
+}
 Tensor amin(const Tensor& x, std::vector<int> dims, bool keepdim) {
   return extreme(x, dims, keepdim, false);
 }

@@ -1,9 +1,9 @@
 // The CPU's one-pass gradients of amax/amin and of mul's broadcast factor
-// (engine/cpu/reduction_gradients.cpp) against the formula composed from ops (Backend's default,
-// which CUDA runs), bit for bit: over the layouts CBAM reduces (a contiguous run, inner 1, and a
-// run strided across positions, two blocks and a tail), with ties, NaN and infinities, at one and
-// two threads. Then through the ops: a plain backward (the kernels) against a create_graph one
-// (the composed ops, recorded).
+// (engine/cpu/reduction_gradients.cpp), and mean_amax's one-pass forward and gradient, against the
+// formulas composed from ops (Backend's default, which CUDA runs), bit for bit: over the layouts
+// CBAM reduces (a contiguous run, inner 1, and a run strided across positions, two blocks and a
+// tail), with ties, NaN and infinities, at one and two threads. Then through the ops: a plain
+// backward (the kernels) against a create_graph one (the composed ops, recorded).
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
@@ -71,6 +71,66 @@ BOOST_AUTO_TEST_CASE(extreme_backward_kernel_gives_the_composed_formulas_bits) {
             BOOST_TEST(count_nan(fused) == l.reduced);
           }
         }
+}
+
+BOOST_AUTO_TEST_CASE(mean_amax_kernels_give_the_composed_formulas_bits) {
+  manual_seed(34);
+  Backend& cpu = backend_for(Device::cpu());
+  for (const Layout& l : kLayouts)
+    for (DType dtype : {DType::f32, DType::f64})
+      for (int threads : {1, 2}) {
+        BOOST_TEST_CONTEXT(l.outer << "x" << l.reduced << "x" << l.inner << " " << dtype_name(dtype)
+                                   << " " << threads << " threads") {
+          ThreadCount scope(threads);
+          Tensor x = tied_values(l, dtype);
+          Tensor out = Tensor::empty({l.outer, 2, l.inner}, dtype);
+          Tensor composed_out = Tensor::empty({l.outer, 2, l.inner}, dtype);
+          cpu.mean_amax(x, out);
+          cpu.Backend::mean_amax(x, composed_out);
+          BOOST_TEST(equal_values(out, composed_out));
+          // the means are there, not only the maxima: not one of them is its run's maximum
+          BOOST_TEST(!equal_values(select(out, 1, 0), select(out, 1, 1)));
+          Tensor gy = randn({l.outer, 2, l.inner}, {.dtype = dtype});
+          Tensor fused = Tensor::empty(x.shape(), dtype),
+                 composed = Tensor::empty(x.shape(), dtype);
+          cpu.mean_amax_backward(x, out, gy, fused);
+          cpu.Backend::mean_amax_backward(x, out, gy, composed);
+          BOOST_TEST(equal_values(fused, composed));
+          BOOST_TEST(count_nan(fused) == l.reduced);  // the NaN run's, as amax's gradient
+        }
+      }
+}
+
+// The op against mean and amax themselves: its values are theirs side by side, and its gradient
+// (the kernel, or the composed formula with create_graph) is the sum of theirs, bit for bit.
+BOOST_AUTO_TEST_CASE(mean_amax_is_mean_and_amax_side_by_side) {
+  manual_seed(35);
+  for (DType dtype : {DType::f32, DType::f64})
+    for (const std::vector<int>& dims : {std::vector<int>{2, 3}, std::vector<int>{1}}) {
+      BOOST_TEST_CONTEXT(dtype_name(dtype) << " dims " << dims.front() << ".." << dims.back()) {
+        Tensor x = tied_values({2, 6, 35}, dtype).reshape({2, 6, 5, 7}).requires_grad_();
+        Tensor pair = mean_amax(x, dims);
+        Shape shape = x.shape();
+        shape.erase(shape.begin() + dims.front(), shape.begin() + dims.back());
+        shape[size_t(dims.front())] = 2;
+        BOOST_TEST(pair.shape() == shape);
+        BOOST_TEST(equal_values(select(pair, dims.front(), 0), mean(x, dims)));
+        BOOST_TEST(equal_values(select(pair, dims.front(), 1), amax(x, dims)));
+        // r needs a gradient, so that create_graph records gx's dependence on it
+        Tensor r = randn(pair.shape(), {.dtype = dtype}).requires_grad_();
+        Tensor r_mean = select(r, dims.front(), 0), r_max = select(r, dims.front(), 1);
+        const Tensor separate =
+            grad(add(sum(mul(mean(x, dims), r_mean)), sum(mul(amax(x, dims), r_max))), {x})[0];
+        const Tensor kernel = grad(sum(mul(mean_amax(x, dims), r)), {x})[0];
+        const Tensor recorded =
+            grad(sum(mul(mean_amax(x, dims), r)), {x}, Tensor(), false, true)[0];
+        BOOST_TEST(bool(recorded.grad_fn()));
+        BOOST_TEST(equal_values(kernel, separate));
+        BOOST_TEST(equal_values(recorded.detach(), separate));
+      }
+    }
+  BOOST_CHECK_THROW(mean_amax(zeros({2, 3, 4}), {0, 2}), Error);  // not adjacent
+  BOOST_CHECK_THROW(mean_amax(zeros({2, 0, 4}), {1}), Error);     // nothing to reduce
 }
 
 BOOST_AUTO_TEST_CASE(product_sum_kernel_gives_the_composed_formulas_bits) {
