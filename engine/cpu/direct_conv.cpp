@@ -362,6 +362,15 @@ QKV_AVX512 void direct_conv_pad(const DirectConvShape& s, const float* x, float*
 
 namespace {
 
+// Fewer than 4 output channels at positions [q0, q0 + 16 V): tiles of 2 channels, then 1.
+template <int V>
+QKV_AVX512 void narrow_positions(const DirectConvShape& s, const float* xp, const float* wt,
+                                 const float* bias, int64_t q0, float* yq) {
+  int64_t o0 = 0;
+  if (o0 + 2 <= s.O) forward_tile<2, V>(s, xp, wt, bias, o0, q0, yq), o0 += 2;
+  if (o0 < s.O) forward_tile<1, V>(s, xp, wt, bias, o0, q0, yq);
+}
+
 // yq [O, Qs]: the output at every position of Ho rows of Wq columns.
 QKV_AVX512 void forward_rows(const DirectConvShape& s, const float* xp, const float* wt,
                              const float* bias, float* yq) {
@@ -369,6 +378,11 @@ QKV_AVX512 void forward_rows(const DirectConvShape& s, const float* xp, const fl
   // 8 broadcasts and a load for 8 FMAs)
   const int64_t vectors = s.Qs / kLanes;
   int64_t v = 0;
+  // With one or two output channels (CBAM's 7 x 7 spatial convolution, 2 -> 1, and its gx by the
+  // flipped kernel, 1 -> 2) a tile of 3 vectors holds 3 or 6 sums, each FMA waiting for the one
+  // before it: 8 vectors keep 8 or 16 chains in flight. The sums are the same either way.
+  if (s.O < 4)
+    for (; vectors - v >= 8; v += 8) narrow_positions<8>(s, xp, wt, bias, v * kLanes, yq);
   for (; vectors - v >= 3 && vectors - v != 4; v += 3)
     forward_positions<3>(s, xp, wt, bias, v * kLanes, yq);
   for (; vectors - v >= 2; v += 2) forward_positions<2>(s, xp, wt, bias, v * kLanes, yq);

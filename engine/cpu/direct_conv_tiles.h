@@ -1,7 +1,8 @@
 // The walk both direct convolutions' weight gradients take over gW [O, K] when positions run
 // across the lanes (direct_conv.cpp in float32, direct_conv_bf16.cpp in bfloat16): tiles of 4
-// output channels (then 2, 1) x 6 taps (then the 1 to 5 left as one tile), each tile's sums kept
-// in registers. Only the tile differs between the two, so it is passed in.
+// output channels (then 2, 1) x 6 taps (12 for a lone channel; then the 1 to 5 left as one
+// tile), each tile's sums kept in registers. Only the tile differs between the two, so it is passed
+// in.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,10 @@ template <typename Tile>
 inline void for_each_weight_grad_tile(int64_t O, int64_t K, Tile&& tile) {
   const auto row = [&]<int OB>(int64_t o0) {
     int64_t k0 = 0;
+    // A single output channel (CBAM's 7 x 7 spatial convolution, 2 -> 1): 6 sums would each wait
+    // for their previous FMA; 12 taps a tile keep 12 in flight. Each weight's sum is the same.
+    if constexpr (OB == 1)
+      for (; k0 + 12 <= K; k0 += 12) tile.template operator()<1, 12>(o0, k0);
     for (; k0 + 6 <= K; k0 += 6) tile.template operator()<OB, 6>(o0, k0);
     switch (K - k0) {
       case 5:
