@@ -1,5 +1,6 @@
-// Backend's default gradient kernels for reductions, composed from ops: what a backend without
-// its own kernels (CUDA) runs. The CPU's are one pass each (engine/cpu/reduction_gradients.cpp).
+// Backend's default gradient kernels for reductions, and mean_amax's forward, composed from ops or
+// from the backend's own reduce: what a backend without its own kernels (CUDA) runs. The CPU's
+// are one pass each (engine/cpu/reduction_gradients.cpp, and reduce_kernels.cpp for mean_amax).
 #include "engine/autograd.h"
 #include "engine/backend.h"
 #include "engine/ops.h"

@@ -1,4 +1,5 @@
-// Reductions over the middle axis of a contiguous [outer, reduced, inner] tensor.
+// Reductions over the middle axis of a contiguous [outer, reduced, inner] tensor, and the mean and
+// maximum together (mean_amax) from one read.
 #include <algorithm>
 #include <limits>
 #include <vector>

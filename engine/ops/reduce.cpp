@@ -143,6 +143,10 @@ Tensor amax(const Tensor& x, std::vector<int> dims, bool keepdim) {
   return extreme(x, dims, keepdim, true);
 }
 
+Tensor amin(const Tensor& x, std::vector<int> dims, bool keepdim) {
+  return extreme(x, dims, keepdim, false);
+}
+
 namespace detail {
 Tensor mean_amax_gradient(const Tensor& x, const Tensor& out, const Tensor& gy,
                           const std::vector<int>& dims) {
@@ -191,9 +195,6 @@ Tensor mean_amax(const Tensor& x, std::vector<int> dims) {
           detail::block_view(detail::contiguous_data(gy), pairs), detail::block_view(gx, block));
     return grads{gx};
   });
-}
-Tensor amin(const Tensor& x, std::vector<int> dims, bool keepdim) {
-  return extreme(x, dims, keepdim, false);
 }
 
 namespace {
