@@ -1,7 +1,7 @@
 // The sums over the middle axis of a contiguous [outer, reduced, inner] block, of any term of the
 // element's flat index: reduce's sum (the term is the element) and product_sum (the term is a
-// product) share them, so the two add the same values in the same order. Also the block width the
-// other middle-axis kernels (amax over channels and its gradient) walk.
+// product) share them, so the two add the same values in the same order. Also the blocks the other
+// middle-axis kernels (amax over channels, mean_amax, their gradients) walk.
 #pragma once
 
 #include <algorithm>
@@ -19,6 +19,19 @@ namespace qkv::cpu {
 // plane, so that an image's [reduced, inner] values are read in memory order. Narrower blocks
 // jump a plane ahead every block, a pattern the hardware prefetchers do not follow.
 constexpr int64_t kMiddleAxisBlock = 1024;
+
+// Calls visit(o, i0, n) for each block of n <= kMiddleAxisBlock inner positions starting at i0,
+// of each of the outer runs: the blocks go to the threads `grain` at a time.
+template <typename Visit>
+void for_each_middle_axis_block(int64_t outer, int64_t inner, int64_t grain, Visit visit) {
+  const int64_t blocks = (inner + kMiddleAxisBlock - 1) / kMiddleAxisBlock;
+  parallel_for(0, outer * blocks, grain, [&](int64_t b, int64_t e) {
+    for (int64_t idx = b; idx < e; ++idx) {
+      const int64_t o = idx / blocks, i0 = (idx % blocks) * kMiddleAxisBlock;
+      visit(o, i0, std::min(kMiddleAxisBlock, inner - i0));
+    }
+  });
+}
 
 // Column sums of a tall [rows, columns] matrix (a bias's gradient over thousands of rows) are
 // taken as two halves of the rows, in double, added after: on two threads each reads the rows

@@ -74,27 +74,21 @@ void extreme_values(const T* xp, int64_t outer, int64_t reduced, int64_t inner, 
                  });
     return;
   }
-  constexpr int64_t block = kMiddleAxisBlock;
-  const int64_t blocks = (inner + block - 1) / block;
-  parallel_for(0, outer * blocks, std::max<int64_t>(1, 64 / std::max<int64_t>(reduced, 1)),
-               [&](int64_t b, int64_t e) {
-                 T best[block];
-                 for (int64_t idx = b; idx < e; ++idx) {
-                   const int64_t o = idx / blocks, i0 = (idx % blocks) * block;
-                   const int64_t n = std::min(block, inner - i0);
-                   const T* base = xp + o * reduced * inner + i0;
-                   for (int64_t i = 0; i < n; ++i) best[i] = sign * base[i];
-                   for (int64_t r = 1; r < reduced; ++r) {
-                     const T* row = base + r * inner;
-                     _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
-                       const T v = sign * row[i];
-                       best[i] = (v > best[i] || v != v) ? v : best[i];
-                     }
-                   }
-                   T* dst = out + o * inner + i0;
-                   for (int64_t i = 0; i < n; ++i) dst[i] = sign * best[i];
-                 }
-               });
+  const int64_t grain = std::max<int64_t>(1, 64 / std::max<int64_t>(reduced, 1));
+  for_each_middle_axis_block(outer, inner, grain, [&](int64_t o, int64_t i0, int64_t n) {
+    T best[kMiddleAxisBlock];
+    const T* base = xp + o * reduced * inner + i0;
+    for (int64_t i = 0; i < n; ++i) best[i] = sign * base[i];
+    for (int64_t r = 1; r < reduced; ++r) {
+      const T* row = base + r * inner;
+      _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
+        const T v = sign * row[i];
+        best[i] = (v > best[i] || v != v) ? v : best[i];
+      }
+    }
+    T* dst = out + o * inner + i0;
+    for (int64_t i = 0; i < n; ++i) dst[i] = sign * best[i];
+  });
 }
 
 // out [outer, 2, inner] = the mean and the maximum of each run, from one read of x: the sum as
@@ -113,27 +107,22 @@ void mean_and_max(const T* xp, int64_t outer, int64_t reduced, int64_t inner, T*
     });
     return;
   }
-  constexpr int64_t block = kMiddleAxisBlock;
-  const int64_t blocks = (inner + block - 1) / block;
-  parallel_for(0, outer * blocks, std::max<int64_t>(1, 64 / reduced), [&](int64_t b, int64_t e) {
-    double sums[block];
-    T best[block];
-    for (int64_t idx = b; idx < e; ++idx) {
-      const int64_t o = idx / blocks, i0 = (idx % blocks) * block;
-      const int64_t n = std::min(block, inner - i0);
-      const T* base = xp + o * reduced * inner + i0;
-      for (int64_t i = 0; i < n; ++i) sums[i] = 0.0 + double(base[i]), best[i] = base[i];
-      for (int64_t r = 1; r < reduced; ++r) {
-        const T* row = base + r * inner;
-        _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
-          const T v = row[i];
-          sums[i] += double(v);
-          best[i] = (v > best[i] || v != v) ? v : best[i];
-        }
+  const int64_t grain = std::max<int64_t>(1, 64 / reduced);
+  for_each_middle_axis_block(outer, inner, grain, [&](int64_t o, int64_t i0, int64_t n) {
+    double sums[kMiddleAxisBlock];
+    T best[kMiddleAxisBlock];
+    const T* base = xp + o * reduced * inner + i0;
+    for (int64_t i = 0; i < n; ++i) sums[i] = 0.0 + double(base[i]), best[i] = base[i];
+    for (int64_t r = 1; r < reduced; ++r) {
+      const T* row = base + r * inner;
+      _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
+        const T v = row[i];
+        sums[i] += double(v);
+        best[i] = (v > best[i] || v != v) ? v : best[i];
       }
-      T* mean = out + 2 * o * inner + i0;
-      for (int64_t i = 0; i < n; ++i) mean[i] = T(sums[i]) * scale, mean[inner + i] = best[i];
     }
+    T* mean = out + 2 * o * inner + i0;
+    for (int64_t i = 0; i < n; ++i) mean[i] = T(sums[i]) * scale, mean[inner + i] = best[i];
   });
 }
 

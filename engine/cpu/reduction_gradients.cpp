@@ -29,6 +29,17 @@ int64_t grain_for(int64_t values_per_item) {
   return std::max<int64_t>(1, 16384 / std::max<int64_t>(values_per_item, 1));
 }
 
+// count[i] = how many of the `reduced` rows from base, inner apart, hold m[i] at i (i < n): exact
+// in T, as the composed formula's sum of hits is.
+template <typename T>
+void count_hits(const T* base, const T* m, int64_t reduced, int64_t inner, int64_t n, T* count) {
+  std::fill(count, count + n, T(0));
+  for (int64_t r = 0; r < reduced; ++r) {
+    const T* row = base + r * inner;
+    _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) count[i] += T(row[i] == m[i]);
+  }
+}
+
 template <typename T>
 void extreme_gradient_rows(const T* x, const T* kept, const T* gy, T* gx, int64_t outer,
                            int64_t reduced, int64_t inner) {
@@ -49,29 +60,21 @@ void extreme_gradient_rows(const T* x, const T* kept, const T* gy, T* gx, int64_
     return;
   }
   // amax over channels: each run strides by inner; a block of positions goes row by row
-  const int64_t blocks = (inner + kBlock - 1) / kBlock;
-  parallel_for(0, outer * blocks, grain_for(reduced * kBlock), [&](int64_t b, int64_t e) {
-    T count[kBlock], g[kBlock];
-    for (int64_t idx = b; idx < e; ++idx) {
-      const int64_t o = idx / blocks, i0 = (idx % blocks) * kBlock;
-      const int64_t n = std::min(kBlock, inner - i0);
-      const T* m = kept + o * inner + i0;
-      const T* base = x + o * reduced * inner + i0;
-      T* out = gx + o * reduced * inner + i0;
-      std::fill(count, count + n, T(0));
-      for (int64_t r = 0; r < reduced; ++r) {
-        const T* row = base + r * inner;
-        _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) count[i] += T(row[i] == m[i]);
-      }
-      const T* gyo = gy + o * inner + i0;
-      _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) g[i] = gyo[i] / count[i];
-      for (int64_t r = 0; r < reduced; ++r) {
-        const T* row = base + r * inner;
-        T* dst = out + r * inner;
-        _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) dst[i] = T(row[i] == m[i]) * g[i];
-      }
-    }
-  });
+  for_each_middle_axis_block(
+      outer, inner, grain_for(reduced * kBlock), [&](int64_t o, int64_t i0, int64_t n) {
+        T count[kBlock], g[kBlock];
+        const T* m = kept + o * inner + i0;
+        const T* base = x + o * reduced * inner + i0;
+        T* out = gx + o * reduced * inner + i0;
+        count_hits(base, m, reduced, inner, n, count);
+        const T* gyo = gy + o * inner + i0;
+        _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) g[i] = gyo[i] / count[i];
+        for (int64_t r = 0; r < reduced; ++r) {
+          const T* row = base + r * inner;
+          T* dst = out + r * inner;
+          _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) dst[i] = T(row[i] == m[i]) * g[i];
+        }
+      });
 }
 
 // mean_amax's gradient: mean's share, gy_mean * (1 / reduced), plus extreme_gradient_rows' hit *
@@ -98,34 +101,26 @@ void mean_amax_gradient_rows(const T* x, const T* out, const T* gy, T* gx, int64
     return;
   }
   // over channels (CBAM's spatial pooling): a block of positions row by row
-  const int64_t blocks = (inner + kBlock - 1) / kBlock;
-  parallel_for(0, outer * blocks, grain_for(reduced * kBlock), [&](int64_t b, int64_t e) {
-    T count[kBlock], g[kBlock], g_mean[kBlock];
-    for (int64_t idx = b; idx < e; ++idx) {
-      const int64_t o = idx / blocks, i0 = (idx % blocks) * kBlock;
-      const int64_t n = std::min(kBlock, inner - i0);
-      const T* mean_gy = gy + 2 * o * inner + i0;
-      const T* max_gy = mean_gy + inner;
-      const T* m = out + 2 * o * inner + inner + i0;
-      const T* base = x + o * reduced * inner + i0;
-      T* dst = gx + o * reduced * inner + i0;
-      std::fill(count, count + n, T(0));
-      for (int64_t r = 0; r < reduced; ++r) {
-        const T* row = base + r * inner;
-        _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) count[i] += T(row[i] == m[i]);
-      }
-      _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
-        g[i] = max_gy[i] / count[i];
-        g_mean[i] = mean_gy[i] * scale;
-      }
-      for (int64_t r = 0; r < reduced; ++r) {
-        const T* row = base + r * inner;
-        T* to = dst + r * inner;
-        _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) to[i] =
-            g_mean[i] + T(row[i] == m[i]) * g[i];
-      }
-    }
-  });
+  for_each_middle_axis_block(outer, inner, grain_for(reduced * kBlock),
+                             [&](int64_t o, int64_t i0, int64_t n) {
+                               T count[kBlock], g[kBlock], g_mean[kBlock];
+                               const T* mean_gy = gy + 2 * o * inner + i0;
+                               const T* max_gy = mean_gy + inner;
+                               const T* m = out + 2 * o * inner + inner + i0;
+                               const T* base = x + o * reduced * inner + i0;
+                               T* dst = gx + o * reduced * inner + i0;
+                               count_hits(base, m, reduced, inner, n, count);
+                               _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
+                                 g[i] = max_gy[i] / count[i];
+                                 g_mean[i] = mean_gy[i] * scale;
+                               }
+                               for (int64_t r = 0; r < reduced; ++r) {
+                                 const T* row = base + r * inner;
+                                 T* to = dst + r * inner;
+                                 _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) to[i] =
+                                     g_mean[i] + T(row[i] == m[i]) * g[i];
+                               }
+                             });
 }
 
 }  // namespace

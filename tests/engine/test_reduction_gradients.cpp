@@ -36,6 +36,20 @@ Tensor tied_values(const Layout& l, DType dtype) {
   return tensor(v, {l.outer, l.reduced, l.inner}, {.dtype = dtype});
 }
 
+// check(layout, dtype) for every layout, in float32 and float64, at one and at two threads.
+template <typename Check>
+void for_each_case(Check check) {
+  for (const Layout& l : kLayouts)
+    for (DType dtype : {DType::f32, DType::f64})
+      for (int threads : {1, 2}) {
+        BOOST_TEST_CONTEXT(l.outer << "x" << l.reduced << "x" << l.inner << " " << dtype_name(dtype)
+                                   << " " << threads << " threads") {
+          ThreadCount scope(threads);
+          check(l, dtype);
+        }
+      }
+}
+
 int64_t count_nan(const Tensor& t) {
   int64_t n = 0;
   for (double v : t.to_vector<double>()) n += std::isnan(v);
@@ -49,56 +63,44 @@ BOOST_AUTO_TEST_SUITE(reduction_gradients)
 BOOST_AUTO_TEST_CASE(extreme_backward_kernel_gives_the_composed_formulas_bits) {
   manual_seed(31);
   Backend& cpu = backend_for(Device::cpu());
-  for (const Layout& l : kLayouts)
-    for (DType dtype : {DType::f32, DType::f64})
-      for (bool is_max : {true, false})
-        for (int threads : {1, 2}) {
-          BOOST_TEST_CONTEXT(l.outer << "x" << l.reduced << "x" << l.inner << " "
-                                     << dtype_name(dtype) << (is_max ? " amax" : " amin") << " "
-                                     << threads << " threads") {
-            ThreadCount scope(threads);
-            Tensor x = tied_values(l, dtype);
-            Tensor kept = (is_max ? amax(x, {1}) : amin(x, {1})).contiguous();
-            Tensor gy = randn({l.outer, l.inner}, {.dtype = dtype});
-            Tensor fused = Tensor::empty(x.shape(), dtype),
-                   composed = Tensor::empty(x.shape(), dtype);
-            cpu.extreme_backward(x, kept, gy, fused);
-            cpu.Backend::extreme_backward(x, kept, gy, composed);
-            BOOST_TEST(equal_values(fused, composed));
-            // the cases are there: shared maxima (more hits than runs) and a NaN run
-            const double hits = sum(ne(fused, zeros_like(fused)).to(DType::f64)).item();
-            BOOST_TEST(hits > double(l.outer * l.inner - 1 + l.reduced));
-            BOOST_TEST(count_nan(fused) == l.reduced);
-          }
-        }
+  for_each_case([&](const Layout& l, DType dtype) {
+    for (bool is_max : {true, false}) {
+      BOOST_TEST_CONTEXT((is_max ? "amax" : "amin")) {
+        Tensor x = tied_values(l, dtype);
+        Tensor kept = (is_max ? amax(x, {1}) : amin(x, {1})).contiguous();
+        Tensor gy = randn({l.outer, l.inner}, {.dtype = dtype});
+        Tensor fused = Tensor::empty(x.shape(), dtype), composed = Tensor::empty(x.shape(), dtype);
+        cpu.extreme_backward(x, kept, gy, fused);
+        cpu.Backend::extreme_backward(x, kept, gy, composed);
+        BOOST_TEST(equal_values(fused, composed));
+        // the cases are there: shared maxima (more hits than runs) and a NaN run
+        const double hits = sum(ne(fused, zeros_like(fused)).to(DType::f64)).item();
+        BOOST_TEST(hits > double(l.outer * l.inner - 1 + l.reduced));
+        BOOST_TEST(count_nan(fused) == l.reduced);
+      }
+    }
+  });
 }
 
 BOOST_AUTO_TEST_CASE(mean_amax_kernels_give_the_composed_formulas_bits) {
   manual_seed(34);
   Backend& cpu = backend_for(Device::cpu());
-  for (const Layout& l : kLayouts)
-    for (DType dtype : {DType::f32, DType::f64})
-      for (int threads : {1, 2}) {
-        BOOST_TEST_CONTEXT(l.outer << "x" << l.reduced << "x" << l.inner << " " << dtype_name(dtype)
-                                   << " " << threads << " threads") {
-          ThreadCount scope(threads);
-          Tensor x = tied_values(l, dtype);
-          Tensor out = Tensor::empty({l.outer, 2, l.inner}, dtype);
-          Tensor composed_out = Tensor::empty({l.outer, 2, l.inner}, dtype);
-          cpu.mean_amax(x, out);
-          cpu.Backend::mean_amax(x, composed_out);
-          BOOST_TEST(equal_values(out, composed_out));
-          // the means are there, not only the maxima: not one of them is its run's maximum
-          BOOST_TEST(!equal_values(select(out, 1, 0), select(out, 1, 1)));
-          Tensor gy = randn({l.outer, 2, l.inner}, {.dtype = dtype});
-          Tensor fused = Tensor::empty(x.shape(), dtype),
-                 composed = Tensor::empty(x.shape(), dtype);
-          cpu.mean_amax_backward(x, out, gy, fused);
-          cpu.Backend::mean_amax_backward(x, out, gy, composed);
-          BOOST_TEST(equal_values(fused, composed));
-          BOOST_TEST(count_nan(fused) == l.reduced);  // the NaN run's, as amax's gradient
-        }
-      }
+  for_each_case([&](const Layout& l, DType dtype) {
+    Tensor x = tied_values(l, dtype);
+    Tensor out = Tensor::empty({l.outer, 2, l.inner}, dtype);
+    Tensor composed_out = Tensor::empty({l.outer, 2, l.inner}, dtype);
+    cpu.mean_amax(x, out);
+    cpu.Backend::mean_amax(x, composed_out);
+    BOOST_TEST(equal_values(out, composed_out));
+    // the means are there, not only the maxima: not one of them is its run's maximum
+    BOOST_TEST(!equal_values(select(out, 1, 0), select(out, 1, 1)));
+    Tensor gy = randn({l.outer, 2, l.inner}, {.dtype = dtype});
+    Tensor fused = Tensor::empty(x.shape(), dtype), composed = Tensor::empty(x.shape(), dtype);
+    cpu.mean_amax_backward(x, out, gy, fused);
+    cpu.Backend::mean_amax_backward(x, out, gy, composed);
+    BOOST_TEST(equal_values(fused, composed));
+    BOOST_TEST(count_nan(fused) == l.reduced);  // the NaN run's, as amax's gradient
+  });
 }
 
 // The op against mean and amax themselves: its values are theirs side by side, and its gradient
@@ -136,21 +138,15 @@ BOOST_AUTO_TEST_CASE(mean_amax_is_mean_and_amax_side_by_side) {
 BOOST_AUTO_TEST_CASE(product_sum_kernel_gives_the_composed_formulas_bits) {
   manual_seed(32);
   Backend& cpu = backend_for(Device::cpu());
-  for (const Layout& l : kLayouts)
-    for (DType dtype : {DType::f32, DType::f64})
-      for (int threads : {1, 2}) {
-        BOOST_TEST_CONTEXT(l.outer << "x" << l.reduced << "x" << l.inner << " " << dtype_name(dtype)
-                                   << " " << threads << " threads") {
-          ThreadCount scope(threads);
-          Tensor a = randn({l.outer, l.reduced, l.inner}, {.dtype = dtype});
-          Tensor b = randn({l.outer, l.reduced, l.inner}, {.dtype = dtype});
-          Tensor fused = Tensor::empty({l.outer, l.inner}, dtype);
-          Tensor composed = Tensor::empty({l.outer, l.inner}, dtype);
-          cpu.product_sum(a, b, fused);
-          cpu.Backend::product_sum(a, b, composed);
-          BOOST_TEST(equal_values(fused, composed));
-        }
-      }
+  for_each_case([&](const Layout& l, DType dtype) {
+    Tensor a = randn({l.outer, l.reduced, l.inner}, {.dtype = dtype});
+    Tensor b = randn({l.outer, l.reduced, l.inner}, {.dtype = dtype});
+    Tensor fused = Tensor::empty({l.outer, l.inner}, dtype);
+    Tensor composed = Tensor::empty({l.outer, l.inner}, dtype);
+    cpu.product_sum(a, b, fused);
+    cpu.Backend::product_sum(a, b, composed);
+    BOOST_TEST(equal_values(fused, composed));
+  });
 }
 
 // CBAM's pattern: channel weights [B, C, 1, 1] and a spatial map [B, 1, H, W] multiplied in, the
