@@ -163,6 +163,8 @@ struct Arithmetic {
         return x > y ? x : y;
       case BinaryOp::minimum:
         return x < y ? x : y;
+      case BinaryOp::add_relu:  // relu's rule on the rounded sum: NaN and -0 pass
+        return x + y < T(0) ? T(0) : x + y;
       case BinaryOp::relu_backward:  // x is the gradient, y relu's input
         return y <= T(0) ? T(0) : x;
       case BinaryOp::gelu_erf_backward:  // x is the gradient, y gelu's input; floating only

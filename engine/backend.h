@@ -55,6 +55,7 @@ enum class BinaryOp {
   maximum,
   minimum,
   pow,
+  add_relu,       // relu(a + b): the sum rounded as add's, then relu's rule (NaN and -0 pass)
   relu_backward,  // a where b > 0, else 0 (PyTorch's threshold_backward at 0); same dtype in and
                   // out
   gelu_erf_backward,

@@ -59,6 +59,11 @@ void register_engine_gradcheck_cases(OpRegistry& r) {
   add_case("sigmoid", {{{3, 4}}}, [](X x) { return sigmoid(x[0]); });
   add_case("sigmoid", {in_range({3, 4}, -800, 800)}, [](X x) { return sigmoid(x[0]); });
   add_case("relu", {{{3, 4}, away}}, [](X x) { return relu(x[0]); });
+  // add_relu: b within 0.1 of zero keeps a + b clear of the kink; broadcast b as a bias row
+  add_case("add_relu", {{{3, 4}, away}, in_range({3, 4}, -0.1, 0.1)},
+           [](X x) { return add_relu(x[0], x[1]); });
+  add_case("add_relu.broadcast", {{{3, 4}, away}, in_range({4}, -0.1, 0.1)},
+           [](X x) { return add_relu(x[0], x[1]); });
   // relu's backward op records only when a gradient is taken with create_graph
   add_case("relu_backward", {{{3, 4}, away}}, [](X x) {
     EnableGrad recording;

@@ -70,6 +70,9 @@ Tensor pow(const Tensor& x, double exponent);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
+// relu(add(a, b)) in one pass each way (a residual block's sum and ReLU): the same values and
+// gradients, without add's output written and read back. Broadcasts as add.
+Tensor add_relu(const Tensor& a, const Tensor& b);
 enum class GeluApprox { none, tanh };
 Tensor gelu(const Tensor& x, GeluApprox approximate = GeluApprox::none);
 Tensor square(const Tensor& x);

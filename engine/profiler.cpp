@@ -60,6 +60,9 @@ double backward_factor(const std::string& op) {
   if (is(op, "efficient_attention") || is(op, "efficient_attention_packed")) return 2.5;
   // Dropout's reads the gradient and the mask and writes one tensor, as its forward does.
   if (is(op, "dropout")) return 1.0;
+  // add_relu's reads the gradient and the output and writes one tensor (both inputs get it), as
+  // its forward reads a and b and writes y.
+  if (is(op, "add_relu")) return 1.0;
   // The sweep's own gradient sums are charged what they do, not a forward's.
   if (is(op, "accumulate_grad")) return 1.0;
   return 2.0;

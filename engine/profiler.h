@@ -12,7 +12,9 @@
 // prints GFLOP/s for the first and GB/s for the second. A backward node is charged twice its
 // forward's cost: a product's backward is two products of the same size (one per operand), and an
 // elementwise rule reads about twice what its forward did. Dropout's is charged once: it reads the
-// gradient and the mask and writes one tensor, as its forward reads x and writes y and the mask.
+// gradient and the mask and writes one tensor, as its forward reads x and writes y and the mask;
+// add_relu's once too: it reads the gradient and the output and writes one tensor, which both
+// inputs receive.
 //
 // Off (the default) it costs one atomic load per op (a plain load on x86).
 #pragma once

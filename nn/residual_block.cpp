@@ -34,7 +34,7 @@ Tensor ResidualBlock::forward(const Tensor& x) {
   if (se) y = se->forward(y);
   if (cbam) y = cbam->forward(y);
   Tensor identity = shortcut_conv ? shortcut_bn->forward(shortcut_conv->forward(x)) : x;
-  return relu(add(y, identity));
+  return add_relu(y, identity);
 }
 
 }  // namespace qkv::nn

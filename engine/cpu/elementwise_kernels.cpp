@@ -256,6 +256,11 @@ void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, const Ten
         if constexpr (std::is_floating_point_v<T>)
           return map2<T, T, T>(a, b, out, [](T x, T y) { return std::pow(x, y); });
         throw Error("pow: needs a floating tensor");
+      case BinaryOp::add_relu:  // relu's rule on the rounded sum: NaN and -0 pass
+        return map2<T, T, T>(a, b, out, [](T x, T y) {
+          const T v = x + y;
+          return v < T(0) ? T(0) : v;
+        });
       case BinaryOp::relu_backward:  // a NaN input passes the gradient, as in PyTorch
         return map2<T, T, T>(a, b, out, [](T g, T x) { return x <= T(0) ? T(0) : g; });
       case BinaryOp::gelu_erf_backward:  // the unary gelu_erf_grad's value times g, as mul

@@ -205,6 +205,18 @@ Tensor add(const Tensor& a, const Tensor& b) {
   });
 }
 
+// The output is relu's, so it gives relu's mask: y > 0 exactly where a + b > 0 (a NaN sum passes
+// both), and the backward masks gy by y as relu's masks it by its input.
+QKV_RECORDED_OP("add_relu", "engine", composed);
+Tensor add_relu(const Tensor& a, const Tensor& b) {
+  Tensor y = arithmetic(BinaryOp::add_relu, a, b, "add_relu");
+  return record("add_relu", {a, b}, y,
+                [sa = a.shape(), sb = b.shape(), y = y.detach()](const Tensor& gy) {
+                  const Tensor g = relu_backward(gy, y);
+                  return grads{sum_to(g, sa), sum_to(g, sb)};
+                });
+}
+
 QKV_RECORDED_OP("sub", "engine", composed);
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor y = arithmetic(BinaryOp::sub, a, b, "sub");

@@ -158,6 +158,7 @@ BOOST_AUTO_TEST_CASE(binary_ops_with_broadcast_operands, *utf::precondition(gpu_
                                  BinaryOp::maximum,
                                  BinaryOp::minimum,
                                  BinaryOp::pow,
+                                 BinaryOp::add_relu,
                                  BinaryOp::relu_backward,
                                  BinaryOp::gelu_erf_backward,
                                  BinaryOp::gelu_tanh_backward};
@@ -177,6 +178,13 @@ BOOST_AUTO_TEST_CASE(binary_ops_with_broadcast_operands, *utf::precondition(gpu_
       gpu().binary(op, ag, bg, got);
       check_close(got, want, 4 * tolerance(t),
                   "binary " + std::to_string(int(op)) + " " + dtype_name(t));
+    }
+    {  // add_relu again with b negative: the sums take both signs, so the ReLU clips some
+      Tensor nb = random_tensor({1, 5}, t, -4, -0.5, 33);
+      Tensor want = Tensor::empty({6, 5}, t), got = Tensor::empty({6, 5}, t, Device::cuda());
+      host().binary(BinaryOp::add_relu, av, nb.expand({6, 5}), want);
+      gpu().binary(BinaryOp::add_relu, ag, on_gpu(nb).expand({6, 5}), got);
+      check_close(got, want, 4 * tolerance(t), std::string("add_relu clipping ") + dtype_name(t));
     }
     for (BinaryOp op : comparisons) {
       Tensor want = Tensor::empty({6, 5}, DType::b8),

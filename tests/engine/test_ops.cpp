@@ -81,6 +81,7 @@ BOOST_AUTO_TEST_CASE(binary_ops_with_an_operand_broadcast_along_the_run_match_co
       {"minimum", minimum},
       {"lt", lt},
       {"ge", ge},
+      {"add_relu", add_relu},
       {"relu_backward", relu_backward},
       {"gelu_backward", [](const Tensor& gy, const Tensor& x) { return gelu_backward(gy, x); }}};
   manual_seed(5);
@@ -238,6 +239,41 @@ BOOST_AUTO_TEST_CASE(linear_relu_equals_relu_of_linear) {
   Tensor y = linear_relu(randn({64, 16}), randn({16, 16}), randn({16}));
   BOOST_TEST(sum(eq(y, 0.0).to(DType::f32)).item() > 0);
   BOOST_TEST(sum(gt(y, 0.0).to(DType::f32)).item() > 0);
+}
+
+// add_relu is relu(add(a, b)) in one pass: the same bits (a -0 sum stays -0, a NaN passes, an
+// infinite sum stays), with b the same shape, a row or a column broadcast, and the same gradients
+// to a and b (summed back over b's broadcast dims), in both dtypes.
+BOOST_AUTO_TEST_CASE(add_relu_equals_relu_of_add) {
+  manual_seed(24);
+  const Shape full = {64, 37, 29};
+  for (DType dtype : {DType::f32, DType::f64})
+    for (const Shape& b_shape : {full, Shape{29}, Shape{64, 37, 1}}) {
+      BOOST_TEST_CONTEXT(dtype_name(dtype) << " b " << shape_str(b_shape)) {
+        std::vector<double> av = randn(full).to_vector<double>();
+        std::vector<double> bv = randn(b_shape).to_vector<double>();
+        // sums at the first elements: -0 + -0, NaN, +inf, -inf, and v + -v (+0)
+        av[0] = -0.0, bv[0] = -0.0, av[1] = std::nan(""), av[2] = INFINITY, av[3] = -INFINITY;
+        av[4] = -tensor(bv, b_shape).expand(full).contiguous().to_vector<double>()[4];
+        Tensor a = tensor(av, full, {.dtype = dtype}).requires_grad_();
+        Tensor b = tensor(bv, b_shape, {.dtype = dtype}).requires_grad_();
+        const Tensor fused = add_relu(a, b), composed = relu(add(a, b));
+        BOOST_TEST(equal_values(fused, composed));
+        const std::vector<double> y = fused.to_vector<double>();
+        BOOST_TEST((y[0] == 0 && std::signbit(y[0])));
+        BOOST_TEST((std::isnan(y[1]) && y[2] == INFINITY && y[3] == 0 && y[4] == 0));
+        Tensor r = randn(full).to(dtype);
+        const std::vector<Tensor> g_fused = grad(sum(mul(fused, r)), {a, b});
+        const std::vector<Tensor> g_composed = grad(sum(mul(composed, r)), {a, b});
+        BOOST_TEST(equal_values(g_fused[0], g_composed[0]));
+        BOOST_TEST(equal_values(g_fused[1], g_composed[1]));
+      }
+    }
+  // the comparison has both kinds: clipped and passed values
+  Tensor y = add_relu(randn({64, 16}), randn({16}));
+  BOOST_TEST(sum(eq(y, 0.0).to(DType::f32)).item() > 0);
+  BOOST_TEST(sum(gt(y, 0.0).to(DType::f32)).item() > 0);
+  check_error([&] { add_relu(randn({2, 3}), randn({2})); }, {"add_relu", "[2,3]", "[2]"});
 }
 
 BOOST_AUTO_TEST_CASE(matmul_against_naive_loops) {

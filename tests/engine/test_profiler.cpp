@@ -91,6 +91,23 @@ BOOST_AUTO_TEST_CASE(a_rule_that_hands_back_its_gradient_moves_no_bytes) {
   BOOST_CHECK_EQUAL(rules[1].bytes, 0);
 }
 
+// add_relu's rule reads the gradient and the output and writes the one gradient both inputs get:
+// the three tensors its forward moved, not twice that.
+BOOST_AUTO_TEST_CASE(an_add_relu_rule_is_charged_its_forwards_bytes) {
+  ThreadCount one(1);
+  Tensor a = uniform({64, 32}, -1, 1).requires_grad_();
+  Tensor b = uniform({64, 32}, -1, 1).requires_grad_();
+  Profiler profiler;
+  sum(exp(add_relu(a, b))).backward();
+  std::vector<ProfileEvent> events = profiler.events();
+  auto fw = of(events, "add_relu", ProfilePhase::forward);
+  auto bw = of(events, "add_relu", ProfilePhase::backward);
+  BOOST_REQUIRE_EQUAL(fw.size(), 1u);
+  BOOST_REQUIRE_EQUAL(bw.size(), 1u);
+  BOOST_CHECK_EQUAL(fw[0].bytes, 3.0 * 64 * 32 * 4);
+  BOOST_CHECK_EQUAL(bw[0].bytes, fw[0].bytes);
+}
+
 BOOST_AUTO_TEST_CASE(an_op_is_timed_from_the_previous_one_so_events_do_not_overlap) {
   ThreadCount one(1);
   Tensor x = uniform({256, 256}, -1, 1);
