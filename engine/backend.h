@@ -156,6 +156,12 @@ class Backend {
   // reduced, inner] of one floating dtype: mul's gradient for a factor broadcast along that axis,
   // without the full-size product written and read back. The default composes sum(mul(a, b)).
   virtual void product_sum(const Tensor& a, const Tensor& b, const Tensor& out);
+  // Both gradients of mul(full, factor), full and gy contiguous [outer, reduced, inner] and the
+  // contiguous factor [outer, inner] broadcast along the middle axis: g_full = gy * factor and
+  // g_factor = product_sum(gy, full). The default runs the binary mul and product_sum; a kernel
+  // reads gy once for both and gives the same bits.
+  virtual void mul_gradients(const Tensor& gy, const Tensor& full, const Tensor& factor,
+                             const Tensor& g_full, const Tensor& g_factor);
   // mean_amax over the middle axis of a contiguous floating x [outer, reduced > 0, inner]: out
   // [outer, 2, inner] = the mean (the sum rounded to x's dtype, times 1 / reduced rounded to it)
   // and the maximum (NaN propagating), as reduce's sum, mul by a scalar and reduce's max give

@@ -38,4 +38,13 @@ void Backend::product_sum(const Tensor& a, const Tensor& b, const Tensor& out) {
   copy_(out, sum(mul(a, b), {1}));
 }
 
+void Backend::mul_gradients(const Tensor& gy, const Tensor& full, const Tensor& factor,
+                            const Tensor& g_full, const Tensor& g_factor) {
+  const int64_t inner = gy.size(2);
+  // the contiguous factor [outer, inner] seen as [outer, reduced, inner], the middle axis a
+  // stride of 0
+  binary(BinaryOp::mul, gy, make_view(factor, gy.shape(), {inner, 0, 1}, factor.offset()), g_full);
+  product_sum(gy, full, g_factor);
+}
+
 }  // namespace qkv

@@ -27,6 +27,8 @@ class CpuBackend final : public Backend {
   void extreme_backward(const Tensor& x, const Tensor& kept, const Tensor& gy,
                         const Tensor& gx) override;  // engine/cpu/reduction_gradients.cpp
   void product_sum(const Tensor& a, const Tensor& b, const Tensor& out) override;
+  void mul_gradients(const Tensor& gy, const Tensor& full, const Tensor& factor,
+                     const Tensor& g_full, const Tensor& g_factor) override;
   void mean_amax(const Tensor& x, const Tensor& out) override;
   void mean_amax_backward(const Tensor& x, const Tensor& out, const Tensor& gy,
                           const Tensor& gx) override;

@@ -4,8 +4,9 @@
 //
 //   extreme_backward   gx = hit * (gy / count): a count pass over the run, then a write pass
 //   product_sum        out = sum over the run of a * b, without the product written out
+//   mul_gradients      mul's gradients for a broadcast factor: gy * factor and product_sum's sum
 //
-// Both give the composed formula's values bit for bit: the same float operations on the same
+// Each gives the composed formula's values bit for bit: the same float operations on the same
 // values (the count exact, gy / count once per run; each product rounded to T, then summed by
 // reduce's own loops, sum_middle_axis).
 #include <algorithm>
@@ -123,7 +124,61 @@ void mean_amax_gradient_rows(const T* x, const T* out, const T* gy, T* gx, int64
                              });
 }
 
+// mul's two gradients for a factor broadcast along the middle axis, from one read of gy: g_full =
+// gy * factor, and g_factor = the sum over the run of T(gy * full), added as sum_middle_axis adds
+// product_sum's terms (lane_sum along a contiguous run with inner 1, else r in order per
+// position from 0.0).
+template <typename T>
+void mul_gradient_rows(const T* gy, const T* full, const T* factor, T* g_full, T* g_factor,
+                       int64_t outer, int64_t reduced, int64_t inner) {
+  if (inner == 1) {  // a [B, C, 1, 1] factor: a run is a row of H * W, read again from L1
+    parallel_for(0, outer, grain_for(reduced), [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o) {
+        const T* g = gy + o * reduced;
+        const T* x = full + o * reduced;
+        T* dst = g_full + o * reduced;
+        const T f = factor[o];
+        _Pragma("omp simd") for (int64_t r = 0; r < reduced; ++r) dst[r] = g[r] * f;
+        g_factor[o] =
+            T(lane_sum<double>(reduced, [g, x](int64_t r) { return double(T(g[r] * x[r])); }));
+      }
+    });
+    return;
+  }
+  // a [B, 1, H, W] factor: a block of positions row by row, the sums in L1
+  for_each_middle_axis_block(outer, inner, grain_for(reduced * kBlock),
+                             [&](int64_t o, int64_t i0, int64_t n) {
+                               double sums[kBlock];
+                               std::fill(sums, sums + n, 0.0);
+                               const T* f = factor + o * inner + i0;
+                               for (int64_t r = 0; r < reduced; ++r) {
+                                 const int64_t at = (o * reduced + r) * inner + i0;
+                                 const T* g = gy + at;
+                                 const T* x = full + at;
+                                 T* dst = g_full + at;
+                                 _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
+                                   dst[i] = g[i] * f[i];
+                                   sums[i] += double(T(g[i] * x[i]));
+                                 }
+                               }
+                               T* out = g_factor + o * inner + i0;
+                               for (int64_t i = 0; i < n; ++i) out[i] = T(sums[i]);
+                             });
+}
+
 }  // namespace
+
+void CpuBackend::mul_gradients(const Tensor& gy, const Tensor& full, const Tensor& factor,
+                               const Tensor& g_full, const Tensor& g_factor) {
+  const int64_t outer = gy.size(0), reduced = gy.size(1), inner = gy.size(2);
+  // a whole tensor's column sums go in halves (sums_rows_in_halves), an order of their own
+  if (outer == 1 && sums_rows_in_halves(reduced, inner))
+    return Backend::mul_gradients(gy, full, factor, g_full, g_factor);
+  QKV_DISPATCH_FLOAT(gy.dtype(), "mul_gradients", [&] {
+    mul_gradient_rows(gy.data<T>(), full.data<T>(), factor.data<T>(), g_full.data<T>(),
+                      g_factor.data<T>(), outer, reduced, inner);
+  });
+}
 
 void CpuBackend::mean_amax_backward(const Tensor& x, const Tensor& out, const Tensor& gy,
                                     const Tensor& gx) {

@@ -2,6 +2,8 @@
 // Each forward sits beside its derivative; binary backward sums the gradient back over the
 // dimensions that were broadcast (sum_to).
 #include <cmath>
+#include <optional>
+#include <utility>
 
 #include "engine/gelu.h"
 #include "engine/op_declaration.h"
@@ -226,16 +228,16 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 namespace {
-// sum_to(mul(gy, other), shape): the gradient of a factor of mul, broadcast to gy's shape from
-// `shape`. Where no graph is wanted (a create_graph backward records the composed form, which can
-// be differentiated again), `other` has gy's shape and `shape` keeps gy's rank with the broadcast
-// dims adjacent (CBAM's [B, C, 1, 1] and [B, 1, H, W] weights), the backend's product_sum takes
-// the sum of products in one pass instead of writing the full-size product and reading it back.
-Tensor factor_gradient(const Tensor& gy, const Tensor& other, const Shape& shape) {
-  auto composed = [&] { return sum_to(mul(gy, other), shape); };
+// Where the gradient of a factor of `shape` in mul, with the other operand `other`, can skip the
+// composed sum_to(mul(gy, other), shape): no graph wanted (a create_graph backward records the
+// composed form, which can be differentiated again), `other` of gy's shape, and `shape` of gy's
+// rank with the broadcast dims adjacent (CBAM's [B, C, 1, 1] and [B, 1, H, W] weights). Gives gy's
+// shape split around those dims.
+std::optional<Split3> adjacent_broadcast(const Tensor& gy, const Tensor& other,
+                                         const Shape& shape) {
   if (grad_enabled() || shape == gy.shape() || other.shape() != gy.shape() ||
       int(shape.size()) != gy.dim() || (gy.dtype() != DType::f32 && gy.dtype() != DType::f64))
-    return composed();
+    return std::nullopt;
   int first = -1, last = -1;  // the broadcast dims
   for (int d = 0; d < gy.dim(); ++d)
     if (shape[d] != gy.size(d)) {
@@ -244,13 +246,38 @@ Tensor factor_gradient(const Tensor& gy, const Tensor& other, const Shape& shape
     }
   // a dim between two broadcast ones must be broadcast too, or of size 1
   for (int d = first + 1; d < last; ++d)
-    if (shape[d] == gy.size(d) && gy.size(d) != 1) return composed();
-  const Split3 block = split_at(gy.shape(), first, last);
+    if (shape[d] == gy.size(d) && gy.size(d) != 1) return std::nullopt;
+  return split_at(gy.shape(), first, last);
+}
+
+// sum_to(mul(gy, other), shape): the gradient of a factor of mul. For an adjacent broadcast the
+// backend's product_sum takes the sum of products in one pass instead of writing the full-size
+// product and reading it back.
+Tensor factor_gradient(const Tensor& gy, const Tensor& other, const Shape& shape) {
+  const std::optional<Split3> block = adjacent_broadcast(gy, other, shape);
+  if (!block) return sum_to(mul(gy, other), shape);
   Tensor out = Tensor::empty(shape, gy.dtype(), gy.device());
-  gy.backend().product_sum(detail::block_view(detail::contiguous_data(gy), block),
-                           detail::block_view(detail::contiguous_data(other), block),
-                           detail::reduced_block_view(out, block));
+  gy.backend().product_sum(detail::block_view(detail::contiguous_data(gy), *block),
+                           detail::block_view(detail::contiguous_data(other), *block),
+                           detail::reduced_block_view(out, *block));
   return out;
+}
+
+// Both gradients of mul(full, factor) when both are wanted and the factor is an adjacent
+// broadcast: the backend's mul_gradients reads gy once for the two (full's gy * factor, the
+// factor's product_sum). Else nullopt.
+std::optional<std::pair<Tensor, Tensor>> both_gradients(const Tensor& gy, const Tensor& full,
+                                                        const Tensor& factor) {
+  const std::optional<Split3> block = adjacent_broadcast(gy, full, factor.shape());
+  if (!block) return std::nullopt;
+  Tensor g_full = Tensor::empty(gy.shape(), gy.dtype(), gy.device());
+  Tensor g_factor = Tensor::empty(factor.shape(), gy.dtype(), gy.device());
+  gy.backend().mul_gradients(detail::block_view(detail::contiguous_data(gy), *block),
+                             detail::block_view(detail::contiguous_data(full), *block),
+                             detail::reduced_block_view(detail::contiguous_data(factor), *block),
+                             detail::block_view(g_full, *block),
+                             detail::reduced_block_view(g_factor, *block));
+  return std::pair{g_full, g_factor};
 }
 }  // namespace
 
@@ -258,6 +285,10 @@ QKV_RECORDED_OP("mul", "engine", composed);
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor y = arithmetic(BinaryOp::mul, a, b, "mul");
   return record("mul", {a, b}, y, [a, b](const Tensor& gy) {
+    if (a.requires_grad() && b.requires_grad()) {
+      if (auto both = both_gradients(gy, a, b)) return grads{both->first, both->second};
+      if (auto both = both_gradients(gy, b, a)) return grads{both->second, both->first};
+    }
     return grads{a.requires_grad() ? factor_gradient(gy, b, a.shape()) : Tensor(),
                  b.requires_grad() ? factor_gradient(gy, a, b.shape()) : Tensor()};
   });

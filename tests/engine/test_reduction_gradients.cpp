@@ -1,9 +1,9 @@
-// The CPU's one-pass gradients of amax/amin and of mul's broadcast factor
-// (engine/cpu/reduction_gradients.cpp), and mean_amax's one-pass forward and gradient, against the
-// formulas composed from ops (Backend's default, which CUDA runs), bit for bit: over the layouts
-// CBAM reduces (a contiguous run, inner 1, and a run strided across positions, two blocks and a
-// tail), with ties, NaN and infinities, at one and two threads. Then through the ops: a plain
-// backward (the kernels) against a create_graph one (the composed ops, recorded).
+// The CPU's one-pass gradients of amax/amin, of mul's broadcast factor and of both of mul's
+// operands (engine/cpu/reduction_gradients.cpp), and mean_amax's one-pass forward and gradient,
+// against the formulas composed from ops (Backend's default, which CUDA runs), bit for bit: over
+// the layouts CBAM reduces (a contiguous run, inner 1, and a run strided across positions, two
+// blocks and a tail), with ties, NaN and infinities, at one and two threads. Then through the ops:
+// a plain backward (the kernels) against a create_graph one (the composed ops, recorded).
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
@@ -146,6 +146,33 @@ BOOST_AUTO_TEST_CASE(product_sum_kernel_gives_the_composed_formulas_bits) {
     cpu.product_sum(a, b, fused);
     cpu.Backend::product_sum(a, b, composed);
     BOOST_TEST(equal_values(fused, composed));
+  });
+}
+
+BOOST_AUTO_TEST_CASE(mul_gradients_kernel_gives_the_composed_formulas_bits) {
+  manual_seed(36);
+  Backend& cpu = backend_for(Device::cpu());
+  for_each_case([&](const Layout& l, DType dtype) {
+    Tensor gy = randn({l.outer, l.reduced, l.inner}, {.dtype = dtype});
+    Tensor full = randn({l.outer, l.reduced, l.inner}, {.dtype = dtype});
+    Tensor factor = randn({l.outer, l.inner}, {.dtype = dtype});
+    auto gradients = [&](auto run) {
+      std::pair<Tensor, Tensor> g = {Tensor::empty(gy.shape(), dtype),
+                                     Tensor::empty(factor.shape(), dtype)};
+      run(g.first, g.second);
+      return g;
+    };
+    const auto fused = gradients([&](const Tensor& g_full, const Tensor& g_factor) {
+      cpu.mul_gradients(gy, full, factor, g_full, g_factor);
+    });
+    const auto composed = gradients([&](const Tensor& g_full, const Tensor& g_factor) {
+      cpu.Backend::mul_gradients(gy, full, factor, g_full, g_factor);
+    });
+    BOOST_TEST(equal_values(fused.first, composed.first));
+    BOOST_TEST(equal_values(fused.second, composed.second));
+    // and the default is mul's broadcast product and product_sum's sum
+    BOOST_TEST(equal_values(composed.first, mul(gy, factor.reshape({l.outer, 1, l.inner}))));
+    BOOST_TEST(equal_values(composed.second, sum(mul(gy, full), {1})));
   });
 }
 
