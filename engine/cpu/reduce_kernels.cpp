@@ -2,6 +2,7 @@
 // maximum together (mean_amax) from one read.
 #include <algorithm>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "engine/cpu/cpu_backend.h"
@@ -43,19 +44,50 @@ T signed_row_max(const T* row, int64_t n, T sign) {
   }
   Lanes lanes = take(take(l0, l1), take(l2, l3));
   for (; r + kLanes <= n; r += kLanes) lanes = take(lanes, load(r));
-  // the lanes combined pairwise, halving (lane_sum's order), by the same rule: four vector steps
-  // where fifteen dependent scalar ones cost more than the row's loads at 7 x 7
-  typedef T Half __attribute__((vector_size(kLanes / 2 * sizeof(T))));
-  typedef T Quarter __attribute__((vector_size(kLanes / 4 * sizeof(T))));
-  typedef T Eighth __attribute__((vector_size(kLanes / 8 * sizeof(T))));
-  const Half h = take(__builtin_shufflevector(lanes, lanes, 0, 1, 2, 3, 4, 5, 6, 7),
-                      __builtin_shufflevector(lanes, lanes, 8, 9, 10, 11, 12, 13, 14, 15));
-  const Quarter q =
-      take(__builtin_shufflevector(h, h, 0, 1, 2, 3), __builtin_shufflevector(h, h, 4, 5, 6, 7));
-  const Eighth e = take(__builtin_shufflevector(q, q, 0, 1), __builtin_shufflevector(q, q, 2, 3));
-  T best = take(e[0], e[1]);
+  // the lanes combined pairwise (lane_sum's order), by the same rule: four vector steps where
+  // fifteen dependent scalar ones cost more than the row's loads at 7 x 7
+  T best = combine_lanes_pairwise<T>(lanes, take);
   for (; r < n; ++r) best = take(best, sign * row[r]);
   return best;
+}
+
+// lane_sum<double> of a row and its signed_row_max (sign 1) from one read: each vector of the row
+// goes to both, which keep their own orders (the sums lane by lane, block after block, the tail
+// into lane 0, then pairwise; the maxima in four vectors, then one, pairwise, then the tail), so
+// both are the same bits, down to which of -0 and +0 a row's maximum is.
+template <typename T>
+std::pair<double, T> row_sum_and_max(const T* row, int64_t n) {
+  constexpr int kLanes = 16;
+  typedef T Lanes __attribute__((vector_size(kLanes * sizeof(T))));
+  typedef double Sums __attribute__((vector_size(kLanes * sizeof(double))));
+  auto take = [](auto best, auto v) { return (v > best) | (v != v) ? v : best; };
+  auto load = [&](int64_t at) {
+    Lanes v;
+    __builtin_memcpy(&v, row + at, sizeof v);
+    return v;
+  };
+  Sums sums = {};
+  auto add = [&](Lanes v) { sums += __builtin_convertvector(v, Sums); };
+  const Lanes lowest = Lanes{} - std::numeric_limits<T>::infinity();
+  Lanes l0 = lowest, l1 = lowest, l2 = lowest, l3 = lowest;
+  int64_t r = 0;
+  for (; r + 4 * kLanes <= n; r += 4 * kLanes) {
+    const Lanes v0 = load(r), v1 = load(r + kLanes), v2 = load(r + 2 * kLanes),
+                v3 = load(r + 3 * kLanes);
+    add(v0), add(v1), add(v2), add(v3);
+    l0 = take(l0, v0), l1 = take(l1, v1), l2 = take(l2, v2), l3 = take(l3, v3);
+  }
+  Lanes lanes = take(take(l0, l1), take(l2, l3));
+  for (; r + kLanes <= n; r += kLanes) {
+    const Lanes v = load(r);
+    add(v);
+    lanes = take(lanes, v);
+  }
+  for (int64_t c = r; c < n; ++c) sums[0] += double(row[c]);
+  const double sum = combine_lanes_pairwise<double>(sums, [](auto a, auto b) { return a + b; });
+  T best = combine_lanes_pairwise<T>(lanes, take);
+  for (; r < n; ++r) best = take(best, row[r]);
+  return {sum, best};
 }
 
 // max or min over the middle axis, NaN propagating (any NaN makes the result NaN), vectorized:
@@ -96,13 +128,12 @@ void extreme_values(const T* xp, int64_t outer, int64_t reduced, int64_t inner, 
 template <typename T>
 void mean_and_max(const T* xp, int64_t outer, int64_t reduced, int64_t inner, T* out) {
   const T scale = T(1.0 / double(reduced));  // mean = T(sum) * scale, as mul by a scalar rounds
-  if (inner == 1) {                          // the run is a row: its second read comes from L1
+  if (inner == 1) {                          // the run is a row
     parallel_for(0, outer, std::max<int64_t>(1, 16384 / reduced), [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o) {
-        const T* row = xp + o * reduced;
-        out[2 * o] =
-            T(lane_sum<double>(reduced, [row](int64_t r) { return double(row[r]); })) * scale;
-        out[2 * o + 1] = signed_row_max(row, reduced, T(1));
+        const auto [sum, max] = row_sum_and_max(xp + o * reduced, reduced);
+        out[2 * o] = T(sum) * scale;
+        out[2 * o + 1] = max;
       }
     });
     return;

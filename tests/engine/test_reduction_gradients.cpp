@@ -4,6 +4,7 @@
 // the layouts CBAM reduces (a contiguous run, inner 1, and a run strided across positions, two
 // blocks and a tail), with ties, NaN and infinities, at one and two threads. Then through the ops:
 // a plain backward (the kernels) against a create_graph one (the composed ops, recorded).
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
@@ -22,7 +23,9 @@ namespace {
 struct Layout {
   int64_t outer, reduced, inner;
 };
-const Layout kLayouts[] = {{7, 33, 1}, {3, 5, 1100}, {2, 16, 49}, {1, 4096, 16}};
+// contiguous runs of 33 and 89 (two vectors and a tail; four, one and a tail), runs across
+// positions (two blocks and a tail; one short block), and a tall whole tensor
+const Layout kLayouts[] = {{7, 33, 1}, {9, 89, 1}, {3, 5, 1100}, {2, 16, 49}, {1, 4096, 16}};
 
 // [outer, reduced, inner] values on a coarse grid (ties in most runs), with -inf, +inf and one
 // NaN, which makes its run's extreme NaN.
@@ -94,6 +97,13 @@ BOOST_AUTO_TEST_CASE(mean_amax_kernels_give_the_composed_formulas_bits) {
     BOOST_TEST(equal_values(out, composed_out));
     // the means are there, not only the maxima: not one of them is its run's maximum
     BOOST_TEST(!equal_values(select(out, 1, 0), select(out, 1, 1)));
+    // and sums whose rounding depends on their order (tied_values' integers add up exactly)
+    Tensor spread = mul(randn(x.shape(), {.dtype = dtype}), 1e3);
+    Tensor spread_out = Tensor::empty(out.shape(), dtype),
+           spread_composed = Tensor::empty(out.shape(), dtype);
+    cpu.mean_amax(spread, spread_out);
+    cpu.Backend::mean_amax(spread, spread_composed);
+    BOOST_TEST(equal_values(spread_out, spread_composed));
     Tensor gy = randn({l.outer, 2, l.inner}, {.dtype = dtype});
     Tensor fused = Tensor::empty(x.shape(), dtype), composed = Tensor::empty(x.shape(), dtype);
     cpu.mean_amax_backward(x, out, gy, fused);
@@ -101,6 +111,30 @@ BOOST_AUTO_TEST_CASE(mean_amax_kernels_give_the_composed_formulas_bits) {
     BOOST_TEST(equal_values(fused, composed));
     BOOST_TEST(count_nan(fused) == l.reduced);  // the NaN run's, as amax's gradient
   });
+}
+
+// Runs whose maximum is a zero, held as -0 in some places and +0 in others: which one a run's
+// maximum is depends on the order of the comparisons, and the one-pass kernel keeps amax's.
+BOOST_AUTO_TEST_CASE(mean_amax_keeps_amaxs_signed_zero) {
+  manual_seed(37);
+  Backend& cpu = backend_for(Device::cpu());
+  for (const Layout& l : {Layout{64, 200, 1}, Layout{8, 16, 300}}) {
+    std::vector<double> v =
+        randn({l.outer, l.reduced, l.inner}, {.dtype = DType::f64}).to_vector<double>();
+    for (double& e : v) e = e < -0.5 ? -1.0 : e < 0.5 ? -0.0 : 0.0;
+    Tensor x = tensor(v, {l.outer, l.reduced, l.inner});
+    Tensor out = Tensor::empty({l.outer, 2, l.inner}),
+           composed = Tensor::empty({l.outer, 2, l.inner});
+    cpu.mean_amax(x, out);
+    cpu.Backend::mean_amax(x, composed);
+    BOOST_TEST(equal_values(out, composed));
+    // both signs are among the maxima, so the order was tested
+    const std::vector<double> maxima = select(out, 1, 1).to_vector<double>();
+    BOOST_TEST(
+        std::count_if(maxima.begin(), maxima.end(), [](double m) { return std::signbit(m); }) > 0);
+    BOOST_TEST(
+        std::count_if(maxima.begin(), maxima.end(), [](double m) { return !std::signbit(m); }) > 0);
+  }
 }
 
 // The op against mean and amax themselves: its values are theirs side by side, and its gradient
