@@ -67,8 +67,9 @@ BOOST_AUTO_TEST_CASE(ties_pick_the_first_index_and_nan_wins, *utf::precondition(
   }
 }
 
-// amax's gradient (Backend::extreme_backward) and mul's broadcast factor's (product_sum): the
-// GPU's composed default against the CPU's one-pass kernels, with ties, a NaN run and infinities.
+// amax's gradient (Backend::extreme_backward), mul's broadcast factor's (product_sum) and both of
+// mul's operands' (mul_gradients), mean_amax and its gradient: the GPU's composed defaults against
+// the CPU's one-pass kernels, with ties, a NaN run and infinities.
 BOOST_AUTO_TEST_CASE(reduction_gradients_in_both_layouts, *utf::precondition(gpu_present)) {
   for (DType t : {DType::f32, DType::f64})
     for (const Shape& s : {Shape{7, 33, 1}, Shape{3, 5, 300}}) {
@@ -92,6 +93,21 @@ BOOST_AUTO_TEST_CASE(reduction_gradients_in_both_layouts, *utf::precondition(gpu
       host().product_sum(a, b, sums);
       gpu().product_sum(on_gpu(a), on_gpu(b), sums_gpu);
       check_close(sums_gpu, sums, tolerance(t), "product_sum " + what);
+      Tensor factor = random_tensor({s[0], s[2]}, t, -1, 1, 67);
+      Tensor g_full = Tensor::empty(s, t), g_full_gpu = Tensor::empty(s, t, Device::cuda());
+      host().mul_gradients(a, b, factor, g_full, sums);
+      gpu().mul_gradients(on_gpu(a), on_gpu(b), on_gpu(factor), g_full_gpu, sums_gpu);
+      check_close(g_full_gpu, g_full, tolerance(t), "mul_gradients' full " + what);
+      check_close(sums_gpu, sums, tolerance(t), "mul_gradients' factor " + what);
+      Tensor pair = Tensor::empty({s[0], 2, s[2]}, t),
+             pair_gpu = Tensor::empty({s[0], 2, s[2]}, t, Device::cuda());
+      host().mean_amax(x, pair);
+      gpu().mean_amax(on_gpu(x), pair_gpu);
+      check_close(pair_gpu, pair, tolerance(t), "mean_amax " + what);
+      Tensor gy_pair = random_tensor({s[0], 2, s[2]}, t, -1, 1, 68);
+      host().mean_amax_backward(x, pair, gy_pair, want);
+      gpu().mean_amax_backward(on_gpu(x), on_gpu(pair), on_gpu(gy_pair), got);
+      check_close(got, want, tolerance(t), "mean_amax_backward " + what);
     }
 }
 
