@@ -5,13 +5,6 @@
 
 namespace qkv::cpu {
 
-// The sum of term(c) for c < n, kept as sixteen partial sums (one per vector lane) that are added
-// up at the end. A single running sum puts one add per element on the critical path and cannot be
-// vectorized without reordering it; this order is fixed, so results stay deterministic. (An `omp
-// simd reduction` here is not vectorized by GCC inside the dispatch macro's lambda.) Float rows sum
-// in float, as PyTorch's CPU kernels do: sixteen lanes of at most n / 16 terms each, then a
-// pairwise total, lose a few ulps where double lanes would halve the vector width and add a
-// conversion per element. Acc = double sums float terms in double.
 // Sixteen lanes (one vector value of GCC's and clang's vector extension) combined pairwise,
 // halving: lane l with lane l + 8, then + 4, + 2, + 1, by combine(a, b) on the halves. For a sum
 // that is four dependent vector adds instead of fifteen dependent scalar ones.
@@ -31,6 +24,13 @@ Acc combine_lanes_pairwise(Lanes part, Combine combine) {
   return combine(e[0], e[1]);
 }
 
+// The sum of term(c) for c < n, kept as sixteen partial sums (one per vector lane) that are added
+// up at the end. A single running sum puts one add per element on the critical path and cannot be
+// vectorized without reordering it; this order is fixed, so results stay deterministic. (An `omp
+// simd reduction` here is not vectorized by GCC inside the dispatch macro's lambda.) Float rows sum
+// in float, as PyTorch's CPU kernels do: sixteen lanes of at most n / 16 terms each, then a
+// pairwise total, lose a few ulps where double lanes would halve the vector width and add a
+// conversion per element. Acc = double sums float terms in double.
 template <typename Acc, typename Term>
 Acc lane_sum(int64_t n, Term term) {
   constexpr int kLanes = 16;

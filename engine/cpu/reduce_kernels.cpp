@@ -14,18 +14,21 @@ namespace qkv::cpu {
 
 namespace {
 
+// v where v > best or v is NaN: one rule for lanes (vector values) and for single values. v > best
+// is false against a NaN best, so once NaN a maximum stays NaN.
+constexpr auto take_larger = [](auto best, auto v) { return (v > best) | (v != v) ? v : best; };
+
 // The largest of sign * row[r] for r < n, NaN if any is NaN, kept in sixteen lanes as lane_sum
 // keeps its sums (an `omp simd` max reduction is not vectorized by GCC inside the dispatch
-// macro's lambda: CBAM's amax over H * W ran at a fifth of sum's speed). v > best is false
-// against a NaN best, so once NaN a lane stays NaN; the lanes combine the same way.
+// macro's lambda: CBAM's amax over H * W ran at a fifth of sum's speed), each by take_larger, and
+// the lanes combined by it too.
 template <typename T>
 T signed_row_max(const T* row, int64_t n, T sign) {
   constexpr int kLanes = 16;
   // one vector value of sixteen lanes (GCC's and clang's vector extension); as an array the lanes
   // went through memory at every step, slower than the scalar loop
   typedef T Lanes __attribute__((vector_size(kLanes * sizeof(T))));
-  // v where v > best or v is NaN: one rule for lanes (vector values) and for single values
-  auto take = [](auto best, auto v) { return (v > best) | (v != v) ? v : best; };
+  constexpr auto take = take_larger;
   auto load = [&](int64_t at) {
     Lanes v;
     __builtin_memcpy(&v, row + at, sizeof v);
@@ -60,7 +63,7 @@ std::pair<double, T> row_sum_and_max(const T* row, int64_t n) {
   constexpr int kLanes = 16;
   typedef T Lanes __attribute__((vector_size(kLanes * sizeof(T))));
   typedef double Sums __attribute__((vector_size(kLanes * sizeof(double))));
-  auto take = [](auto best, auto v) { return (v > best) | (v != v) ? v : best; };
+  constexpr auto take = take_larger;
   auto load = [&](int64_t at) {
     Lanes v;
     __builtin_memcpy(&v, row + at, sizeof v);

@@ -61,21 +61,21 @@ void extreme_gradient_rows(const T* x, const T* kept, const T* gy, T* gx, int64_
     return;
   }
   // amax over channels: each run strides by inner; a block of positions goes row by row
-  for_each_middle_axis_block(
-      outer, inner, grain_for(reduced * kBlock), [&](int64_t o, int64_t i0, int64_t n) {
-        T count[kBlock], g[kBlock];
-        const T* m = kept + o * inner + i0;
-        const T* base = x + o * reduced * inner + i0;
-        T* out = gx + o * reduced * inner + i0;
-        count_hits(base, m, reduced, inner, n, count);
-        const T* gyo = gy + o * inner + i0;
-        _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) g[i] = gyo[i] / count[i];
-        for (int64_t r = 0; r < reduced; ++r) {
-          const T* row = base + r * inner;
-          T* dst = out + r * inner;
-          _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) dst[i] = T(row[i] == m[i]) * g[i];
-        }
-      });
+  auto block = [&](int64_t o, int64_t i0, int64_t n) {
+    T count[kBlock], g[kBlock];
+    const T* m = kept + o * inner + i0;
+    const T* base = x + o * reduced * inner + i0;
+    T* out = gx + o * reduced * inner + i0;
+    count_hits(base, m, reduced, inner, n, count);
+    const T* gyo = gy + o * inner + i0;
+    _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) g[i] = gyo[i] / count[i];
+    for (int64_t r = 0; r < reduced; ++r) {
+      const T* row = base + r * inner;
+      T* dst = out + r * inner;
+      _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) dst[i] = T(row[i] == m[i]) * g[i];
+    }
+  };
+  for_each_middle_axis_block(outer, inner, grain_for(reduced * kBlock), block);
 }
 
 // mean_amax's gradient: mean's share, gy_mean * (1 / reduced), plus extreme_gradient_rows' hit *
@@ -102,26 +102,26 @@ void mean_amax_gradient_rows(const T* x, const T* out, const T* gy, T* gx, int64
     return;
   }
   // over channels (CBAM's spatial pooling): a block of positions row by row
-  for_each_middle_axis_block(outer, inner, grain_for(reduced * kBlock),
-                             [&](int64_t o, int64_t i0, int64_t n) {
-                               T count[kBlock], g[kBlock], g_mean[kBlock];
-                               const T* mean_gy = gy + 2 * o * inner + i0;
-                               const T* max_gy = mean_gy + inner;
-                               const T* m = out + 2 * o * inner + inner + i0;
-                               const T* base = x + o * reduced * inner + i0;
-                               T* dst = gx + o * reduced * inner + i0;
-                               count_hits(base, m, reduced, inner, n, count);
-                               _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
-                                 g[i] = max_gy[i] / count[i];
-                                 g_mean[i] = mean_gy[i] * scale;
-                               }
-                               for (int64_t r = 0; r < reduced; ++r) {
-                                 const T* row = base + r * inner;
-                                 T* to = dst + r * inner;
-                                 _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) to[i] =
-                                     g_mean[i] + T(row[i] == m[i]) * g[i];
-                               }
-                             });
+  auto block = [&](int64_t o, int64_t i0, int64_t n) {
+    T count[kBlock], g[kBlock], g_mean[kBlock];
+    const T* mean_gy = gy + 2 * o * inner + i0;
+    const T* max_gy = mean_gy + inner;
+    const T* m = out + 2 * o * inner + inner + i0;
+    const T* base = x + o * reduced * inner + i0;
+    T* dst = gx + o * reduced * inner + i0;
+    count_hits(base, m, reduced, inner, n, count);
+    _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
+      g[i] = max_gy[i] / count[i];
+      g_mean[i] = mean_gy[i] * scale;
+    }
+    for (int64_t r = 0; r < reduced; ++r) {
+      const T* row = base + r * inner;
+      T* to = dst + r * inner;
+      _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) to[i] =
+          g_mean[i] + T(row[i] == m[i]) * g[i];
+    }
+  };
+  for_each_middle_axis_block(outer, inner, grain_for(reduced * kBlock), block);
 }
 
 // mul's two gradients for a factor broadcast along the middle axis, from one read of gy: g_full =
@@ -146,24 +146,24 @@ void mul_gradient_rows(const T* gy, const T* full, const T* factor, T* g_full, T
     return;
   }
   // a [B, 1, H, W] factor: a block of positions row by row, the sums in L1
-  for_each_middle_axis_block(outer, inner, grain_for(reduced * kBlock),
-                             [&](int64_t o, int64_t i0, int64_t n) {
-                               double sums[kBlock];
-                               std::fill(sums, sums + n, 0.0);
-                               const T* f = factor + o * inner + i0;
-                               for (int64_t r = 0; r < reduced; ++r) {
-                                 const int64_t at = (o * reduced + r) * inner + i0;
-                                 const T* g = gy + at;
-                                 const T* x = full + at;
-                                 T* dst = g_full + at;
-                                 _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
-                                   dst[i] = g[i] * f[i];
-                                   sums[i] += double(T(g[i] * x[i]));
-                                 }
-                               }
-                               T* out = g_factor + o * inner + i0;
-                               for (int64_t i = 0; i < n; ++i) out[i] = T(sums[i]);
-                             });
+  auto block = [&](int64_t o, int64_t i0, int64_t n) {
+    double sums[kBlock];
+    std::fill(sums, sums + n, 0.0);
+    const T* f = factor + o * inner + i0;
+    for (int64_t r = 0; r < reduced; ++r) {
+      const int64_t at = (o * reduced + r) * inner + i0;
+      const T* g = gy + at;
+      const T* x = full + at;
+      T* dst = g_full + at;
+      _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
+        dst[i] = g[i] * f[i];
+        sums[i] += double(T(g[i] * x[i]));
+      }
+    }
+    T* out = g_factor + o * inner + i0;
+    for (int64_t i = 0; i < n; ++i) out[i] = T(sums[i]);
+  };
+  for_each_middle_axis_block(outer, inner, grain_for(reduced * kBlock), block);
 }
 
 }  // namespace
