@@ -63,6 +63,17 @@ __attribute__((target("avx512f"), always_inline)) inline __mmask16 relu_passes(_
   return _mm512_mask_cmp_ps_mask(lanes, y, _mm512_setzero_ps(), _CMP_NLE_UQ);
 }
 
+// g masked to the lanes where the ReLU passed. g is loaded whole first: left to itself GCC folds
+// the masking into a masked load of g, which cannot start before x's load and the compare that
+// make its mask, so where both come from memory half as many loads are in flight (the backward of
+// [128, 16, 28, 28] with its data out of cache took 1.3 ms against batch_norm's 0.7). The empty asm
+// makes the loaded vector a value GCC cannot see into.
+__attribute__((target("avx512f"), always_inline)) inline __m512 masked_gradient(__m512 g,
+                                                                                __mmask16 passes) {
+  asm("" : "+v"(g));
+  return _mm512_maskz_mov_ps(passes, g);
+}
+
 // A channel's normalization: mean, scale = rstd * weight, shift = bias.
 struct ChannelAffine {
   float mu, scale, shift;
@@ -98,7 +109,7 @@ __attribute__((target("avx512f"), always_inline)) inline void add_run_avx512(
       s1hi = _mm512_fmadd_pd(hi, hi, s1hi);
     } else {
       if constexpr (relu)
-        av = _mm512_maskz_mov_ps(relu_passes(lanes_on, normalized(bv, m, scale, shift)), av);
+        av = masked_gradient(av, relu_passes(lanes_on, normalized(bv, m, scale, shift)));
       const __m512 d = _mm512_maskz_sub_ps(lanes_on, bv, c);
       const __m512d glo = low_doubles(av), ghi = high_doubles(av);
       s0lo = _mm512_add_pd(s0lo, glo);
@@ -255,7 +266,7 @@ __attribute__((target("avx512f"), always_inline)) inline void input_gradient_avx
     __m512 gv = load(g + at, lanes);
     __m512 xv = (relu || training) ? load(x + at, lanes) : m;
     if constexpr (relu)
-      gv = _mm512_maskz_mov_ps(relu_passes(lanes.mask, normalized(xv, m, scale, shift)), gv);
+      gv = masked_gradient(gv, relu_passes(lanes.mask, normalized(xv, m, scale, shift)));
     if constexpr (training)
       gv = _mm512_fnmadd_ps(_mm512_sub_ps(xv, m), coef, _mm512_sub_ps(gv, mg));
     store(o + at, _mm512_mul_ps(scale, gv), lanes);
