@@ -488,9 +488,8 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, co
           product(s, false, true, Og, K, L, gyn + g * Og * L, L, cols + g * K * L, L, accumulate,
                   gw + g * Og * K, K);
     }
-    if (gx && s.gx_by_flipped_kernel()) {
-      forward_images<T>(flipped, gy, wf, wft, wfp, nullptr, gx, n, n + 1);
-    } else if (gx && stride2_gx) {
+    if (gx && s.gx_by_flipped_kernel()) continue;  // below, for the whole range
+    if (gx && stride2_gx) {
       if constexpr (std::is_same_v<T, float>) {
         float* scratch = static_cast<float*>(
             gcols_scratch.get(sizeof(float) * size_t(stride2_gx->scratch_floats())));
@@ -516,6 +515,10 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, co
       }
     }
   }
+  // gx as the forward convolution of the range's gy, in one call: it sets up its shape and scratch
+  // once, not once an image
+  if (gx && s.gx_by_flipped_kernel())
+    forward_images<T>(flipped, gy, wf, wft, wfp, nullptr, gx, n0, n1);
 }
 
 // float32 and float64; under autocast where a bfloat16 kernel rounds float32 operands as it
