@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstring>
 
 #include "engine/cpu/avx512_target.h"
 #include "engine/cpu/direct_conv_tiles.h"
@@ -43,6 +42,21 @@ QKV_AVX512_INLINE __m512 padded_vector(const float* x_row, int64_t W, int64_t pw
 QKV_AVX512_INLINE void copy_row(const float* src, int64_t n, int64_t width, float* dst) {
   for (int64_t col = 0; col < width; col += kLanes)
     _mm512_mask_storeu_ps(dst + col, lanes_below(width - col), padded_vector(src, n, 0, col));
+}
+
+// dst[0, n) = src[0, n), touching nothing past either: whole vectors by plain loads and stores,
+// the rest (n >= 16) as the vector that ends at n, overlapping the one before, else (n < 16) one
+// masked vector, its input asked for ahead as padded_vector asks. A call of memcpy per row cost
+// its 14 x 14 and 7 x 7 paddings more than their copying (docs/CPU_KERNELS.md).
+QKV_AVX512_INLINE void copy_values(const float* src, int64_t n, float* dst) {
+  if (n < kLanes) {
+    prefetch_ahead(src);
+    const __mmask16 m = lanes_below(n);
+    return _mm512_mask_storeu_ps(dst, m, _mm512_maskz_loadu_ps(m, src));
+  }
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) _mm512_storeu_ps(dst + i, _mm512_loadu_ps(src + i));
+  if (i < n) _mm512_storeu_ps(dst + n - kLanes, _mm512_loadu_ps(src + n - kLanes));
 }
 
 // The two column phases of a padded row, Wq values each: evens[t] = row[2 t], odds[t] = row[2 t +
@@ -337,13 +351,11 @@ bool DirectConvShape::forward_in_channel_lanes() const {
 
 QKV_AVX512 void direct_conv_pad(const DirectConvShape& s, const float* x, float* xp) {
   if (s.stride == 1) {
-    // zeros, then the rows: a memset and a memcpy a row, the fastest here when the input comes
-    // from memory (faster than stride 2's masked loads would be: docs/CPU_KERNELS.md)
+    // zeros, then the rows
     std::fill(xp, xp + s.C * s.plane, 0.f);
     for (int64_t c = 0; c < s.C; ++c)
       for (int64_t h = 0; h < s.H; ++h)
-        std::memcpy(xp + c * s.plane + (s.ph + h) * s.Wp + s.pw, x + (c * s.H + h) * s.W,
-                    sizeof(float) * size_t(s.W));
+        copy_values(x + (c * s.H + h) * s.W, s.W, xp + c * s.plane + (s.ph + h) * s.Wp + s.pw);
   } else {
     // stride 2: padded row hp goes to phases (hp % 2, 0) and (hp % 2, 1), row hp / 2, its two
     // vectors masked loads straight from the input row (zero outside it), split in registers
