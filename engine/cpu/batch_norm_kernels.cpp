@@ -64,10 +64,11 @@ __attribute__((target("avx512f"), always_inline)) inline __mmask16 relu_passes(_
 }
 
 // g masked to the lanes where the ReLU passed. g is loaded whole first: left to itself GCC folds
-// the masking into a masked load of g, which cannot start before x's load and the compare that
-// make its mask, so where both come from memory half as many loads are in flight (the backward of
-// [128, 16, 28, 28] with its data out of cache took 1.3 ms against batch_norm's 0.7). The empty asm
-// makes the loaded vector a value GCC cannot see into.
+// the masking into a masked load of g, which cannot issue before x's load and the compare that
+// make its mask, and which, missing the caches, gets no help from the hardware prefetcher
+// (avx512_target.h's prefetch_ahead): with g and x coming from memory, the backward ran at about
+// half batch_norm's speed (docs/CPU_KERNELS.md). The empty asm makes the loaded vector a value
+// GCC cannot see into.
 __attribute__((target("avx512f"), always_inline)) inline __m512 masked_gradient(__m512 g,
                                                                                 __mmask16 passes) {
   asm("" : "+v"(g));
