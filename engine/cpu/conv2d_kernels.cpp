@@ -488,8 +488,8 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, co
           product(s, false, true, Og, K, L, gyn + g * Og * L, L, cols + g * K * L, L, accumulate,
                   gw + g * Og * K, K);
     }
-    if (gx && s.gx_by_flipped_kernel()) continue;  // below, for the whole range
-    if (gx && stride2_gx) {
+    if (!gx || s.gx_by_flipped_kernel()) continue;  // the flipped kernel's: below, for the range
+    if (stride2_gx) {
       if constexpr (std::is_same_v<T, float>) {
         float* scratch = static_cast<float*>(
             gcols_scratch.get(sizeof(float) * size_t(stride2_gx->scratch_floats())));
@@ -502,7 +502,7 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, co
         }
         stride2_gx->run(gy_read, gx + n * s.image(), scratch);
       }
-    } else if (gx) {
+    } else {
       T* gxn = gx + n * s.image();
       // gcols straight into gx when cols is x, else into scratch for col2im
       T* gcols = s.cols_is_x() ? gxn : static_cast<T*>(gcols_scratch.get(sizeof(T) * s.cols()));

@@ -45,15 +45,11 @@ QKV_AVX512_INLINE void copy_row(const float* src, int64_t n, int64_t width, floa
 }
 
 // dst[0, n) = src[0, n), touching nothing past either: whole vectors by plain loads and stores,
-// the rest (n >= 16) as the vector that ends at n, overlapping the one before, else (n < 16) one
-// masked vector, its input asked for ahead as padded_vector asks. A call of memcpy per row cost
-// its 14 x 14 and 7 x 7 paddings more than their copying (docs/CPU_KERNELS.md).
+// the rest (n >= 16) as the vector that ends at n, overlapping the one before; a row of fewer than
+// 16 values is copy_row's one masked vector. A call of memcpy per row cost its 14 x 14 and 7 x 7
+// paddings more than their copying (docs/CPU_KERNELS.md).
 QKV_AVX512_INLINE void copy_values(const float* src, int64_t n, float* dst) {
-  if (n < kLanes) {
-    prefetch_ahead(src);
-    const __mmask16 m = lanes_below(n);
-    return _mm512_mask_storeu_ps(dst, m, _mm512_maskz_loadu_ps(m, src));
-  }
+  if (n < kLanes) return copy_row(src, n, n, dst);
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) _mm512_storeu_ps(dst + i, _mm512_loadu_ps(src + i));
   if (i < n) _mm512_storeu_ps(dst + n - kLanes, _mm512_loadu_ps(src + n - kLanes));
