@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <utility>
 
 #include "engine/cpu/avx512_target.h"
 #include "engine/cpu/direct_conv_tiles.h"
@@ -222,8 +223,6 @@ QKV_AVX512_INLINE void channel_lanes_tile(const DirectConvShape& s, int64_t imag
       }
 }
 
-// Every row and output channel, ROWS rows at a time (the last tile with fewer), 16 OV channels
-// at a time.
 // channel_lanes_tile for one vector of 16 output channels at stride 1, P positions of a row at a
 // time: input value xp[row][q + p] serves tap j at position q + p - j, so the P positions' three
 // taps (3 P FMAs a row) take P + 2 broadcasts instead of 3 P. With one vector of channels every
@@ -271,6 +270,19 @@ QKV_AVX512_INLINE void channel_lanes_tile_reusing(const DirectConvShape& s, int6
     }
 }
 
+// Rows [r0, r0 + R) of channel_lanes_all's tiles, 16 OV channels from o0.
+template <int R, int OV, int S>
+QKV_AVX512_INLINE void channel_lanes_rows(const DirectConvShape& s, int64_t images, const float* xp,
+                                          const float* gyt, int64_t r0, int64_t o0, float* gwt) {
+  if constexpr (OV == 1 && S == 1)
+    channel_lanes_tile_reusing<R, 4>(s, images, xp, gyt, r0, o0, gwt);
+  else
+    channel_lanes_tile<3, R, OV, S>(s, images, xp, gyt, r0, o0, gwt);
+}
+
+// Every row and output channel, ROWS rows at a time, 16 OV channels at a time. The rows left over
+// (all of them for the stem's one input channel: 3) take one tile of that many, not as many tiles
+// of one: a tile's 3 OV sums per row are all its FMA chains, and a pass over gy each.
 template <int ROWS, int OV, int S>
 QKV_AVX512 void channel_lanes_all(const DirectConvShape& s, int64_t images, const float* xp,
                                   const float* gyt, float* gwt) {
@@ -278,15 +290,15 @@ QKV_AVX512 void channel_lanes_all(const DirectConvShape& s, int64_t images, cons
   for (int64_t o0 = 0; o0 < s.O; o0 += kLanes * OV) {
     int64_t r0 = 0;
     for (; r0 + ROWS <= rows; r0 += ROWS)
-      if constexpr (OV == 1 && S == 1)
-        channel_lanes_tile_reusing<ROWS, 4>(s, images, xp, gyt, r0, o0, gwt);
-      else
-        channel_lanes_tile<3, ROWS, OV, S>(s, images, xp, gyt, r0, o0, gwt);
-    for (; r0 < rows; ++r0)
-      if constexpr (OV == 1 && S == 1)
-        channel_lanes_tile_reusing<1, 4>(s, images, xp, gyt, r0, o0, gwt);
-      else
-        channel_lanes_tile<3, 1, OV, S>(s, images, xp, gyt, r0, o0, gwt);
+      channel_lanes_rows<ROWS, OV, S>(s, images, xp, gyt, r0, o0, gwt);
+    const auto rest = [&]<int R>() QKV_AVX512 {
+      if constexpr (R > 0)
+        if (rows - r0 == R) channel_lanes_rows<R, OV, S>(s, images, xp, gyt, r0, o0, gwt);
+    };
+    [&]<int... R>(std::integer_sequence<int, R...>) {  // R = 0 .. ROWS - 1
+      (rest.template operator()<R>(), ...);
+    }
+    (std::make_integer_sequence<int, ROWS>{});
   }
 }
 
