@@ -9,7 +9,7 @@
 
 #include "engine/cpu/bernoulli_range.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/prefetch_for_writing.h"
+#include "engine/cpu/prefetch.h"
 #include "engine/dispatch.h"
 #include "engine/example_draws.h"
 #include "engine/parallel.h"

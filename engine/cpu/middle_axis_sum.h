@@ -17,7 +17,8 @@ namespace qkv::cpu {
 // How many positions of the inner axis the max and the extremum's gradient over a middle axis
 // (amax over channels) walk at a time, their per-position state in L1: as many as a 28 x 28
 // plane, so that an image's [reduced, inner] values are read in memory order. Narrower blocks
-// jump a plane ahead every block, a pattern the hardware prefetchers do not follow.
+// jump a plane ahead every block, a pattern the hardware prefetchers do not follow. Even in memory
+// order they do not keep up with these walks: each row asks for the next one (prefetch.h).
 constexpr int64_t kMiddleAxisBlock = 1024;
 
 // Calls visit(o, i0, n) for each block of n <= kMiddleAxisBlock inner positions starting at i0,

@@ -7,6 +7,7 @@
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/middle_axis_sum.h"
+#include "engine/cpu/prefetch.h"
 #include "engine/dispatch.h"
 #include "engine/parallel.h"
 
@@ -113,9 +114,11 @@ void extreme_values(const T* xp, int64_t outer, int64_t reduced, int64_t inner, 
   for_each_middle_axis_block(outer, inner, grain, [&](int64_t o, int64_t i0, int64_t n) {
     T best[kMiddleAxisBlock];
     const T* base = xp + o * reduced * inner + i0;
+    prefetch_for_reading(base + inner, n);
     for (int64_t i = 0; i < n; ++i) best[i] = sign * base[i];
     for (int64_t r = 1; r < reduced; ++r) {
       const T* row = base + r * inner;
+      prefetch_for_reading(row + inner, n);
       _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
         const T v = sign * row[i];
         best[i] = (v > best[i] || v != v) ? v : best[i];
@@ -146,9 +149,11 @@ void mean_and_max(const T* xp, int64_t outer, int64_t reduced, int64_t inner, T*
     double sums[kMiddleAxisBlock];
     T best[kMiddleAxisBlock];
     const T* base = xp + o * reduced * inner + i0;
+    prefetch_for_reading(base + inner, n);
     for (int64_t i = 0; i < n; ++i) sums[i] = 0.0 + double(base[i]), best[i] = base[i];
     for (int64_t r = 1; r < reduced; ++r) {
       const T* row = base + r * inner;
+      prefetch_for_reading(row + inner, n);
       _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
         const T v = row[i];
         sums[i] += double(v);

@@ -14,6 +14,7 @@
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/middle_axis_sum.h"
+#include "engine/cpu/prefetch.h"
 #include "engine/dispatch.h"
 #include "engine/parallel.h"
 
@@ -35,8 +36,10 @@ int64_t grain_for(int64_t values_per_item) {
 template <typename T>
 void count_hits(const T* base, const T* m, int64_t reduced, int64_t inner, int64_t n, T* count) {
   std::fill(count, count + n, T(0));
+  prefetch_for_reading(base, n);
   for (int64_t r = 0; r < reduced; ++r) {
     const T* row = base + r * inner;
+    prefetch_for_reading(row + inner, n);
     _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) count[i] += T(row[i] == m[i]);
   }
 }
@@ -155,6 +158,8 @@ void mul_gradient_rows(const T* gy, const T* full, const T* factor, T* g_full, T
       const T* g = gy + at;
       const T* x = full + at;
       T* dst = g_full + at;
+      prefetch_for_reading(g + inner, n);
+      prefetch_for_reading(x + inner, n);
       _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
         dst[i] = g[i] * f[i];
         sums[i] += double(T(g[i] * x[i]));
