@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <utility>
 
 #include "engine/cpu/avx512_target.h"
 #include "engine/cpu/direct_conv_tiles.h"
@@ -280,6 +279,17 @@ QKV_AVX512_INLINE void channel_lanes_rows(const DirectConvShape& s, int64_t imag
     channel_lanes_tile<3, R, OV, S>(s, images, xp, gyt, r0, o0, gwt);
 }
 
+// The last `left` rows from r0 (0 < left <= R) as one tile of that many.
+template <int R, int OV, int S>
+QKV_AVX512_INLINE void channel_lanes_rest(const DirectConvShape& s, int64_t images, const float* xp,
+                                          const float* gyt, int64_t left, int64_t r0, int64_t o0,
+                                          float* gwt) {
+  if constexpr (R > 0) {
+    if (left == R) return channel_lanes_rows<R, OV, S>(s, images, xp, gyt, r0, o0, gwt);
+    channel_lanes_rest<R - 1, OV, S>(s, images, xp, gyt, left, r0, o0, gwt);
+  }
+}
+
 // Every row and output channel, ROWS rows at a time, 16 OV channels at a time. The rows left over
 // (all of them for the stem's one input channel: 3) take one tile of that many, not as many tiles
 // of one: a tile's 3 OV sums per row are all its FMA chains, and a pass over gy each.
@@ -291,14 +301,7 @@ QKV_AVX512 void channel_lanes_all(const DirectConvShape& s, int64_t images, cons
     int64_t r0 = 0;
     for (; r0 + ROWS <= rows; r0 += ROWS)
       channel_lanes_rows<ROWS, OV, S>(s, images, xp, gyt, r0, o0, gwt);
-    const auto rest = [&]<int R>() QKV_AVX512 {
-      if constexpr (R > 0)
-        if (rows - r0 == R) channel_lanes_rows<R, OV, S>(s, images, xp, gyt, r0, o0, gwt);
-    };
-    [&]<int... R>(std::integer_sequence<int, R...>) {  // R = 0 .. ROWS - 1
-      (rest.template operator()<R>(), ...);
-    }
-    (std::make_integer_sequence<int, ROWS>{});
+    if (r0 < rows) channel_lanes_rest<ROWS - 1, OV, S>(s, images, xp, gyt, rows - r0, r0, o0, gwt);
   }
 }
 

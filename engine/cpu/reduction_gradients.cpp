@@ -36,7 +36,6 @@ int64_t grain_for(int64_t values_per_item) {
 template <typename T>
 void count_hits(const T* base, const T* m, int64_t reduced, int64_t inner, int64_t n, T* count) {
   std::fill(count, count + n, T(0));
-  prefetch_for_reading(base, n);
   for (int64_t r = 0; r < reduced; ++r) {
     const T* row = base + r * inner;
     prefetch_for_reading(row + inner, n);
