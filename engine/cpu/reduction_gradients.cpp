@@ -119,6 +119,7 @@ void mean_amax_gradient_rows(const T* x, const T* out, const T* gy, T* gx, int64
     for (int64_t r = 0; r < reduced; ++r) {
       const T* row = base + r * inner;
       T* to = dst + r * inner;
+      prefetch_for_writing(to + inner, n);
       _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) to[i] =
           g_mean[i] + T(row[i] == m[i]) * g[i];
     }
