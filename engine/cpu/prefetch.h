@@ -3,7 +3,8 @@
 // For writing: on two cores, a line last written or read by the other core must be taken from it
 // before this one writes it, and a loop that only meets its lines as it stores waits for them one
 // by one; asked for ahead with PREFETCHW, the requests overlap the loop's arithmetic
-// (docs/CPU_KERNELS.md, "The optimizer at two threads").
+// (docs/CPU_KERNELS.md, "The optimizer at two threads"). Lines in no cache at all (a gradient's
+// rows written into memory last used long before) are asked for a row ahead the same way.
 //
 // For reading: the walks over a middle axis (CBAM's pooling over channels and its gradient) read
 // an image's rows in memory order, yet ran at half the speed of a plain read of the same bytes
