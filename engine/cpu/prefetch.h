@@ -16,18 +16,23 @@
 
 namespace qkv::cpu {
 
-// Asks for the cache lines of x[0, n) in a state that allows writing. Never faults.
-template <typename T>
-inline void prefetch_for_writing(const T* x, int64_t n) {
+// Asks for the cache lines of x[0, n), for writing (kWrite 1) or reading (0). Never faults, so x
+// may run past an allocation.
+template <int kWrite, typename T>
+inline void prefetch_lines(const T* x, int64_t n) {
   constexpr int64_t kPerLine = 64 / int64_t(sizeof(T));
-  for (int64_t i = 0; i < n; i += kPerLine) __builtin_prefetch(x + i, 1, 3);
+  for (int64_t i = 0; i < n; i += kPerLine) __builtin_prefetch(x + i, kWrite, 3);
 }
 
-// Asks for the cache lines of x[0, n) for reading. Never faults, so x may run past an allocation.
+// In a state that allows writing (PREFETCHW).
+template <typename T>
+inline void prefetch_for_writing(const T* x, int64_t n) {
+  prefetch_lines<1>(x, n);
+}
+
 template <typename T>
 inline void prefetch_for_reading(const T* x, int64_t n) {
-  constexpr int64_t kPerLine = 64 / int64_t(sizeof(T));
-  for (int64_t i = 0; i < n; i += kPerLine) __builtin_prefetch(x + i, 0, 3);
+  prefetch_lines<0>(x, n);
 }
 
 }  // namespace qkv::cpu

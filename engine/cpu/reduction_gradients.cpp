@@ -119,7 +119,8 @@ void mean_amax_gradient_rows(const T* x, const T* out, const T* gy, T* gx, int64
     for (int64_t r = 0; r < reduced; ++r) {
       const T* row = base + r * inner;
       T* to = dst + r * inner;
-      prefetch_for_writing(to + inner, n);
+      // not past the block's last row: the next image's may be the other thread's to write
+      if (r + 1 < reduced) prefetch_for_writing(to + inner, n);
       _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) to[i] =
           g_mean[i] + T(row[i] == m[i]) * g[i];
     }
