@@ -215,6 +215,41 @@ OpCost backward_cost(const Node& node, const Tensor& g, const grads& input_grads
 
 thread_local std::function<void(const Tensor&)> t_post_accumulate_hook;
 
+// gradient_sum_so_far's answers while a rule runs: per input, the sum it may add into, or null.
+thread_local const std::vector<Tensor*>* t_sums_so_far = nullptr;
+
+// Which of the node's inputs' sums a rule may add into (see gradient_sum_so_far): none when a
+// graph is recorded, for a leaf, for an input grad() captures, or for a sum another handle or a
+// view shares.
+std::vector<Tensor*> sums_to_offer(const Node& node, std::unordered_map<Node*, Tensor>& pending,
+                                   bool create_graph,
+                                   const std::unordered_map<TensorImpl*, Tensor*>* capture) {
+  std::vector<Tensor*> offered(node.inputs.size(), nullptr);
+  if (create_graph) return offered;
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    Node* next = node.input_nodes[i].get();
+    if (!next || !node.inputs[i] || (capture && capture->count(node.inputs[i].get()))) continue;
+    auto it = pending.find(next);
+    if (it != pending.end() && it->second.defined() && owns_alone(it->second, it->second))
+      offered[i] = &it->second;
+  }
+  return offered;
+}
+
+// Sets t_sums_so_far for the rule's run.
+class OfferedSums {
+ public:
+  explicit OfferedSums(const std::vector<Tensor*>& sums) : saved_(t_sums_so_far) {
+    t_sums_so_far = &sums;
+  }
+  ~OfferedSums() { t_sums_so_far = saved_; }
+  OfferedSums(const OfferedSums&) = delete;
+  OfferedSums& operator=(const OfferedSums&) = delete;
+
+ private:
+  const std::vector<Tensor*>* saved_;
+};
+
 // Tells the post-accumulate hook about each leaf once the last node feeding it has run: for each
 // position in the sweep's order, the leaves whose last use it is.
 class LeafCompletion {
@@ -295,15 +330,19 @@ void sweep(const Tensor& root, const Tensor& gradient, bool retain_graph, bool c
               "without a second derivative are listed in docs/ARCHITECTURE.md)");
     grads input_grads;
     Autocast precision(node->autocast_dtype);
+    const std::vector<Tensor*> offered = sums_to_offer(*node, pending, create_graph, capture);
     profile_hooks::BackwardRuleScope profiled_rule;
-    if (t_anomaly) {
-      {
-        PauseAnomaly pause;
+    {
+      OfferedSums offering(offered);
+      if (t_anomaly) {
+        {
+          PauseAnomaly pause;
+          input_grads = node->backward(g);
+        }
+        check_backward(*node, g, input_grads);
+      } else {
         input_grads = node->backward(g);
       }
-      check_backward(*node, g, input_grads);
-    } else {
-      input_grads = node->backward(g);
     }
     profiled_rule.finished(node->op, backward_cost(*node, g, input_grads), node->forward_shapes);
     QKV_CHECK(input_grads.size() == node->inputs.size(), "backward", "op '", node->op,
@@ -323,6 +362,7 @@ void sweep(const Tensor& root, const Tensor& gradient, bool retain_graph, bool c
         Tensor* slot = capture->at(input.get());
         *slot = accumulate(*slot, gi);
       }
+      if (offered[i] && gi.impl() == offered[i]->impl()) continue;  // the rule added it in
       if (Node* next = node->input_nodes[i].get())
         accumulate_pending(pending[next], gi, create_graph);
       else
@@ -332,6 +372,10 @@ void sweep(const Tensor& root, const Tensor& gradient, bool retain_graph, bool c
 }
 
 }  // namespace
+
+Tensor* gradient_sum_so_far(size_t input) {
+  return t_sums_so_far && input < t_sums_so_far->size() ? (*t_sums_so_far)[input] : nullptr;
+}
 
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph,
                   bool create_graph) {

@@ -60,6 +60,15 @@ struct Node {
 // QKV_RECORDED_OP (engine/op_declaration.h): recording an undeclared name throws qkv::Error.
 Tensor record(const char* op, const std::vector<Tensor>& inputs, Tensor output, BackwardFn fn);
 
+// While a backward rule runs in a sweep that records no graph: the sum of the gradients that
+// input i of the node has received so far from the rules already run, where the sweep alone holds
+// it (no other handle, no view of its memory, dense, and not captured by grad()), so that the rule
+// may add its own gradient into it; null otherwise, and outside a rule. A rule that does so returns
+// that same tensor as input i's gradient, and the sweep does not add it again: one pass over the
+// memory where a gradient written by the rule and then added by the sweep took two (CBAM's pools,
+// whose input also feeds a product). Sums in the same order as the sweep's: sum + gradient.
+Tensor* gradient_sum_so_far(size_t input);
+
 // While a RecordedOps guard lives, the names of all ops recorded (on any thread) are collected;
 // the op-registry test uses it to check that a case named after an op does record that op.
 class RecordedOps {

@@ -168,10 +168,11 @@ class Backend {
   // them. The default runs those three; a kernel reads x once and gives the same bits.
   virtual void mean_amax(const Tensor& x, const Tensor& out);
   // Its gradient for gy [outer, 2, inner], out the forward's: gx = gy_mean * (1 / reduced) + hit
-  // * (gy_max / count), the sum of mean's and extreme_backward's gradients. The default composes
-  // it from ops; a kernel gives the same bits in one pass.
+  // * (gy_max / count), the sum of mean's and extreme_backward's gradients, or with `accumulate`
+  // gx = gx + that (a gradient sum the backward sweep offers, autograd.h). The default composes it
+  // from ops; a kernel gives the same bits in one pass.
   virtual void mean_amax_backward(const Tensor& x, const Tensor& out, const Tensor& gy,
-                                  const Tensor& gx);
+                                  const Tensor& gx, bool accumulate = false);
 
   // ---- matmul ---------------------------------------------------------------------------------
   // out[b] = a[b] @ b[b], or out[b] += a[b] @ b[b] when `accumulate` (how linear() adds its bias

@@ -28,9 +28,13 @@ void Backend::mean_amax(const Tensor& x, const Tensor& out) {
 }
 
 void Backend::mean_amax_backward(const Tensor& x, const Tensor& out, const Tensor& gy,
-                                 const Tensor& gx) {
+                                 const Tensor& gx, bool accumulate) {
   NoGrad no_grad;
-  copy_(gx, detail::mean_amax_gradient(x, out, gy, {1}));
+  const Tensor g = detail::mean_amax_gradient(x, out, gy, {1});
+  if (accumulate)
+    binary(BinaryOp::add, gx, g, gx);
+  else
+    copy_(gx, g);
 }
 
 void Backend::product_sum(const Tensor& a, const Tensor& b, const Tensor& out) {

@@ -30,8 +30,8 @@ class CpuBackend final : public Backend {
   void mul_gradients(const Tensor& gy, const Tensor& full, const Tensor& factor,
                      const Tensor& g_full, const Tensor& g_factor) override;
   void mean_amax(const Tensor& x, const Tensor& out) override;
-  void mean_amax_backward(const Tensor& x, const Tensor& out, const Tensor& gy,
-                          const Tensor& gx) override;
+  void mean_amax_backward(const Tensor& x, const Tensor& out, const Tensor& gy, const Tensor& gx,
+                          bool accumulate = false) override;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out,
               bool accumulate = false) override;
   // One product with a float bias (and ReLU): the GEMM's epilogue, on each tile as it is stored.

@@ -81,9 +81,9 @@ void extreme_gradient_rows(const T* x, const T* kept, const T* gy, T* gx, int64_
 }
 
 // mean_amax's gradient: mean's share, gy_mean * (1 / reduced), plus extreme_gradient_rows' hit *
-// (gy_max / count), written once. gy and out are [outer, 2, inner]: the means' row, then the
-// maxima's.
-template <typename T>
+// (gy_max / count), written once, or with Accumulate added to gx (gx + gradient, as the backward
+// sweep adds a sum). gy and out are [outer, 2, inner]: the means' row, then the maxima's.
+template <typename T, bool Accumulate>
 void mean_amax_gradient_rows(const T* x, const T* out, const T* gy, T* gx, int64_t outer,
                              int64_t reduced, int64_t inner) {
   const T scale = T(1.0 / double(reduced));  // as mul(gy, 1.0 / reduced) rounds it
@@ -98,7 +98,7 @@ void mean_amax_gradient_rows(const T* x, const T* out, const T* gy, T* gx, int64
             row[r] == m;
         const T g = gy[2 * o + 1] / T(count), g_mean = gy[2 * o] * scale;
         _Pragma("omp simd") for (int64_t r = 0; r < reduced; ++r) dst[r] =
-            g_mean + T(row[r] == m) * g;
+            Accumulate ? dst[r] + (g_mean + T(row[r] == m) * g) : g_mean + T(row[r] == m) * g;
       }
     });
     return;
@@ -122,7 +122,8 @@ void mean_amax_gradient_rows(const T* x, const T* out, const T* gy, T* gx, int64
       // not past the block's last row: the next image's may be the other thread's to write
       if (r + 1 < reduced) prefetch_for_writing(to + inner, n);
       _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) to[i] =
-          g_mean[i] + T(row[i] == m[i]) * g[i];
+          Accumulate ? to[i] + (g_mean[i] + T(row[i] == m[i]) * g[i])
+                     : g_mean[i] + T(row[i] == m[i]) * g[i];
     }
   };
   for_each_middle_axis_block(outer, inner, grain_for(reduced * kBlock), block);
@@ -187,10 +188,11 @@ void CpuBackend::mul_gradients(const Tensor& gy, const Tensor& full, const Tenso
 }
 
 void CpuBackend::mean_amax_backward(const Tensor& x, const Tensor& out, const Tensor& gy,
-                                    const Tensor& gx) {
+                                    const Tensor& gx, bool accumulate) {
   QKV_DISPATCH_FLOAT(x.dtype(), "mean_amax_backward", [&] {
-    mean_amax_gradient_rows(x.data<T>(), out.data<T>(), gy.data<T>(), gx.data<T>(), x.size(0),
-                            x.size(1), x.size(2));
+    const auto rows =
+        accumulate ? mean_amax_gradient_rows<T, true> : mean_amax_gradient_rows<T, false>;
+    rows(x.data<T>(), out.data<T>(), gy.data<T>(), gx.data<T>(), x.size(0), x.size(1), x.size(2));
   });
 }
 

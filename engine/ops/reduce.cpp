@@ -188,11 +188,17 @@ Tensor mean_amax(const Tensor& x, std::vector<int> dims) {
   const Tensor kept = out.detach();
   return record(name, {x}, out, [xc, kept, dims, block, pairs](const Tensor& gy) {
     if (grad_enabled()) return grads{detail::mean_amax_gradient(xc, kept, gy, dims)};
-    Tensor gx = Tensor::empty(xc.shape(), xc.dtype(), xc.device());
+    // into the sum of x's other gradients where the sweep offers it (CBAM's pools: x also feeds a
+    // product), else a new tensor
+    Tensor* sum = gradient_sum_so_far(0);
+    const bool into_sum = sum && sum->dtype() == xc.dtype() && sum->device() == xc.device() &&
+                          sum->shape() == xc.shape();
+    Tensor gx = into_sum ? *sum : Tensor::empty(xc.shape(), xc.dtype(), xc.device());
     if (gx.numel() > 0)
-      xc.backend().mean_amax_backward(
-          detail::block_view(xc, block), detail::block_view(kept, pairs),
-          detail::block_view(detail::contiguous_data(gy), pairs), detail::block_view(gx, block));
+      xc.backend().mean_amax_backward(detail::block_view(xc, block),
+                                      detail::block_view(kept, pairs),
+                                      detail::block_view(detail::contiguous_data(gy), pairs),
+                                      detail::block_view(gx, block), into_sum);
     return grads{gx};
   });
 }

@@ -4,11 +4,13 @@
 
 #include "engine/autograd.h"
 #include "engine/ops.h"
+#include "engine/profiler.h"
 #include "tests/engine/helpers.h"
 
 using namespace qkv;
 using qkv::testing::check_error;
 using qkv::testing::check_values;
+using qkv::testing::equal_values;
 
 BOOST_AUTO_TEST_SUITE(autograd)
 
@@ -80,6 +82,47 @@ BOOST_AUTO_TEST_CASE(a_gradient_handed_to_two_inputs_is_summed_apart) {
       BOOST_TEST_CONTEXT("through views " << through_views << ", order " << order)
       check_values(x.grad(), expected, 1e-12);
     }
+}
+
+// A rule may add its gradient into the sum of its input's gradients so far, where the sweep holds
+// that sum alone (gradient_sum_so_far); mean_amax's does. h below feeds a product and a pool, as
+// CBAM's input does. The sweep runs the rules of add's second operand first, so with the pool
+// first in the sum the product's gradient is there when the pool's rule runs, and is added to
+// without an accumulate_grad event; the other way round the sweep adds the pool's gradient as
+// before. Either way dx is that of the two terms alone, added (h = 2 x: the scaling is exact).
+BOOST_AUTO_TEST_CASE(a_rule_adds_into_the_sum_the_sweep_offers) {
+  manual_seed(41);
+  for (DType dtype : {DType::f32, DType::f64})
+    for (const std::vector<int>& dims : {std::vector<int>{1}, std::vector<int>{2, 3}})
+      for (bool pool_first : {true, false}) {
+        Tensor x = randn({3, 4, 5, 6}, {.dtype = dtype}).requires_grad_();
+        Tensor w = randn(x.shape(), {.dtype = dtype});
+        Shape pooled = x.shape();
+        pooled[size_t(dims.front())] = 2;
+        if (dims.size() == 2) pooled.erase(pooled.begin() + dims.back());
+        Tensor v = randn(pooled, {.dtype = dtype});
+        auto product_term = [&](const Tensor& h) { return sum(mul(h, w)); };
+        auto pool_term = [&](const Tensor& h) { return sum(mul(mean_amax(h, dims), v)); };
+        sum(product_term(mul(x, 2.0))).backward();
+        Tensor alone = x.grad().clone();
+        x.zero_grad();
+        pool_term(mul(x, 2.0)).backward();
+        Tensor expected = add(alone, x.grad());
+        x.zero_grad();
+        Profiler profiler;
+        Tensor h = mul(x, 2.0);
+        Tensor loss =
+            pool_first ? add(pool_term(h), product_term(h)) : add(product_term(h), pool_term(h));
+        loss.backward();
+        int sums = 0;
+        for (const ProfileEvent& e : profiler.events())
+          sums += e.name == "accumulate_grad" && e.shapes == shape_str(x.shape());
+        BOOST_TEST_CONTEXT(dtype_name(dtype)
+                           << ", dims " << dims.size() << ", pool first " << pool_first) {
+          BOOST_TEST(equal_values(x.grad(), expected));
+          BOOST_TEST(sums == (pool_first ? 0 : 1));
+        }
+      }
 }
 
 BOOST_AUTO_TEST_CASE(second_backward_needs_retain_graph) {

@@ -110,6 +110,13 @@ BOOST_AUTO_TEST_CASE(mean_amax_kernels_give_the_composed_formulas_bits) {
     cpu.Backend::mean_amax_backward(x, out, gy, composed);
     BOOST_TEST(equal_values(fused, composed));
     BOOST_TEST(count_nan(fused) == l.reduced);  // the NaN run's, as amax's gradient
+    // added into a sum (the backward sweep's, autograd.h): sum + gradient, as add gives it
+    Tensor sum = randn(x.shape(), {.dtype = dtype});
+    Tensor fused_into = sum.clone(), composed_into = sum.clone();
+    cpu.mean_amax_backward(x, out, gy, fused_into, true);
+    cpu.Backend::mean_amax_backward(x, out, gy, composed_into, true);
+    BOOST_TEST(equal_values(fused_into, add(sum, fused)));
+    BOOST_TEST(equal_values(composed_into, add(sum, fused)));
   });
 }
 
