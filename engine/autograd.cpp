@@ -230,6 +230,7 @@ std::vector<Tensor*> sums_to_offer(const Node& node, std::unordered_map<Node*, T
     Node* next = node.input_nodes[i].get();
     if (!next || !node.inputs[i] || (capture && capture->count(node.inputs[i].get()))) continue;
     auto it = pending.find(next);
+    // owns_alone's dtype and device tests pass trivially here; the rule checks its own
     if (it != pending.end() && it->second.defined() && owns_alone(it->second, it->second))
       offered[i] = &it->second;
   }
