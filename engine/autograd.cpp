@@ -176,10 +176,9 @@ Tensor accumulate(const Tensor& into, const Tensor& g) { return into.defined() ?
 // instead of making a new tensor: only the sweep's table holds it and no view shares its memory
 // (a rule may return its incoming gradient, or a view of it, for several inputs, as add's does),
 // it is dense, and it is not part of a graph being recorded.
-bool owns_alone(const Tensor& sum, const Tensor& g) {
+bool owns_alone(const Tensor& sum) {
   return sum.impl_ptr().use_count() == 1 && sum.impl()->storage.use_count() == 1 && sum.is_leaf() &&
-         !sum.requires_grad() && sum.is_contiguous() && sum.dtype() == g.dtype() &&
-         sum.device() == g.device();
+         !sum.requires_grad() && sum.is_contiguous();
 }
 
 // pending[node] += g, in place when the sweep owns the sum alone: an input read by several ops
@@ -193,7 +192,7 @@ void accumulate_pending(Tensor& sum, const Tensor& g, bool create_graph) {
     return;
   }
   profile_hooks::BackwardRuleScope profiled;
-  if (!create_graph && owns_alone(sum, g))
+  if (!create_graph && owns_alone(sum) && sum.dtype() == g.dtype() && sum.device() == g.device())
     sum.backend().binary(BinaryOp::add, sum, g, sum);
   else
     sum = add(sum, g);
@@ -215,40 +214,33 @@ OpCost backward_cost(const Node& node, const Tensor& g, const grads& input_grads
 
 thread_local std::function<void(const Tensor&)> t_post_accumulate_hook;
 
-// gradient_sum_so_far's answers while a rule runs: per input, the sum it may add into, or null.
-thread_local const std::vector<Tensor*>* t_sums_so_far = nullptr;
+// What gradient_sum_so_far answers from while a rule runs: the node, the sweep's sums, and the
+// sums handed out (by input), which the sweep then does not add again. The offer is worked out
+// only when a rule asks, off the sweep's path for the rules that never do.
+struct RuleContext {
+  const Node* node;
+  std::unordered_map<Node*, Tensor>* pending;
+  const std::unordered_map<TensorImpl*, Tensor*>* capture;
+  bool create_graph;
+  std::vector<Tensor*> handed;  // empty until a rule takes a sum
 
-// Which of the node's inputs' sums a rule may add into (see gradient_sum_so_far): none when a
-// graph is recorded, for a leaf, for an input grad() captures, or for a sum another handle or a
-// view shares.
-std::vector<Tensor*> sums_to_offer(const Node& node, std::unordered_map<Node*, Tensor>& pending,
-                                   bool create_graph,
-                                   const std::unordered_map<TensorImpl*, Tensor*>* capture) {
-  std::vector<Tensor*> offered(node.inputs.size(), nullptr);
-  if (create_graph) return offered;
-  for (size_t i = 0; i < node.inputs.size(); ++i) {
-    Node* next = node.input_nodes[i].get();
-    if (!next || !node.inputs[i] || (capture && capture->count(node.inputs[i].get()))) continue;
-    auto it = pending.find(next);
-    // owns_alone's dtype and device tests pass trivially here; the rule checks its own
-    if (it != pending.end() && it->second.defined() && owns_alone(it->second, it->second))
-      offered[i] = &it->second;
+  // Whether the rule added its gradient for input i into the sum it was handed, and returned it.
+  bool took(size_t i, const Tensor& gi) const {
+    return i < handed.size() && handed[i] && gi.impl() == handed[i]->impl();
   }
-  return offered;
-}
+};
+thread_local RuleContext* t_rule = nullptr;
 
-// Sets t_sums_so_far for the rule's run.
-class OfferedSums {
+// Sets t_rule for the rule's run.
+class RuleScope {
  public:
-  explicit OfferedSums(const std::vector<Tensor*>& sums) : saved_(t_sums_so_far) {
-    t_sums_so_far = &sums;
-  }
-  ~OfferedSums() { t_sums_so_far = saved_; }
-  OfferedSums(const OfferedSums&) = delete;
-  OfferedSums& operator=(const OfferedSums&) = delete;
+  explicit RuleScope(RuleContext& context) : saved_(t_rule) { t_rule = &context; }
+  ~RuleScope() { t_rule = saved_; }
+  RuleScope(const RuleScope&) = delete;
+  RuleScope& operator=(const RuleScope&) = delete;
 
  private:
-  const std::vector<Tensor*>* saved_;
+  RuleContext* saved_;
 };
 
 // Tells the post-accumulate hook about each leaf once the last node feeding it has run: for each
@@ -331,10 +323,10 @@ void sweep(const Tensor& root, const Tensor& gradient, bool retain_graph, bool c
               "without a second derivative are listed in docs/ARCHITECTURE.md)");
     grads input_grads;
     Autocast precision(node->autocast_dtype);
-    const std::vector<Tensor*> offered = sums_to_offer(*node, pending, create_graph, capture);
+    RuleContext context{node, &pending, capture, create_graph, {}};
     profile_hooks::BackwardRuleScope profiled_rule;
     {
-      OfferedSums offering(offered);
+      RuleScope in_rule(context);
       if (t_anomaly) {
         {
           PauseAnomaly pause;
@@ -363,7 +355,7 @@ void sweep(const Tensor& root, const Tensor& gradient, bool retain_graph, bool c
         Tensor* slot = capture->at(input.get());
         *slot = accumulate(*slot, gi);
       }
-      if (offered[i] && gi.impl() == offered[i]->impl()) continue;  // the rule added it in
+      if (context.took(i, gi)) continue;  // the rule added it into the sum
       if (Node* next = node->input_nodes[i].get())
         accumulate_pending(pending[next], gi, create_graph);
       else
@@ -374,8 +366,19 @@ void sweep(const Tensor& root, const Tensor& gradient, bool retain_graph, bool c
 
 }  // namespace
 
+// None when a graph is recorded, for a leaf, for an input grad() captures, or for a sum another
+// handle or a view shares (accumulate_pending's in-place test).
 Tensor* gradient_sum_so_far(size_t input) {
-  return t_sums_so_far && input < t_sums_so_far->size() ? (*t_sums_so_far)[input] : nullptr;
+  RuleContext* rule = t_rule;
+  if (!rule || rule->create_graph || input >= rule->node->inputs.size()) return nullptr;
+  Node* next = rule->node->input_nodes[input].get();
+  const auto& leaf = rule->node->inputs[input];
+  if (!next || !leaf || (rule->capture && rule->capture->count(leaf.get()))) return nullptr;
+  auto it = rule->pending->find(next);
+  if (it == rule->pending->end() || !it->second.defined() || !owns_alone(it->second))
+    return nullptr;
+  if (rule->handed.empty()) rule->handed.resize(rule->node->inputs.size(), nullptr);
+  return rule->handed[input] = &it->second;
 }
 
 void run_backward(const Tensor& root, const Tensor& gradient, bool retain_graph,

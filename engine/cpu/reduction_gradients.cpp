@@ -97,8 +97,10 @@ void mean_amax_gradient_rows(const T* x, const T* out, const T* gy, T* gx, int64
         _Pragma("omp simd reduction(+ : count)") for (int64_t r = 0; r < reduced; ++r) count +=
             row[r] == m;
         const T g = gy[2 * o + 1] / T(count), g_mean = gy[2 * o] * scale;
-        _Pragma("omp simd") for (int64_t r = 0; r < reduced; ++r) dst[r] =
-            Accumulate ? dst[r] + (g_mean + T(row[r] == m) * g) : g_mean + T(row[r] == m) * g;
+        _Pragma("omp simd") for (int64_t r = 0; r < reduced; ++r) {
+          const T v = g_mean + T(row[r] == m) * g;
+          dst[r] = Accumulate ? dst[r] + v : v;
+        }
       }
     });
     return;
@@ -121,9 +123,10 @@ void mean_amax_gradient_rows(const T* x, const T* out, const T* gy, T* gx, int64
       T* to = dst + r * inner;
       // not past the block's last row: the next image's may be the other thread's to write
       if (r + 1 < reduced) prefetch_for_writing(to + inner, n);
-      _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) to[i] =
-          Accumulate ? to[i] + (g_mean[i] + T(row[i] == m[i]) * g[i])
-                     : g_mean[i] + T(row[i] == m[i]) * g[i];
+      _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
+        const T v = g_mean[i] + T(row[i] == m[i]) * g[i];
+        to[i] = Accumulate ? to[i] + v : v;
+      }
     }
   };
   for_each_middle_axis_block(outer, inner, grain_for(reduced * kBlock), block);
