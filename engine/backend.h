@@ -225,10 +225,18 @@ class Backend {
                                        const Window2d& window, int64_t groups);
   // From gy [N, O, Ho, Wo] (contiguous) and the forward's `saved`: gx = col2im(W^T @ gy),
   // gweight = sum over the images of gy @ cols^T, gbias = gy summed over N, Ho and Wo, each
-  // overwritten. gx, gweight and gbias may each be undefined (not wanted).
+  // overwritten. gx, gweight and gbias may each be undefined (not wanted). With `accumulate_gx`,
+  // gx holds a sum the backward sweep offers (autograd.h) and x's gradient is added into it, gx =
+  // gx + gradient element by element; the default makes the gradient apart and adds it.
   virtual void conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
                                const Tensor& saved, const Window2d& window, int64_t groups,
-                               const Tensor& gx, const Tensor& gweight, const Tensor& gbias);
+                               const Tensor& gx, const Tensor& gweight, const Tensor& gbias,
+                               bool accumulate_gx = false);
+  // Whether conv2d_backward adds x's gradient into an offered sum in place, without making it
+  // apart (conv2d's rule asks the sweep for the sum only then): the CPU's 1x1 kernel at stride 2,
+  // whose gradient is zero at three positions in four. The default: nowhere.
+  virtual bool conv2d_adds_into_gx(const Tensor& x, const Tensor& weight, const Window2d& window,
+                                   int64_t groups) const;
 
   // ---- fused row kernels (contiguous, over the last dimension) ----------------------------------
   virtual void softmax(const Tensor& x, const Tensor& out, bool log) = 0;

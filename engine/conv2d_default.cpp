@@ -42,8 +42,15 @@ Conv2dForward Backend::conv2d_forward(const Tensor& x, const Tensor& weight, con
 
 void Backend::conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
                               const Tensor& saved, const Window2d& window, int64_t groups,
-                              const Tensor& gx, const Tensor& gweight, const Tensor& gbias) {
+                              const Tensor& gx, const Tensor& gweight, const Tensor& gbias,
+                              bool accumulate_gx) {
   NoGrad no_grad;
+  if (accumulate_gx && gx.defined()) {  // apart, then sum + gradient, as the sweep adds them
+    const Tensor apart = Tensor::empty(gx.shape(), gx.dtype(), gx.device());
+    conv2d_backward(gy, x, weight, saved, window, groups, apart, gweight, gbias);
+    binary(BinaryOp::add, gx, apart, gx);
+    return;
+  }
   const int64_t N = x.size(0), O = weight.size(0);
   const Tensor wg = grouped_weight(weight, groups);
   const int64_t K = wg.size(3), L = gy.numel() / std::max<int64_t>(N * O, 1);
@@ -59,6 +66,10 @@ void Backend::conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& w
                        .reshape(weight.shape()));
   }
   if (gbias.defined()) copy_(gbias, sum(gy.reshape({N, O, L}), {0, 2}));
+}
+
+bool Backend::conv2d_adds_into_gx(const Tensor&, const Tensor&, const Window2d&, int64_t) const {
+  return false;
 }
 
 }  // namespace qkv

@@ -34,7 +34,12 @@ Tensor ResidualBlock::forward(const Tensor& x) {
   if (se) y = se->forward(y);
   if (cbam) y = cbam->forward(y);
   Tensor identity = shortcut_conv ? shortcut_bn->forward(shortcut_conv->forward(x)) : x;
-  return add_relu(y, identity);
+  // The identity first: the backward sweep then runs the main branch's rules before the
+  // shortcut's (autograd.cpp's topo_order follows a node's inputs in order), so x's gradient sum
+  // already holds conv1's gradient when the 1x1 shortcut's rule runs, and that rule adds its own
+  // in place (a quarter of the positions at stride 2) where a whole gradient, mostly zero, was
+  // written and then added. a + b is b + a: the same values either way.
+  return add_relu(identity, y);
 }
 
 }  // namespace qkv::nn

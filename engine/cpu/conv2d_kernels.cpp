@@ -384,11 +384,12 @@ void direct_bf16_weight_grad(const ConvShape& s, const float* x, const float* gy
   }
 }
 
-// gx for images [n0, n1) (when wanted) and gw [O, C] (when wanted: overwritten) by the pointwise
-// convolution, a few images at a time: as many as keep their xs and gy within kPassBytes (at
-// least one), the weight gradient's tiles running over all of them, then gx image by image.
+// gx for images [n0, n1) (when wanted: overwritten, or with accumulate_gx added into, at stride 2
+// and above) and gw [O, C] (when wanted: overwritten) by the pointwise convolution, a few images at
+// a time: as many as keep their xs and gy within kPassBytes (at least one), the weight gradient's
+// tiles running over all of them, then gx image by image.
 void pointwise_backward(const ConvShape& s, const float* x, const float* w, const float* gy,
-                        float* gx, float* gw, int64_t n0, int64_t n1) {
+                        float* gx, float* gw, int64_t n0, int64_t n1, bool accumulate_gx) {
   constexpr int64_t kPassBytes = 512 << 10;  // half of a 1 MB L2
   thread_local ScratchBuffer xs_scratch, gxs_scratch, lanes_scratch, rounded_gy_scratch;
   if (n0 == n1) {
@@ -434,13 +435,14 @@ void pointwise_backward(const ConvShape& s, const float* x, const float* w, cons
         float* gxn = gx + (first + i) * s.image();
         pointwise_conv_product(p.C, p.O, p.L, w, 1, p.C, gy_pass + i * gy_floats, nullptr,
                                p.gathers() ? gxs : gxn);
-        if (p.gathers()) pointwise_conv_scatter(p, gxs, gxn);
+        if (p.gathers()) pointwise_conv_scatter(p, gxs, gxn, accumulate_gx);
       }
   }
   if (gw) pointwise_conv_add_lanes(weights, lanes, gw);
 }
 
-// The backward of images [n0, n1): gx for them (when wanted), and their sums into gw (when
+// The backward of images [n0, n1): gx for them (when wanted; with accumulate_gx, which only the
+// pointwise path takes, added into it), and their sums into gw (when
 // wanted: [groups, O/g, K], or [groups, K, O/g] when gw_transposed()) and gb [O], which it
 // overwrites.
 // With gx_by_flipped_kernel(), wf is flipped_weights, and wft and wfp are its transposed_weights
@@ -448,7 +450,7 @@ void pointwise_backward(const ConvShape& s, const float* x, const float* w, cons
 template <typename T>
 void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, const T* wft,
                      const uint32_t* wfp, const T* gy, T* gx, T* gw, double* gb, int64_t n0,
-                     int64_t n1) {
+                     int64_t n1, bool accumulate_gx) {
   thread_local ScratchBuffer cols_scratch, gcols_scratch, rounded_gy_scratch;
   const int64_t Og = s.Og(), K = s.K, L = s.L;
   const ConvShape flipped = s.flipped();
@@ -463,7 +465,7 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, co
   bool pointwise = false;
   if constexpr (std::is_same_v<T, float>) {
     pointwise = s.pointwise();
-    if (pointwise) pointwise_backward(s, x, w, gy, gx, gw, n0, n1);
+    if (pointwise) pointwise_backward(s, x, w, gy, gx, gw, n0, n1, accumulate_gx);
     if (gw && s.direct()) direct_weight_grad(s, x, gy, gw, n0, n1);
     if (gw && s.direct_bf16()) direct_bf16_weight_grad(s, x, gy, gw, n0, n1);
   }
@@ -550,11 +552,23 @@ Conv2dForward CpuBackend::conv2d_forward(const Tensor& x, const Tensor& weight, 
   return {y, Tensor()};
 }
 
+// The pointwise kernel scatters gx's values into the positions the 1x1 windows read: at stride 2
+// and above it adds them there instead, and never touches the rows between.
+bool CpuBackend::conv2d_adds_into_gx(const Tensor& x, const Tensor& weight, const Window2d& window,
+                                     int64_t groups) const {
+  if (!runs_here(x) || x.dtype() != DType::f32) return false;
+  const ConvShape s(x, weight, window, groups);
+  return s.pointwise() && s.pointwise_shape().gathers();
+}
+
 void CpuBackend::conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& weight,
                                  const Tensor& saved, const Window2d& window, int64_t groups,
-                                 const Tensor& gx, const Tensor& gweight, const Tensor& gbias) {
-  if (!runs_here(x))
-    return Backend::conv2d_backward(gy, x, weight, saved, window, groups, gx, gweight, gbias);
+                                 const Tensor& gx, const Tensor& gweight, const Tensor& gbias,
+                                 bool accumulate_gx) {
+  if (!runs_here(x) ||
+      (accumulate_gx && gx.defined() && !conv2d_adds_into_gx(x, weight, window, groups)))
+    return Backend::conv2d_backward(gy, x, weight, saved, window, groups, gx, gweight, gbias,
+                                    accumulate_gx);
   const ConvShape s(x, weight, window, groups);
   QKV_DISPATCH_FLOAT(x.dtype(), "conv2d", [&] {
     const int64_t ranges = image_ranges(s.N), OK = s.O * s.K;
@@ -572,7 +586,8 @@ void CpuBackend::conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor
       backward_images<T>(s, x.data<T>(), w, wf.data(), wft.data(), wfp.data(), gy.data<T>(),
                          gx.defined() ? gx.data<T>() : nullptr,
                          gweight.defined() ? gw_partial.data() + r * OK : nullptr,
-                         gbias.defined() ? gb_partial.data() + r * s.O : nullptr, n0, n1);
+                         gbias.defined() ? gb_partial.data() + r * s.O : nullptr, n0, n1,
+                         accumulate_gx && gx.defined());
     });
     if (gweight.defined()) {
       T* gw = gweight.data<T>();

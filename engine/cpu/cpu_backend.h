@@ -50,7 +50,10 @@ class CpuBackend final : public Backend {
                                const Window2d& window, int64_t groups) override;
   void conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor& weight, const Tensor& saved,
                        const Window2d& window, int64_t groups, const Tensor& gx,
-                       const Tensor& gweight, const Tensor& gbias) override;
+                       const Tensor& gweight, const Tensor& gbias,
+                       bool accumulate_gx = false) override;
+  bool conv2d_adds_into_gx(const Tensor& x, const Tensor& weight, const Window2d& window,
+                           int64_t groups) const override;
   void softmax(const Tensor& x, const Tensor& out, bool log) override;
   void softmax_backward(const Tensor& gy, const Tensor& y, const Tensor& gx, bool log) override;
   void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,

@@ -108,6 +108,17 @@ QKV_AVX512_INLINE void prefetch_row(const float* row, int64_t floats) {
   _mm_prefetch(reinterpret_cast<const char*>(row + floats - 1), _MM_HINT_T0);
 }
 
+// The row's lanes `inside` at `at` = spread, whose odd lanes are zero; with `accumulate` the
+// even lanes are added into the row and the odd ones left as they are.
+QKV_AVX512_INLINE void put_even_lanes(float* at, __mmask16 inside, __m512 spread, bool accumulate) {
+  if (accumulate) {
+    prefetch_ahead(at);  // the masked load's line does not train the prefetcher
+    const __m512 sum = _mm512_maskz_loadu_ps(inside, at);
+    spread = _mm512_mask_add_ps(sum, 0x5555, sum, spread);
+  }
+  _mm512_mask_storeu_ps(at, inside, spread);
+}
+
 }  // namespace
 
 QKV_AVX512 void pointwise_conv_gather(const PointwiseConvShape& s, const float* x, float* xs,
@@ -138,21 +149,27 @@ QKV_AVX512 void pointwise_conv_gather(const PointwiseConvShape& s, const float* 
     }
 }
 
-QKV_AVX512 void pointwise_conv_scatter(const PointwiseConvShape& s, const float* gxs, float* gx) {
+QKV_AVX512 void pointwise_conv_scatter(const PointwiseConvShape& s, const float* gxs, float* gx,
+                                       bool accumulate) {
   for (int64_t c = 0; c < s.C; ++c)
     for (int64_t h = 0; h < s.H; ++h) {
       float* row = gx + (c * s.H + h) * s.W;
       if (h % s.stride != 0) {
-        std::memset(row, 0, sizeof(float) * size_t(s.W));
+        if (!accumulate) std::memset(row, 0, sizeof(float) * size_t(s.W));
         continue;
       }
       const float* src = gxs + (c * s.Ho + h / s.stride) * s.Wo;
       if (s.stride != 2) {
+        if (accumulate) {
+          for (int64_t wo = 0; wo < s.Wo; ++wo) row[wo * s.stride] += src[wo];
+          continue;
+        }
         std::fill(row, row + s.W, 0.0f);
         for (int64_t wo = 0; wo < s.Wo; ++wo) row[wo * s.stride] = src[wo];
         continue;
       }
-      // 16 values spread over the even lanes of two vectors, the odd lanes zero
+      // 16 values spread over the even lanes of two vectors; the odd lanes zero, or where the
+      // values are added into the row, left as they are
       const __m512i low_half = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
       const __m512i high_half =
           _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
@@ -160,10 +177,10 @@ QKV_AVX512 void pointwise_conv_scatter(const PointwiseConvShape& s, const float*
       for (int64_t wo = 0; wo < s.Wo; wo += kLanes) {
         const int64_t col = 2 * wo;
         const __m512 v = _mm512_maskz_loadu_ps(lanes_below(s.Wo - wo), src + wo);
-        _mm512_mask_storeu_ps(row + col, lanes_below(s.W - col),
-                              _mm512_maskz_permutexvar_ps(even_lanes, low_half, v));
-        _mm512_mask_storeu_ps(row + col + kLanes, lanes_below(s.W - col - kLanes),
-                              _mm512_maskz_permutexvar_ps(even_lanes, high_half, v));
+        put_even_lanes(row + col, lanes_below(s.W - col),
+                       _mm512_maskz_permutexvar_ps(even_lanes, low_half, v), accumulate);
+        put_even_lanes(row + col + kLanes, lanes_below(s.W - col - kLanes),
+                       _mm512_maskz_permutexvar_ps(even_lanes, high_half, v), accumulate);
       }
     }
 }

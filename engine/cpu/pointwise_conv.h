@@ -48,8 +48,11 @@ struct PointwiseConvShape {
 void pointwise_conv_gather(const PointwiseConvShape& s, const float* x, float* xs,
                            const float* next);
 
-// gx [C, H, W] = gxs [C, L] at rows and columns 0, s, 2 s, ..., zero elsewhere (one image).
-void pointwise_conv_scatter(const PointwiseConvShape& s, const float* gxs, float* gx);
+// gx [C, H, W] = gxs [C, L] at rows and columns 0, s, 2 s, ..., zero elsewhere (one image). With
+// `accumulate`, gx holds a sum and each value is added into it, sum + value, the positions between
+// left as they are: at stride 2 only every other row's lines are read and written.
+void pointwise_conv_scatter(const PointwiseConvShape& s, const float* gxs, float* gx,
+                            bool accumulate);
 
 // out [M, L] = a @ b (+ bias [M], or null) with b [K, L] and a's element (m, k) at a[m * a_m + k
 // * a_k]: the forward with a = W (a_m = C, a_k = 1), gx's positions with a = W^T (1, C). Each

@@ -108,19 +108,26 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t
     const profile_hooks::OpInternalsScope internals;
     forward = x.backend().conv2d_forward(xc, wc, bc, w, g);
   }
-  return record(
-      op, {x, weight, bias}, forward.y,
-      [xc, wc, saved = forward.saved, w, g, x_wanted = x.requires_grad(),
-       w_wanted = weight.requires_grad(),
-       b_wanted = bias.defined() && bias.requires_grad()](const Tensor& gy) {
-        auto like = [](const Tensor& t, bool wanted) {
-          return wanted ? Tensor::empty(t.shape(), t.dtype(), t.device()) : Tensor();
-        };
-        Tensor gx = like(xc, x_wanted), gw = like(wc, w_wanted);
-        Tensor gb = b_wanted ? Tensor::empty({wc.size(0)}, wc.dtype(), wc.device()) : Tensor();
-        xc.backend().conv2d_backward(detail::contiguous_data(gy), xc, wc, saved, w, g, gx, gw, gb);
-        return grads{gx, gw, gb};
-      });
+  return record(op, {x, weight, bias}, forward.y,
+                [xc, wc, saved = forward.saved, w, g, x_wanted = x.requires_grad(),
+                 w_wanted = weight.requires_grad(),
+                 b_wanted = bias.defined() && bias.requires_grad()](const Tensor& gy) {
+                  auto like = [](const Tensor& t, bool wanted) {
+                    return wanted ? Tensor::empty(t.shape(), t.dtype(), t.device()) : Tensor();
+                  };
+                  // x's gradient into the sum of its other gradients where the sweep offers one and
+                  // the backend adds into it in place (a 1x1 shortcut at stride 2 beside its
+                  // block's first convolution), else a new tensor
+                  const Tensor sum = x_wanted && xc.backend().conv2d_adds_into_gx(xc, wc, w, g)
+                                         ? detail::offered_gradient_sum(0, xc)
+                                         : Tensor();
+                  Tensor gx = sum.defined() ? sum : like(xc, x_wanted), gw = like(wc, w_wanted);
+                  Tensor gb =
+                      b_wanted ? Tensor::empty({wc.size(0)}, wc.dtype(), wc.device()) : Tensor();
+                  xc.backend().conv2d_backward(detail::contiguous_data(gy), xc, wc, saved, w, g, gx,
+                                               gw, gb, sum.defined());
+                  return grads{gx, gw, gb};
+                });
 }
 
 QKV_RECORDED_OP("max_pool2d", "engine", kernel);

@@ -3,6 +3,7 @@
 
 #include <optional>
 
+#include "engine/autograd.h"
 #include "engine/backend.h"
 #include "engine/error.h"
 #include "engine/ops.h"
@@ -80,6 +81,16 @@ Tensor extreme_gradient(const Tensor& x, const Tensor& kept, const Tensor& gy,
 // Backend::mean_amax_backward's default is this formula.
 Tensor mean_amax_gradient(const Tensor& x, const Tensor& out, const Tensor& gy,
                           const std::vector<int>& dims);
+
+// While a backward rule runs: the sum of input i's gradients so far that the sweep offers
+// (gradient_sum_so_far) where a gradient like `like` (its dtype, device and shape) can be added
+// into it in place; undefined otherwise.
+inline Tensor offered_gradient_sum(size_t input, const Tensor& like) {
+  const Tensor* sum = gradient_sum_so_far(input);
+  const bool fits = sum && sum->dtype() == like.dtype() && sum->device() == like.device() &&
+                    sum->shape() == like.shape();
+  return fits ? *sum : Tensor();
+}
 
 // Checks that every index lies in [0, size) and throws "<op>: index 7 is out of range for
 // <what> of size 5" otherwise. Runs the min/max on the index's device.

@@ -190,10 +190,9 @@ Tensor mean_amax(const Tensor& x, std::vector<int> dims) {
     if (grad_enabled()) return grads{detail::mean_amax_gradient(xc, kept, gy, dims)};
     // into the sum of x's other gradients where the sweep offers it (CBAM's pools: x also feeds a
     // product), else a new tensor
-    Tensor* sum = gradient_sum_so_far(0);
-    const bool into_sum = sum && sum->dtype() == xc.dtype() && sum->device() == xc.device() &&
-                          sum->shape() == xc.shape();
-    Tensor gx = into_sum ? *sum : Tensor::empty(xc.shape(), xc.dtype(), xc.device());
+    const Tensor sum = detail::offered_gradient_sum(0, xc);
+    const bool into_sum = sum.defined();
+    Tensor gx = into_sum ? sum : Tensor::empty(xc.shape(), xc.dtype(), xc.device());
     if (gx.numel() > 0)
       xc.backend().mean_amax_backward(detail::block_view(xc, block),
                                       detail::block_view(kept, pairs),

@@ -9,6 +9,7 @@
 #include "engine/autocast.h"
 #include "engine/backend.h"
 #include "engine/cpu/direct_conv.h"
+#include "engine/cpu/direct_conv_bf16.h"
 #include "engine/ops.h"
 #include "tests/engine/conv_reference.h"
 #include "tests/engine/helpers.h"
@@ -18,6 +19,16 @@ using qkv::testing::check_values;
 using qkv::testing::ThreadCount;
 
 namespace {
+
+// The window of a kernel of weight shape w [O, C, kh, kw] at a stride and padding along both axes.
+Window2d window_of(const Shape& w, int64_t stride, int64_t padding) {
+  return {.kernel_h = w[2],
+          .kernel_w = w[3],
+          .stride_h = stride,
+          .stride_w = stride,
+          .pad_h = padding,
+          .pad_w = padding};
+}
 
 struct ConvCase {
   Shape x, w;
@@ -244,12 +255,7 @@ BOOST_AUTO_TEST_CASE(the_cpu_kernels_equal_the_composed_default) {
     BOOST_TEST_CONTEXT("x " << shape_str(c.x) << ", w " << shape_str(c.w)) {
       Tensor x = random(c.x, seed, DType::f64), w = random(c.w, seed + 1, DType::f64);
       Tensor b = c.bias ? random({c.w[0]}, seed + 2, DType::f64) : Tensor();
-      const Window2d win{.kernel_h = c.w[2],
-                         .kernel_w = c.w[3],
-                         .stride_h = c.stride,
-                         .stride_w = c.stride,
-                         .pad_h = c.padding,
-                         .pad_w = c.padding};
+      const Window2d win = window_of(c.w, c.stride, c.padding);
       Backend& cpu = x.backend();
       const Conv2dForward mine = cpu.conv2d_forward(x, w, b, win, c.groups);
       const Conv2dForward composed = cpu.Backend::conv2d_forward(x, w, b, win, c.groups);
@@ -271,6 +277,62 @@ BOOST_AUTO_TEST_CASE(the_cpu_kernels_equal_the_composed_default) {
     }
     seed += 10;
   }
+}
+
+// conv2d_backward with accumulate_gx adds x's gradient into the sum gx holds: sum + gradient, the
+// backward sweep's own order, so the same bits as the gradient made alone and then added. The CPU
+// says it does so in place for a 1x1 window without padding at stride 2 and above in float32 (the
+// pointwise kernel: stride 2's vectors, rows wider than one vector and ragged, stride 3's loop;
+// under autocast on rounded operands), and adds a gradient made apart elsewhere (a 3x3 window, a
+// padded 1x1, float64, and Backend's composed default). At one and two threads.
+BOOST_AUTO_TEST_CASE(conv2d_backward_adds_its_input_gradient_into_a_sum) {
+  struct Case {
+    Shape x, w;
+    int64_t stride, padding;
+    DType dtype, precision;
+  };
+  uint64_t seed = 700;
+  for (const Case& c : {Case{{5, 4, 9, 9}, {6, 4, 1, 1}, 2, 0, DType::f32, DType::f32},
+                        Case{{3, 3, 10, 40}, {5, 3, 1, 1}, 2, 0, DType::f32, DType::f32},
+                        Case{{3, 16, 28, 28}, {32, 16, 1, 1}, 2, 0, DType::f32, DType::f32},
+                        Case{{2, 3, 10, 11}, {4, 3, 1, 1}, 3, 0, DType::f32, DType::f32},
+                        Case{{3, 4, 9, 9}, {6, 4, 1, 1}, 2, 0, DType::f32, DType::bf16},
+                        Case{{3, 4, 9, 9}, {6, 4, 3, 3}, 2, 1, DType::f32, DType::f32},
+                        Case{{3, 4, 9, 9}, {6, 4, 1, 1}, 2, 1, DType::f32, DType::f32},
+                        Case{{3, 4, 9, 9}, {6, 4, 1, 1}, 2, 0, DType::f64, DType::f32}})
+    for (int threads : {1, 2}) {
+      BOOST_TEST_CONTEXT("x " << shape_str(c.x) << " " << dtype_name(c.dtype) << ", w "
+                              << shape_str(c.w) << ", stride " << c.stride << ", padding "
+                              << c.padding << ", " << dtype_name(c.precision) << " products, "
+                              << threads << " threads") {
+        const ThreadCount count(threads);
+        Autocast scope(c.precision);
+        Tensor x = random(c.x, seed, c.dtype), w = random(c.w, seed + 1, c.dtype);
+        const Window2d win = window_of(c.w, c.stride, c.padding);
+        Backend& cpu = x.backend();
+        const Tensor gy =
+            random(cpu.conv2d_forward(x, w, Tensor(), win, 1).y.shape(), seed + 2, c.dtype);
+        const Tensor sum = random(c.x, seed + 3, c.dtype);
+        const bool in_place = c.dtype == DType::f32 && c.padding == 0 && c.w[2] == 1 &&
+                              cpu::direct_conv_enabled() &&
+                              (c.precision == DType::f32 || cpu::direct_conv_bf16_enabled());
+        BOOST_TEST(cpu.conv2d_adds_into_gx(x, w, win, 1) == in_place);
+        const Tensor apart = Tensor::empty(c.x, c.dtype), gw = Tensor::empty(c.w, c.dtype);
+        cpu.conv2d_backward(gy, x, w, Tensor(), win, 1, apart, gw, Tensor());
+        const Tensor expected = add(sum, apart);
+        for (bool composed : {false, true}) {
+          const Tensor into = sum.clone(), gw_too = Tensor::empty(c.w, c.dtype);
+          if (composed)
+            cpu.Backend::conv2d_backward(gy, x, w, Tensor(), win, 1, into, Tensor(), Tensor(),
+                                         true);
+          else
+            cpu.conv2d_backward(gy, x, w, Tensor(), win, 1, into, gw_too, Tensor(), true);
+          BOOST_TEST(qkv::testing::equal_values(into, expected), "composed " << composed);
+          if (!composed) BOOST_TEST(qkv::testing::equal_values(gw_too, gw));
+        }
+      }
+      seed += 10;
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,11 +3,14 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 
+#include "engine/backend.h"
+#include "engine/profiler.h"
 #include "nn/batch_norm.h"
 #include "nn/channel_attention.h"
 #include "nn/conv.h"
 #include "nn/loss.h"
 #include "nn/pooling.h"
+#include "nn/residual_block.h"
 #include "nn/transformer.h"
 #include "tests/engine/helpers.h"
 
@@ -148,6 +151,36 @@ BOOST_AUTO_TEST_CASE(torch_differences_on_purpose) {
   BOOST_CHECK(!TransformerEncoder(o, 1).norm && !TransformerDecoder(o, 1).norm);
   o.norm_first = true;
   BOOST_CHECK(TransformerEncoder(o, 1).norm && TransformerDecoder(o, 1).norm);
+}
+
+// A residual block with a 1x1 shortcut at stride 2 hands its input's gradient sum to the
+// shortcut's rule after the main branch's (its identity is add_relu's first input), and the CPU's
+// pointwise kernel adds its gradient into it: no accumulate_grad pass over the input in the
+// backward. The gradient is the one the sweep sums when the shortcut's rule runs first (the main
+// branch as add_relu's first input), bit for bit. (The input is made by an op: a leaf's gradient
+// is summed apart, into its .grad.)
+BOOST_AUTO_TEST_CASE(a_strided_shortcut_adds_its_gradient_into_the_blocks_input_sum) {
+  manual_seed(23);
+  ResidualBlock block(4, 8, 2, "none", 4);
+  const Tensor x0 = randn({3, 4, 10, 10}), v = randn({3, 8, 5, 5});
+  Tensor x = x0.detach().requires_grad_();
+  int sums = 0;
+  {
+    Profiler profiler;
+    sum(mul(block.forward(mul(x, 2.0)), v)).backward();
+    for (const ProfileEvent& e : profiler.events())
+      sums += e.name == "accumulate_grad" && e.shapes == shape_str(x.shape());
+  }
+  const Tensor xw = x0.detach().requires_grad_(), h = mul(xw, 2.0);
+  const Tensor y =
+      block.bn2->forward(block.conv2->forward(block.bn1->forward_relu(block.conv1->forward(h))));
+  const Tensor identity = block.shortcut_bn->forward(block.shortcut_conv->forward(h));
+  sum(mul(add_relu(y, identity), v)).backward();
+  BOOST_TEST(qkv::testing::equal_values(x.grad(), xw.grad()));
+  const Window2d shortcut{.kernel_h = 1, .kernel_w = 1, .stride_h = 2, .stride_w = 2};
+  const bool in_place =
+      x.backend().conv2d_adds_into_gx(x, block.shortcut_conv->weight, shortcut, 1);
+  BOOST_TEST(sums == (in_place ? 0 : 1));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
