@@ -233,8 +233,8 @@ class Backend {
                                const Tensor& gx, const Tensor& gweight, const Tensor& gbias,
                                bool accumulate_gx = false);
   // Whether conv2d_backward adds x's gradient into an offered sum in place, without making it
-  // apart (conv2d's rule asks the sweep for the sum only then): the CPU's 1x1 kernel at stride 2,
-  // whose gradient is zero at three positions in four. The default: nowhere.
+  // apart (conv2d's rule asks the sweep for the sum only then): the CPU's 1x1 kernel at stride 2
+  // and above, whose gradient is zero at all but one position in stride^2. The default: nowhere.
   virtual bool conv2d_adds_into_gx(const Tensor& x, const Tensor& weight, const Window2d& window,
                                    int64_t groups) const;
 

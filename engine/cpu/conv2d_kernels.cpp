@@ -556,8 +556,8 @@ Conv2dForward CpuBackend::conv2d_forward(const Tensor& x, const Tensor& weight, 
 // and above it adds them there instead, and never touches the rows between.
 bool CpuBackend::conv2d_adds_into_gx(const Tensor& x, const Tensor& weight, const Window2d& window,
                                      int64_t groups) const {
-  if (!runs_here(x) || x.dtype() != DType::f32) return false;
-  const ConvShape s(x, weight, window, groups);
+  if (!runs_here(x)) return false;
+  const ConvShape s(x, weight, window, groups);  // pointwise() is float32 only
   return s.pointwise() && s.pointwise_shape().gathers();
 }
 

@@ -16,6 +16,7 @@ namespace qkv::cpu {
 namespace {
 
 constexpr int64_t kLanes = 16;
+constexpr __mmask16 kEvenLanes = 0x5555;  // where stride 2's scatter puts its values
 
 // The product's tile: out rows [0, MB) (a and out already at the tile's first row) at positions
 // [l0, l0 + 16 NV), the last vector's lanes cut by `last`.
@@ -114,7 +115,7 @@ QKV_AVX512_INLINE void put_even_lanes(float* at, __mmask16 inside, __m512 spread
   if (accumulate) {
     prefetch_ahead(at);  // the masked load's line does not train the prefetcher
     const __m512 sum = _mm512_maskz_loadu_ps(inside, at);
-    spread = _mm512_mask_add_ps(sum, 0x5555, sum, spread);
+    spread = _mm512_mask_add_ps(sum, kEvenLanes, sum, spread);
   }
   _mm512_mask_storeu_ps(at, inside, spread);
 }
@@ -173,14 +174,13 @@ QKV_AVX512 void pointwise_conv_scatter(const PointwiseConvShape& s, const float*
       const __m512i low_half = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
       const __m512i high_half =
           _mm512_setr_epi32(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
-      const __mmask16 even_lanes = 0x5555;
       for (int64_t wo = 0; wo < s.Wo; wo += kLanes) {
         const int64_t col = 2 * wo;
         const __m512 v = _mm512_maskz_loadu_ps(lanes_below(s.Wo - wo), src + wo);
         put_even_lanes(row + col, lanes_below(s.W - col),
-                       _mm512_maskz_permutexvar_ps(even_lanes, low_half, v), accumulate);
+                       _mm512_maskz_permutexvar_ps(kEvenLanes, low_half, v), accumulate);
         put_even_lanes(row + col + kLanes, lanes_below(s.W - col - kLanes),
-                       _mm512_maskz_permutexvar_ps(even_lanes, high_half, v), accumulate);
+                       _mm512_maskz_permutexvar_ps(kEvenLanes, high_half, v), accumulate);
       }
     }
 }
