@@ -309,15 +309,15 @@ int64_t problems_per_draw(const Tiling& p) { return std::max<int64_t>(1, 4096 / 
 void draw_kept_words(const Tiling& p, int64_t n0, int64_t n1, std::vector<float>& factors,
                      uint64_t* kept) {
   const WeightDropout& dr = p.dropout;
+  if (dr.examples) {  // by example: one line of the weights' last dim per query row, as bits
+    cpu::bernoulli_example_line_words(kept, dr.key, dr.examples, dr.layout, uint64_t(n0 * p.T),
+                                      (n1 - n0) * p.T, dr.threshold);
+    return;
+  }
   const int64_t count = (n1 - n0) * p.T * p.S;
   factors.resize(size_t(count));
-  if (dr.examples) {  // by example: one line of the weights' last dim per query row
-    cpu::fill_bernoulli_example_lines(factors.data(), dr.key, dr.examples, dr.layout,
-                                      uint64_t(n0 * p.T), (n1 - n0) * p.T, dr.threshold, 1.0f);
-  } else {
-    cpu::fill_bernoulli_range(factors.data(), dr.seed, dr.offset, uint64_t(n0 * p.T * p.S), count,
-                              dr.threshold, 1.0f);
-  }
+  cpu::fill_bernoulli_range(factors.data(), dr.seed, dr.offset, uint64_t(n0 * p.T * p.S), count,
+                            dr.threshold, 1.0f);
   cpu::small_attention_kept_words(factors.data(), (n1 - n0) * p.T, p.S, kept);
 }
 

@@ -113,6 +113,29 @@ QKV_AVX512_BMI2_INLINE void philox16_given(uint64_t seed, const PhiloxBlockAt* b
   philox_rounds<G>(seed, c0, c1, c2, c3, words);
 }
 
+// philox::generate on G groups of sixteen counters read from two arrays: lane l of group g is
+// counter 16 g + l, its low 64 bits from `counters` and its high 64 from `highs`. VPMOVQD keeps
+// the low word of each 64-bit value, so eight values give eight lanes of one word of the counter.
+template <int G>
+QKV_AVX512_BMI2_INLINE void philox16_arrays(uint64_t seed, const uint64_t* counters,
+                                            const uint64_t* highs, __m512i words[G][4]) {
+  // the low and the high words of sixteen 64-bit values, sixteen lanes each
+  const auto words_of = [](const uint64_t* values, __m512i& low, __m512i& high) {
+    const __m512i a = _mm512_loadu_si512(values), b = _mm512_loadu_si512(values + 8);
+    low = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(a)),
+                             _mm512_cvtepi64_epi32(b), 1);
+    high =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32(_mm512_srli_epi64(a, 32))),
+                           _mm512_cvtepi64_epi32(_mm512_srli_epi64(b, 32)), 1);
+  };
+  __m512i c0[G], c1[G], c2[G], c3[G];
+  for (int g = 0; g < G; ++g) {
+    words_of(counters + 16 * g, c0[g], c1[g]);
+    words_of(highs + 16 * g, c2[g], c3[g]);
+  }
+  philox_rounds<G>(seed, c0, c1, c2, c3, words);
+}
+
 // Bit 4 l + j: whether word j of lane l's block is below the threshold t (all set when `always`).
 QKV_AVX512_BMI2_INLINE uint64_t kept_bits(const __m512i words[4], bool always, __m512i t) {
   if (always) return ~uint64_t(0);
@@ -153,7 +176,29 @@ QKV_AVX512_BMI2_INLINE void fill_given_groups(const PhiloxBlockAt* blocks, uint6
   }
 }
 
+// The kept bits of the 16 G blocks whose counters start at counters[0] and highs[0].
+template <int G>
+QKV_AVX512_BMI2_INLINE void block_bits(const uint64_t* counters, const uint64_t* highs,
+                                       uint64_t seed, bool always, __m512i t, uint64_t* bits) {
+  __m512i words[G][4];
+  philox16_arrays<G>(seed, counters, highs, words);
+  for (int g = 0; g < G; ++g) bits[g] = kept_bits(words[g], always, t);
+}
+
 }  // namespace
+
+QKV_AVX512_BMI2 int64_t bernoulli_block_bits_avx512(const uint64_t* counters, const uint64_t* highs,
+                                                    int64_t count, uint64_t seed,
+                                                    uint64_t threshold, uint64_t* bits) {
+  const int64_t whole = count / 16 * 16;
+  const bool always = threshold > 0xFFFFFFFFu;
+  const __m512i t = _mm512_set1_epi32(int(uint32_t(always ? 0 : threshold)));
+  int64_t b = 0;
+  for (; b + 32 <= whole; b += 32)
+    block_bits<2>(counters + b, highs + b, seed, always, t, bits + b / 16);
+  if (b < whole) block_bits<1>(counters + b, highs + b, seed, always, t, bits + b / 16);
+  return whole;
+}
 
 QKV_AVX512_BMI2 int64_t fill_bernoulli_blocks_avx512(const PhiloxBlockAt* blocks, int64_t count,
                                                      uint64_t seed, uint64_t threshold,

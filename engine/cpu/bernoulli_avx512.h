@@ -35,4 +35,12 @@ struct PhiloxBlockAt {
 int64_t fill_bernoulli_blocks_avx512(const PhiloxBlockAt* blocks, int64_t count, uint64_t seed,
                                      uint64_t threshold, float value);
 
+// The draws themselves, as bits, for blocks given by their counters alone (block b's 128-bit
+// counter: counters[b] low, highs[b] high): bit 4 l + j of bits[g] is set when word j of block
+// 16 g + l is below `threshold`. For masks kept as bits (the fused attention's rows of dropped
+// weights), which need no float written and read again. Only whole groups of sixteen blocks;
+// returns how many blocks were drawn (a multiple of 16), and the caller does the rest.
+int64_t bernoulli_block_bits_avx512(const uint64_t* counters, const uint64_t* highs, int64_t count,
+                                    uint64_t seed, uint64_t threshold, uint64_t* bits);
+
 }  // namespace qkv::cpu

@@ -44,4 +44,11 @@ void fill_bernoulli_example_lines(T* out, uint64_t key, const int64_t* examples,
                                   const philox::ExampleLayout& l, uint64_t first_line,
                                   int64_t lines, uint64_t threshold, T value);
 
+// The same lines' draws as bits, for lines of at most 64 elements: bit c of words[i] is set when
+// element c of line first_line + i is drawn (below `threshold`), and the bits from l.d[3] up are
+// 0. The fused attention keeps its rows of dropped weights so (engine/cpu/attention_kernels.cpp).
+void bernoulli_example_line_words(uint64_t* words, uint64_t key, const int64_t* examples,
+                                  const philox::ExampleLayout& l, uint64_t first_line,
+                                  int64_t lines, uint64_t threshold);
+
 }  // namespace qkv::cpu

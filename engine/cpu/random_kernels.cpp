@@ -6,6 +6,7 @@
 #include "engine/cpu/bernoulli_range.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/dispatch.h"
+#include "engine/error.h"
 #include "engine/example_draws.h"
 #include "engine/parallel.h"
 #include "engine/random.h"
@@ -105,6 +106,36 @@ ExampleLine example_line(const int64_t* examples, const philox::ExampleLayout& l
   const uint64_t row = line / lines_per_row, rest = line % lines_per_row;
   return {uint64_t(examples[row]), rest / (l.d[2] * l.d[1]), rest / l.d[2] % l.d[1], rest % l.d[2]};
 }
+// The lines from `line` on, one after the other: the first's coordinates by division, each
+// next one's by a carry from c3 to c2, c1 and the row (the divisions cost more than a short
+// line's draws). The row's example is read when asked for, so stepping past the tensor's last
+// line reads nothing.
+class ExampleLines {
+ public:
+  ExampleLines(const int64_t* examples, const philox::ExampleLayout& l, uint64_t line)
+      : examples_(examples), l_(l) {
+    const uint64_t lines_per_row = l.d[0] * l.d[1] * l.d[2], rest = line % lines_per_row;
+    row_ = line / lines_per_row;
+    c1_ = rest / (l.d[2] * l.d[1]), c2_ = rest / l.d[2] % l.d[1], c3_ = rest % l.d[2];
+  }
+  uint64_t example() const { return uint64_t(examples_[row_]); }
+  // the line's first block's counter
+  uint64_t first_block() const { return philox::example_position(c1_, c2_, c3_, 0); }
+  void next() {
+    if (++c3_ < l_.d[2]) return;
+    c3_ = 0;
+    if (++c2_ < l_.d[1]) return;
+    c2_ = 0;
+    if (++c1_ < l_.d[0]) return;
+    c1_ = 0;
+    ++row_;
+  }
+
+ private:
+  const int64_t* examples_;
+  const philox::ExampleLayout& l_;
+  uint64_t row_, c1_, c2_, c3_;
+};
 }  // namespace
 
 template <typename T>
@@ -135,11 +166,11 @@ bool fill_short_example_lines(float* out, uint64_t key, const int64_t* examples,
     }
     n = 0;
   };
-  for (int64_t i = 0; i < lines; ++i) {
-    const ExampleLine e = example_line(examples, l, first_line + uint64_t(i));
-    const uint64_t first = philox::example_position(e.c1, e.c2, e.c3, 0);
+  ExampleLines line(examples, l, first_line);
+  for (int64_t i = 0; i < lines; ++i, line.next()) {
+    const uint64_t first = line.first_block(), example = line.example();
     for (uint64_t k = 0; k < per_line; ++k) {
-      blocks[n++] = {first + k, e.example, out + i * int64_t(width) + int64_t(4 * k),
+      blocks[n++] = {first + k, example, out + i * int64_t(width) + int64_t(4 * k),
                      int(std::min<uint64_t>(4, width - 4 * k))};
       if (n == kBatch) draw();
     }
@@ -163,6 +194,44 @@ void fill_bernoulli_example_lines(T* out, uint64_t key, const int64_t* examples,
     fill_bernoulli_example_line_at(out + i * int64_t(l.d[3]), key, examples, l,
                                    first_line + uint64_t(i), threshold, value);
 }
+void bernoulli_example_line_words(uint64_t* words, uint64_t key, const int64_t* examples,
+                                  const philox::ExampleLayout& l, uint64_t first_line,
+                                  int64_t lines, uint64_t threshold) {
+  static const bool available = bernoulli_avx512_available();
+  const uint64_t width = l.d[3], per_line = (width + 3) / 4;
+  QKV_CHECK(width >= 1 && width <= 64, "bernoulli_example_line_words",
+            "needs lines of 1 to 64 elements, got ", width);
+  const uint64_t line_bits = width == 64 ? ~uint64_t(0) : (uint64_t(1) << width) - 1;
+  // A batch holds whole lines, their blocks one after the other, so line j's bits are bits
+  // 4 per_line j on of the batch's bit string (four bits a block, in block order).
+  constexpr int64_t kBlocks = 256;
+  const int64_t lines_per_batch = kBlocks / int64_t(per_line);
+  uint64_t counters[kBlocks], highs[kBlocks], bits[kBlocks / 16];
+  ExampleLines line(examples, l, first_line);
+  for (int64_t i0 = 0; i0 < lines; i0 += lines_per_batch) {
+    const int64_t batch_lines = std::min(lines_per_batch, lines - i0);
+    int64_t n = 0;
+    for (int64_t j = 0; j < batch_lines; ++j, line.next()) {
+      const uint64_t first = line.first_block(), example = line.example();
+      for (uint64_t k = 0; k < per_line; ++k, ++n) counters[n] = first + k, highs[n] = example;
+    }
+    const int64_t drawn =
+        available ? bernoulli_block_bits_avx512(counters, highs, n, key, threshold, bits) : 0;
+    for (int64_t b = drawn; b < n; ++b) {  // the blocks short of a vector, one at a time
+      if (b % 16 == 0) bits[b / 16] = 0;
+      const philox::Block w = philox::generate(key, counters[b], highs[b]);
+      for (int j = 0; j < 4; ++j)
+        bits[b / 16] |= uint64_t(w.v[j] < threshold) << (4 * (b % 16) + j);
+    }
+    for (int64_t j = 0; j < batch_lines; ++j) {
+      const uint64_t at = uint64_t(j) * 4 * per_line, word = at / 64, shift = at % 64;
+      uint64_t line = bits[word] >> shift;
+      if (shift + 4 * per_line > 64) line |= bits[word + 1] << (64 - shift);
+      words[i0 + j] = line & line_bits;
+    }
+  }
+}
+
 template void fill_bernoulli_example_lines<float>(float*, uint64_t, const int64_t*,
                                                   const philox::ExampleLayout&, uint64_t, int64_t,
                                                   uint64_t, float);

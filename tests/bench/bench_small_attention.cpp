@@ -2,7 +2,8 @@
 // problems ([64 batch, 4 heads, T = S = 20, d = 32], heads read in place from [B, T, H, d]), its
 // forward and backward called through the backend as nn::efficient_attention calls them, for the
 // step's three kinds of call: causal self-attention with key padding, key padding alone, each
-// with attention dropout 0.1, and a plain one without; as in training (the forward keeps what
+// with attention dropout 0.1 (key padding also with the dropout drawn by example, as the trainer
+// draws it), and a plain one without; as in training (the forward keeps what
 // the backward needs), and again without (marked -: the backward recomputes). Prints the fastest of
 // several batches of calls, in us per call and per (batch, head) problem, and GFLOP/s (2 per
 // multiply-add: two products forward, five backward). Usage: bench_small_attention [threads, 1] [T,
@@ -64,7 +65,8 @@ int main(int argc, char** argv) {
     const char* name;
     bool causal, padded;
     double dropout;
-    bool kept;  // the forward keeps what the backward needs
+    bool kept;        // the forward keeps what the backward needs
+    bool by_example;  // dropout drawn by example, as the trainer draws it (engine/example_draws.h)
   };
   const double flops_forward = 2.0 * double(B * H * T * S * (d + d));
   const double flops_backward = 2.0 * double(B * H * T * S * (3 * d + 2 * d));
@@ -72,17 +74,24 @@ int main(int argc, char** argv) {
               (long long)H, (long long)T, (long long)d, threads, cold ? ", cold caches" : "");
   std::printf("%-26s %12s %12s %10s | %12s %12s %10s\n", "call", "forward us", "us/problem",
               "GFLOP/s", "backward us", "us/problem", "GFLOP/s");
-  for (const Kind kind :
-       {Kind{"causal + padding, p 0.1", true, true, 0.1, true},
-        Kind{"padding, p 0.1", false, true, 0.1, true}, Kind{"plain", false, false, 0, true},
-        Kind{"causal + padding, p 0.1, -", true, true, 0.1, false},
-        Kind{"plain, -", false, false, 0, false}}) {
+  for (const Kind kind : {Kind{"causal + padding, p 0.1", true, true, 0.1, true, false},
+                          Kind{"padding, p 0.1", false, true, 0.1, true, false},
+                          Kind{"padding, p 0.1, by example", false, true, 0.1, true, true},
+                          Kind{"plain", false, false, 0, true, false},
+                          Kind{"causal + padding, p 0.1, -", true, true, 0.1, false, false},
+                          Kind{"plain, -", false, false, 0, false, false}}) {
     AttentionProblem p;
     p.q = q, p.k = k, p.v = v;
     if (kind.padded) p.masks.push_back(padding);
     p.pattern.causal = kind.causal;
     p.scale = 1 / std::sqrt(double(d));
     p.dropout.p = kind.dropout, p.dropout.seed = 5;
+    if (kind.by_example) {  // example b's id 1000 + b, under a call's key as nn's attention draws
+      std::vector<int64_t> ids(static_cast<size_t>(B));
+      for (int64_t b = 0; b < B; ++b) ids[size_t(b)] = 1000 + b;
+      p.dropout.examples = tensor_i64(ids, {B});
+      p.dropout.key = philox::call_key(5, 0);
+    }
     p.backward_expected = kind.kept;  // as nn::efficient_attention says when a graph is recorded
     AttentionForward f = cpu.attention_forward(p);
     auto seconds = [&](const std::function<void()>& fn) {

@@ -131,6 +131,39 @@ BOOST_AUTO_TEST_CASE(short_lines_drawn_together_are_example_bernoulli_element_by
     }
 }
 
+// The same short lines drawn as bits (the fused attention's kept words): widths 1 to 64 with
+// partial last blocks, lines whose blocks are not a whole number of vectors, more lines than one
+// batch of blocks holds (256), starting mid-row and running to the tensor's last line; bit by bit
+// against philox::example_bernoulli, and nothing set at or past a line's width.
+BOOST_AUTO_TEST_CASE(short_lines_drawn_as_bits_are_example_bernoulli_bit_by_bit) {
+  const uint64_t key = philox::call_key(11, 5);
+  const std::vector<int64_t> ids{9, (int64_t(1) << 40) + 3, 4};
+  for (double keep : {0.7, 1.0})
+    for (int64_t width : {1, 3, 4, 5, 20, 33, 61, 63, 64}) {
+      const uint64_t threshold = philox::bernoulli_threshold(keep);
+      const Shape shape{3, 2, 5, 37, width};  // 370 lines a row
+      const philox::ExampleLayout l = example_layout(shape, ids.size(), "test");
+      const uint64_t first_line = 7;
+      const int64_t lines = 3 * 2 * 5 * 37 - 7;
+      std::vector<uint64_t> got(size_t(lines), ~uint64_t(0));
+      cpu::bernoulli_example_line_words(got.data(), key, ids.data(), l, first_line, lines,
+                                        threshold);
+      int64_t wrong = 0, kept = 0;
+      for (int64_t i = 0; i < lines; ++i)
+        for (int64_t c = 0; c < 64; ++c) {
+          const bool bit = (got[size_t(i)] >> c) & 1;
+          const bool draw =
+              c < width &&
+              drawn_at(key, ids, l, (first_line + uint64_t(i)) * uint64_t(width) + uint64_t(c),
+                       threshold);
+          wrong += bit != draw;
+          kept += bit;
+        }
+      BOOST_TEST(wrong == 0, "width " << width << ", keep " << keep);
+      BOOST_TEST(double(kept) / double(lines * width) == keep, boost::test_tools::tolerance(0.05));
+    }
+}
+
 BOOST_AUTO_TEST_CASE(a_tensor_that_does_not_fit_the_counters_is_refused_by_name) {
   Generator gen(1);
   const ExampleDraws draws(gen, {1, 2});
