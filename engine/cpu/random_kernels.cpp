@@ -194,6 +194,7 @@ void fill_bernoulli_example_lines(T* out, uint64_t key, const int64_t* examples,
     fill_bernoulli_example_line_at(out + i * int64_t(l.d[3]), key, examples, l,
                                    first_line + uint64_t(i), threshold, value);
 }
+
 void bernoulli_example_line_words(uint64_t* words, uint64_t key, const int64_t* examples,
                                   const philox::ExampleLayout& l, uint64_t first_line,
                                   int64_t lines, uint64_t threshold) {
@@ -225,9 +226,9 @@ void bernoulli_example_line_words(uint64_t* words, uint64_t key, const int64_t* 
     }
     for (int64_t j = 0; j < batch_lines; ++j) {
       const uint64_t at = uint64_t(j) * 4 * per_line, word = at / 64, shift = at % 64;
-      uint64_t line = bits[word] >> shift;
-      if (shift + 4 * per_line > 64) line |= bits[word + 1] << (64 - shift);
-      words[i0 + j] = line & line_bits;
+      uint64_t line_word = bits[word] >> shift;
+      if (shift + 4 * per_line > 64) line_word |= bits[word + 1] << (64 - shift);
+      words[i0 + j] = line_word & line_bits;
     }
   }
 }
