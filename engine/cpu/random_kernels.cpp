@@ -97,19 +97,11 @@ void fill_bernoulli_example_line(T* out, uint64_t key, uint64_t example, uint64_
   for (uint64_t c = 4 * blocks; c < width; ++c) out[c] = w.v[c % 4] < threshold ? value : T(0);
 }
 namespace {
-// Line `line`'s coordinates (c1, c2, c3) and the row, hence the example, it belongs to.
-struct ExampleLine {
-  uint64_t example, c1, c2, c3;
-};
-ExampleLine example_line(const int64_t* examples, const philox::ExampleLayout& l, uint64_t line) {
-  const uint64_t lines_per_row = l.d[0] * l.d[1] * l.d[2];
-  const uint64_t row = line / lines_per_row, rest = line % lines_per_row;
-  return {uint64_t(examples[row]), rest / (l.d[2] * l.d[1]), rest / l.d[2] % l.d[1], rest % l.d[2]};
-}
-// The lines from `line` on, one after the other: the first's coordinates by division, each
-// next one's by a carry from c3 to c2, c1 and the row (the divisions cost more than a short
-// line's draws). The row's example is read when asked for, so stepping past the tensor's last
-// line reads nothing.
+// Line `line` of a row-major tensor of layout `l` whose row b holds example examples[b]: its
+// coordinates (c1, c2, c3) and its row's example; next() steps to the line after it. The first
+// line's coordinates come by division, each next one's by a carry from c3 to c2, c1 and the row
+// (the divisions cost more than a short line's draws). The row's example is read when asked for,
+// so stepping past the tensor's last line reads nothing.
 class ExampleLines {
  public:
   ExampleLines(const int64_t* examples, const philox::ExampleLayout& l, uint64_t line)
@@ -119,6 +111,9 @@ class ExampleLines {
     c1_ = rest / (l.d[2] * l.d[1]), c2_ = rest / l.d[2] % l.d[1], c3_ = rest % l.d[2];
   }
   uint64_t example() const { return uint64_t(examples_[row_]); }
+  uint64_t c1() const { return c1_; }
+  uint64_t c2() const { return c2_; }
+  uint64_t c3() const { return c3_; }
   // the line's first block's counter
   uint64_t first_block() const { return philox::example_position(c1_, c2_, c3_, 0); }
   void next() {
@@ -142,8 +137,9 @@ template <typename T>
 void fill_bernoulli_example_line_at(T* out, uint64_t key, const int64_t* examples,
                                     const philox::ExampleLayout& l, uint64_t line,
                                     uint64_t threshold, T value) {
-  const ExampleLine e = example_line(examples, l, line);
-  fill_bernoulli_example_line(out, key, e.example, e.c1, e.c2, e.c3, l.d[3], threshold, value);
+  const ExampleLines e(examples, l, line);
+  fill_bernoulli_example_line(out, key, e.example(), e.c1(), e.c2(), e.c3(), l.d[3], threshold,
+                              value);
 }
 
 namespace {
