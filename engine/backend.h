@@ -309,6 +309,15 @@ class Backend {
                                  const Tensor& out);
   // gx = gy * m from the mask dropout_forward returned: bitwise the multiply's backward.
   virtual void dropout_backward(const Tensor& gy, const Tensor& mask, double p, const Tensor& gx);
+  // dropout of gelu(x), the feed-forward block's hidden activation, with the same draws and mask:
+  // out = gelu(x) * m, bitwise unary(gelu, x) then dropout_forward; `gelu` is UnaryOp::gelu_erf or
+  // gelu_tanh. The default runs those two; the CPU's kernel computes gelu(x) as it applies the
+  // mask, so the activation is never written to memory and read back.
+  virtual Tensor gelu_dropout_forward(const Tensor& x, UnaryOp gelu, const DropoutDraws& draws,
+                                      double p, const Tensor& out);
+  // gx = (gy * m) * gelu'(x), bitwise dropout_backward then binary(gelu_*_backward, ., x).
+  virtual void gelu_dropout_backward(const Tensor& gy, const Tensor& x, UnaryOp gelu,
+                                     const Tensor& mask, double p, const Tensor& gx);
 
   // ---- optimizer ------------------------------------------------------------------------------
   // One fused Adam/AdamW step over a contiguous parameter and its state (all same shape/dtype).

@@ -1,7 +1,7 @@
 // Backend's default dropout kernels, composed of its other kernels: the Bernoulli fill of the
 // scaled mask, then a multiply by it, forward and backward. A backend without a fused kernel
 // (CUDA) runs these; the CPU backend overrides both (engine/cpu/dropout_kernels.cpp), and its
-// tests hold the fused kernels to these, bit for bit.
+// tests hold the fused kernels to these, bit for bit. The same for gelu then dropout.
 #include "engine/backend.h"
 
 namespace qkv {
@@ -19,6 +19,22 @@ Tensor Backend::dropout_forward(const Tensor& x, const DropoutDraws& draws, doub
 
 void Backend::dropout_backward(const Tensor& gy, const Tensor& mask, double, const Tensor& gx) {
   binary(BinaryOp::mul, gy, mask, gx);
+}
+
+// gelu into a buffer, then dropout: the two kernels a backend without the fused one runs.
+Tensor Backend::gelu_dropout_forward(const Tensor& x, UnaryOp gelu, const DropoutDraws& draws,
+                                     double p, const Tensor& out) {
+  Tensor activation = Tensor::empty(x.shape(), x.dtype(), x.device());
+  unary(gelu, x, activation, 0);
+  return dropout_forward(activation, draws, p, out);
+}
+
+void Backend::gelu_dropout_backward(const Tensor& gy, const Tensor& x, UnaryOp gelu,
+                                    const Tensor& mask, double p, const Tensor& gx) {
+  Tensor masked = Tensor::empty(gy.shape(), gy.dtype(), gy.device());
+  dropout_backward(gy, mask, p, masked);
+  binary(gelu == UnaryOp::gelu_tanh ? BinaryOp::gelu_tanh_backward : BinaryOp::gelu_erf_backward,
+         masked, x, gx);
 }
 
 }  // namespace qkv

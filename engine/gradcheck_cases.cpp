@@ -172,6 +172,15 @@ void register_engine_gradcheck_cases(OpRegistry& r) {
     const ExampleDraws draws(gen, {4, 0, 9});  // the rows' masks drawn by example
     return dropout(x[0], 0.5, true, &gen);
   });
+  add_case("gelu_dropout", {{{4, 5}}}, [](X x) {
+    Generator gen(7);
+    return gelu_dropout(x[0], 0.3, true, &gen);
+  });
+  add_case("gelu_dropout", {{{3, 2, 5}}}, [](X x) {
+    Generator gen(7);
+    const ExampleDraws draws(gen, {4, 0, 9});
+    return gelu_dropout(x[0], 0.5, true, &gen, GeluApprox::tanh);
+  });
   add_case("cross_entropy", {{{4, 5}}, {{4}, Domain::index, 5}},
            [](X x) { return cross_entropy(x[0], x[1]); });
   add_case("cross_entropy", {in_range({4, 5}, -800, 800), {{4}, Domain::index, 5}},

@@ -172,6 +172,10 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 // drawing its decisions as that Bernoulli fill would (engine/ops/dropout.cpp). x itself when not
 // training or p = 0, x * 0 when p = 1 (PyTorch's F.dropout); float32 or float64.
 Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr);
+// dropout(gelu(x, approximate), p, training, gen): the same values, gradients and draws, in one
+// pass over memory each way on the CPU (a feed-forward block's hidden activation).
+Tensor gelu_dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr,
+                    GeluApprox approximate = GeluApprox::none);
 // Mean (or sum/none) of -log_softmax(logits)[target], logits [N, C] or [N, C, d...] and targets
 // [N] or [N, d...] int64; ignore_index targets contribute nothing (mean divides by the others).
 enum class Reduction { none, mean, sum };

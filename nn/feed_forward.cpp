@@ -12,13 +12,19 @@ FeedForward::FeedForward(int64_t d_model, int64_t dim_ff, double p, const std::s
 }
 
 Tensor FeedForward::forward(const Tensor& x) {
-  // A ReLU goes into linear1's product (one pass over the hidden activations fewer); any other
-  // activation module, or one that replaced it, runs as a module of its own.
+  // A ReLU goes into linear1's product, a GELU into the dropout's pass (one pass over the hidden
+  // activations fewer either way); any other activation or dropout module, or one that replaced
+  // them, runs as a module of its own.
   const Layer& act = *activation;
-  const bool relu_follows = typeid(act) == typeid(ReLU);
-  Tensor hidden =
-      relu_follows ? linear1->forward_relu(x) : activation->forward(linear1->forward(x));
-  return linear2->forward(dropout->forward(hidden));
+  const Layer& drop = *dropout;
+  if (typeid(act) == typeid(ReLU))
+    return linear2->forward(dropout->forward(linear1->forward_relu(x)));
+  if (typeid(act) == typeid(GELU) && typeid(drop) == typeid(Dropout)) {
+    const auto& gelu_module = static_cast<const GELU&>(act);
+    return linear2->forward(gelu_dropout(linear1->forward(x), dropout->p, dropout->is_training(),
+                                         nullptr, gelu_module.approximate));
+  }
+  return linear2->forward(dropout->forward(activation->forward(linear1->forward(x))));
 }
 
 }  // namespace qkv::nn

@@ -84,6 +84,10 @@ class CpuBackend final : public Backend {
   Tensor dropout_forward(const Tensor& x, const DropoutDraws& draws, double p,
                          const Tensor& out) override;
   void dropout_backward(const Tensor& gy, const Tensor& mask, double p, const Tensor& gx) override;
+  Tensor gelu_dropout_forward(const Tensor& x, UnaryOp gelu, const DropoutDraws& draws, double p,
+                              const Tensor& out) override;
+  void gelu_dropout_backward(const Tensor& gy, const Tensor& x, UnaryOp gelu, const Tensor& mask,
+                             double p, const Tensor& gx) override;
   double sum_of_squares(const std::vector<Tensor>& xs) override;  // gradient_clipping.cpp
   void scale_(const std::vector<Tensor>& xs, double scale) override;
   void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,

@@ -110,14 +110,6 @@ void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
       });
 }
 
-// float uses the vectorizable erf/exp of vec_math.h; double keeps libm's.
-struct CpuMath {
-  static float erf(float v) { return fast_erf(v); }
-  static double erf(double v) { return std::erf(v); }
-  static float exp(float v) { return fast_exp(v); }
-  static double exp(double v) { return std::exp(v); }
-};
-
 }  // namespace
 
 void CpuBackend::unary(UnaryOp op, const Tensor& x, const Tensor& out, double scalar) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 
 namespace qkv::cpu {
@@ -67,5 +68,14 @@ inline float fast_erf(float x) {
   const float y = xc * p / q;
   return y > 1.0f ? 1.0f : (y < -1.0f ? -1.0f : y);
 }
+
+// The `Math` of engine/gelu.h for the CPU's kernels: float uses the vectorizable erf and exp above,
+// double keeps libm's.
+struct CpuMath {
+  static float erf(float v) { return fast_erf(v); }
+  static double erf(double v) { return std::erf(v); }
+  static float exp(float v) { return fast_exp(v); }
+  static double exp(double v) { return std::exp(v); }
+};
 
 }  // namespace qkv::cpu

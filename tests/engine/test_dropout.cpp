@@ -2,10 +2,13 @@
 // (the Bernoulli fill of the scaled mask, then a multiply, forward and backward), bit for bit, on
 // both streams of keep decisions, ragged sizes, two thread counts, float32 and float64; the edge
 // cases PyTorch's F.dropout defines; the one profiler row.
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <optional>
 
 #include "engine/autograd.h"
 #include "engine/backend.h"
@@ -79,6 +82,54 @@ void check_against_composed(const Tensor& x, double p, Generator& fused_gen,
   }
 }
 
+// gelu_dropout against gelu then dropout, from two generators in the same state: outputs, the
+// generators' offsets and gradients must agree exactly.
+void check_gelu_dropout(const Tensor& x, double p, GeluApprox form, Generator& fused_gen,
+                        Generator& composed_gen, const std::string& what) {
+  BOOST_TEST_CONTEXT(what << (form == GeluApprox::tanh ? ", tanh" : ", erf")) {
+    Tensor xf = x.detach().clone().requires_grad_(), xc = x.detach().clone().requires_grad_();
+    Tensor yf = gelu_dropout(xf, p, true, &fused_gen, form);
+    Tensor yc = dropout(gelu(xc, form), p, true, &composed_gen);
+    BOOST_TEST(differing(yf, yc) == 0);
+    BOOST_TEST(fused_gen.offset() == composed_gen.offset());
+    Tensor g = awkward_input(x.shape(), x.dtype(), 18);
+    yf.backward(g);
+    yc.backward(g);
+    BOOST_TEST(differing(xf.grad(), xc.grad()) == 0);
+  }
+}
+
+// Profiles op (run) forward and backward on a [64, 20, 128] float32 input at one thread: one row
+// each way on the issuing thread, charged these bytes an element, and no row of the ops it
+// replaces.
+void check_one_row_each_way(const std::function<Tensor(const Tensor&, Generator&)>& run,
+                            const std::string& op, const std::vector<std::string>& replaced,
+                            double forward_bytes, double backward_bytes) {
+  ThreadCount one(1);
+  Generator g(2);
+  Tensor x = randn({64, 20, 128}).requires_grad_();
+  std::vector<ProfileEvent> events;
+  {
+    Profiler profiler;
+    sum(run(x, g)).backward();
+    events = profiler.events();
+  }
+  int forward = 0, backward = 0;
+  const double n = 64 * 20 * 128;
+  for (const ProfileEvent& e : events) {
+    if (e.scope || e.thread != 0) continue;
+    BOOST_TEST_INFO(e.name);
+    BOOST_TEST(std::count(replaced.begin(), replaced.end(), e.name) == 0);
+    if (e.name != op) continue;
+    const bool is_forward = e.phase == ProfilePhase::forward;
+    BOOST_TEST(e.bytes == n * (is_forward ? forward_bytes : backward_bytes),
+               boost::test_tools::tolerance(1e-12));
+    (is_forward ? forward : backward) += 1;
+  }
+  BOOST_TEST(forward == 1);
+  BOOST_TEST(backward == 1);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(dropout_op)
@@ -121,28 +172,44 @@ BOOST_AUTO_TEST_CASE(fused_dropout_is_the_composed_multiply_bit_for_bit_by_examp
 }
 
 BOOST_AUTO_TEST_CASE(the_fused_kernels_equal_the_backend_default) {
-  // The Backend methods themselves (the default is what CUDA runs): outputs and gradients.
+  // The Backend methods themselves (the default is what CUDA runs): outputs and gradients, of
+  // dropout (no activation) and of gelu_dropout in both GELU forms.
   Backend& cpu = backend_for(Device::cpu());
   for (DType dtype : {DType::f32, DType::f64})
-    for (bool by_example : {false, true}) {
-      const Tensor x = awkward_input({3, 7, 33}, dtype, 3),
-                   gy = awkward_input({3, 7, 33}, dtype, 4);
-      DropoutDraws draws{.seed = 5, .offset = 11, .key = 0, .examples = Tensor()};
-      if (by_example) draws = {.key = 0x1234567890ull, .examples = tensor_i64({8, 1, 3}, {3})};
-      Tensor yf = Tensor::empty(x.shape(), dtype), yd = Tensor::empty(x.shape(), dtype);
-      const Tensor fused_mask = cpu.dropout_forward(x, draws, 0.4, yf);
-      const Tensor default_mask = cpu.Backend::dropout_forward(x, draws, 0.4, yd);
-      BOOST_TEST_CONTEXT(dtype_name(dtype) << (by_example ? " by example" : " sequential")) {
-        BOOST_TEST((fused_mask.dtype() == DType::b8));  // one byte per element
-        BOOST_TEST(differing(yf, yd) == 0);
-        Tensor gf = Tensor::empty(x.shape(), dtype), gd = Tensor::empty(x.shape(), dtype);
-        cpu.dropout_backward(gy, fused_mask, 0.4, gf);
-        cpu.Backend::dropout_backward(gy, default_mask, 0.4, gd);
-        BOOST_TEST(differing(gf, gd) == 0);
-        // and the mask holds the decisions: kept where the default's scaled mask is not 0
-        BOOST_TEST(differing(fused_mask, gt(default_mask, 0.0)) == 0);
+    for (std::optional<UnaryOp> gelu : {std::optional<UnaryOp>(), std::optional(UnaryOp::gelu_erf),
+                                        std::optional(UnaryOp::gelu_tanh)})
+      for (bool by_example : {false, true}) {
+        const Tensor x = awkward_input({3, 7, 33}, dtype, 3),
+                     gy = awkward_input({3, 7, 33}, dtype, 4);
+        DropoutDraws draws{.seed = 5, .offset = 11, .key = 0, .examples = Tensor()};
+        if (by_example) draws = {.key = 0x1234567890ull, .examples = tensor_i64({8, 1, 3}, {3})};
+        const bool plain = !gelu;
+        const UnaryOp form = gelu.value_or(UnaryOp::gelu_erf);
+        Tensor yf = Tensor::empty(x.shape(), dtype), yd = Tensor::empty(x.shape(), dtype);
+        const Tensor fused_mask = plain ? cpu.dropout_forward(x, draws, 0.4, yf)
+                                        : cpu.gelu_dropout_forward(x, form, draws, 0.4, yf);
+        const Tensor default_mask =
+            plain ? cpu.Backend::dropout_forward(x, draws, 0.4, yd)
+                  : cpu.Backend::gelu_dropout_forward(x, form, draws, 0.4, yd);
+        BOOST_TEST_CONTEXT(dtype_name(dtype) << (plain                        ? " dropout"
+                                                 : form == UnaryOp::gelu_tanh ? " gelu tanh"
+                                                                              : " gelu erf")
+                                             << (by_example ? " by example" : " sequential")) {
+          BOOST_TEST((fused_mask.dtype() == DType::b8));  // one byte per element
+          BOOST_TEST(differing(yf, yd) == 0);
+          Tensor gf = Tensor::empty(x.shape(), dtype), gd = Tensor::empty(x.shape(), dtype);
+          if (plain) {
+            cpu.dropout_backward(gy, fused_mask, 0.4, gf);
+            cpu.Backend::dropout_backward(gy, default_mask, 0.4, gd);
+            // and the mask holds the decisions: kept where the default's scaled mask is not 0
+            BOOST_TEST(differing(fused_mask, gt(default_mask, 0.0)) == 0);
+          } else {
+            cpu.gelu_dropout_backward(gy, x, form, fused_mask, 0.4, gf);
+            cpu.Backend::gelu_dropout_backward(gy, x, form, default_mask, 0.4, gd);
+          }
+          BOOST_TEST(differing(gf, gd) == 0);
+        }
       }
-    }
 }
 
 BOOST_AUTO_TEST_CASE(strided_inputs_and_gradients_give_the_composed_values) {
@@ -203,28 +270,77 @@ BOOST_AUTO_TEST_CASE(the_backward_is_differentiable_again) {
 }
 
 BOOST_AUTO_TEST_CASE(the_profiler_shows_one_dropout_row_each_way) {
-  ThreadCount one(1);
-  Generator g(2);
-  Tensor x = randn({64, 20, 128}).requires_grad_();
-  std::vector<ProfileEvent> events;
-  {
-    Profiler profiler;
-    sum(dropout(x, 0.1, true, &g)).backward();
-    events = profiler.events();
+  // x read, y written, one byte of mask per element; the backward moves as much
+  check_one_row_each_way([](const Tensor& x, Generator& g) { return dropout(x, 0.1, true, &g); },
+                         "dropout", {"bernoulli", "mul"}, 4 + 4 + 1, 4 + 4 + 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// gelu_dropout: dropout of gelu(x) in one pass each way, held to the two ops it replaces.
+BOOST_AUTO_TEST_SUITE(gelu_dropout_op)
+
+BOOST_AUTO_TEST_CASE(gelu_dropout_is_gelu_then_dropout_bit_for_bit) {
+  // Both streams of decisions, sizes that split a block and a parallel range, wide and narrow
+  // lines by example, both GELU forms, both dtypes, one and two threads.
+  const std::vector<uint64_t> ids{5, (uint64_t(1) << 40) + 2, 0, 9};
+  for (int threads : {1, 2})
+    for (DType dtype : {DType::f32, DType::f64})
+      for (GeluApprox form : {GeluApprox::none, GeluApprox::tanh}) {
+        ThreadCount count(threads);
+        const std::string where = std::to_string(threads) + " threads, " + dtype_name(dtype);
+        for (int64_t n : {17, 100003}) {
+          Generator a(77), b(77);
+          a.set_offset(3), b.set_offset(3);
+          check_gelu_dropout(awkward_input({n}, dtype, uint64_t(n)), 0.3, form, a, b,
+                             where + ", " + std::to_string(n) + " elements");
+        }
+        for (const Shape& shape : {Shape{4, 3}, Shape{4, 17}, Shape{4, 11, 512}}) {
+          Generator a(91), b(91);
+          const ExampleDraws da(a, ids), db(b, ids);
+          check_gelu_dropout(awkward_input(shape, dtype, 5), 0.25, form, a, b,
+                             where + ", by example " + shape_str(shape));
+        }
+      }
+}
+
+BOOST_AUTO_TEST_CASE(edge_cases_are_gelu_then_dropouts) {
+  Generator g(4);
+  Tensor x = tensor({1, -2, 3});
+  // not training, or p = 0: gelu(x), nothing drawn; p = 1: gelu(x) * 0
+  BOOST_TEST(differing(gelu_dropout(x, 0.5, false, &g), gelu(x)) == 0);
+  BOOST_TEST(
+      differing(gelu_dropout(x, 0.0, true, &g, GeluApprox::tanh), gelu(x, GeluApprox::tanh)) == 0);
+  BOOST_TEST(differing(gelu_dropout(x, 1.0, true, &g), mul(gelu(x), 0.0)) == 0);
+  BOOST_TEST(g.offset() == 0u);
+  check_error([&] { gelu_dropout(x, 1.5, true, &g); }, {"gelu_dropout", "1.5", "[0, 1]"});
+}
+
+BOOST_AUTO_TEST_CASE(the_gradient_is_differentiable_again_as_the_two_ops_are) {
+  // d/dx sum(w * dL/dx), L = sum(c * gelu_dropout(x)): the create_graph gradient is the composed
+  // ops', and its derivative in x (through gelu'') and in c match gelu then dropout's.
+  for (GeluApprox form : {GeluApprox::none, GeluApprox::tanh}) {
+    Generator a(6), b(6);
+    Tensor x = randn({5, 8}, {DType::f64}).requires_grad_();
+    Tensor c = randn({5, 8}, {DType::f64}).requires_grad_();
+    Tensor w = randn({5, 8}, {DType::f64});
+    Tensor gf =
+        grad(sum(mul(gelu_dropout(x, 0.5, true, &a, form), c)), {x}, Tensor(), false, true)[0];
+    Tensor gc =
+        grad(sum(mul(dropout(gelu(x, form), 0.5, true, &b), c)), {x}, Tensor(), false, true)[0];
+    BOOST_TEST(differing(gf, gc) == 0);
+    std::vector<Tensor> second_f = grad(sum(mul(gf, w)), {x, c});
+    std::vector<Tensor> second_c = grad(sum(mul(gc, w)), {x, c});
+    BOOST_TEST(differing(second_f[0], second_c[0]) == 0);
+    BOOST_TEST(differing(second_f[1], second_c[1]) == 0);
   }
-  int forward = 0, backward = 0;
-  const double n = 64 * 20 * 128;
-  for (const ProfileEvent& e : events) {
-    if (e.scope || e.thread != 0) continue;
-    BOOST_TEST_INFO(e.name);
-    BOOST_TEST((e.name != "bernoulli" && e.name != "mul"));
-    if (e.name != "dropout") continue;
-    // x read, y written, one byte of mask per element; the backward moves as much
-    BOOST_TEST(e.bytes == n * (4 + 4 + 1));
-    (e.phase == ProfilePhase::forward ? forward : backward) += 1;
-  }
-  BOOST_TEST(forward == 1);
-  BOOST_TEST(backward == 1);
+}
+
+BOOST_AUTO_TEST_CASE(the_profiler_shows_one_row_each_way_and_its_bytes) {
+  // forward: x read, y and the mask written; backward: gy, x and the mask read, gx written
+  check_one_row_each_way(
+      [](const Tensor& x, Generator& g) { return gelu_dropout(x, 0.1, true, &g); }, "gelu_dropout",
+      {"gelu", "dropout", "gelu_backward"}, 4 + 4 + 1, 4 + 4 + 1 + 4);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -8,6 +8,7 @@
 #include "nn/batch_norm.h"
 #include "nn/channel_attention.h"
 #include "nn/conv.h"
+#include "nn/feed_forward.h"
 #include "nn/loss.h"
 #include "nn/pooling.h"
 #include "nn/residual_block.h"
@@ -181,6 +182,48 @@ BOOST_AUTO_TEST_CASE(a_strided_shortcut_adds_its_gradient_into_the_blocks_input_
   const bool in_place =
       x.backend().conv2d_adds_into_gx(x, block.shortcut_conv->weight, shortcut, 1);
   BOOST_TEST(sums == (in_place ? 0 : 1));
+}
+
+// A feed-forward block with a GELU runs its activation and dropout as one gelu_dropout op while
+// training: the same output and gradients as the modules one after the other, bit for bit, from
+// the same draws; in eval, or once the activation is replaced, the modules run as they are.
+BOOST_AUTO_TEST_CASE(a_gelu_feed_forward_fuses_its_activation_into_the_dropout) {
+  manual_seed(29);
+  FeedForward block(8, 32, 0.2, "gelu");
+  const Tensor x0 = randn({3, 5, 8}), v = randn({3, 5, 8});
+  auto run = [&](bool modules_one_by_one, std::vector<std::string>* names) {
+    Generator& gen = default_generator();
+    gen.manual_seed(5);
+    block.zero_grad();
+    const Tensor x = x0.detach().requires_grad_();
+    Profiler profiler;
+    const Tensor y = modules_one_by_one ? block.linear2->forward(block.dropout->forward(
+                                              block.activation->forward(block.linear1->forward(x))))
+                                        : block.forward(x);
+    sum(mul(y, v)).backward();
+    for (const ProfileEvent& e : profiler.events())
+      if (!e.scope && e.thread == 0 && names) names->push_back(e.name);
+    return std::vector<Tensor>{y.detach(), x.grad(), block.linear1->weight.grad().clone()};
+  };
+  std::vector<std::string> fused_names;
+  const std::vector<Tensor> fused = run(false, &fused_names), composed = run(true, nullptr);
+  for (size_t i = 0; i < fused.size(); ++i)
+    BOOST_TEST(qkv::testing::equal_values(fused[i], composed[i]));
+  BOOST_TEST(std::count(fused_names.begin(), fused_names.end(), "gelu_dropout") == 2);
+  BOOST_TEST(std::count(fused_names.begin(), fused_names.end(), "gelu") == 0);
+  // in eval: gelu alone
+  block.eval();
+  std::vector<std::string> eval_names;
+  run(false, &eval_names);
+  BOOST_TEST(std::count(eval_names.begin(), eval_names.end(), "gelu") == 2);
+  BOOST_TEST(std::count(eval_names.begin(), eval_names.end(), "gelu_dropout") == 0);
+  block.train();
+  // replaced by an activation of another type: that module runs, the dropout after it
+  block.activation = std::make_shared<ReLU>();
+  std::vector<std::string> relu_names;
+  run(false, &relu_names);
+  BOOST_TEST(std::count(relu_names.begin(), relu_names.end(), "gelu_dropout") == 0);
+  BOOST_TEST(std::count(relu_names.begin(), relu_names.end(), "dropout") == 2);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
