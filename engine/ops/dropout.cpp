@@ -28,10 +28,6 @@ Tensor apply_mask(const Tensor& gy, const Tensor& mask, double p) {
                 [mask, p](const Tensor& g) { return grads{apply_mask(g, mask, p)}; });
 }
 
-}  // namespace
-
-namespace {
-
 // The keep decisions a Bernoulli fill of x's shape would draw from the generator: the sequential
 // stream, or by example while an ExampleDraws lives (row b from example b's id: one counter per
 // call, its own key).

@@ -1,7 +1,8 @@
 // dropout as one recorded op: the CPU's fused kernels against the composed path they replace
 // (the Bernoulli fill of the scaled mask, then a multiply, forward and backward), bit for bit, on
 // both streams of keep decisions, ragged sizes, two thread counts, float32 and float64; the edge
-// cases PyTorch's F.dropout defines; the one profiler row.
+// cases PyTorch's F.dropout defines; the one profiler row. And gelu_dropout against gelu then
+// dropout, the same way.
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
