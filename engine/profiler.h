@@ -14,7 +14,8 @@
 // elementwise rule reads about twice what its forward did. Dropout's is charged once: it reads the
 // gradient and the mask and writes one tensor, as its forward reads x and writes y and the mask;
 // add_relu's once too: it reads the gradient and the output and writes one tensor, which both
-// inputs receive.
+// inputs receive; gelu_dropout's 13/9 of it: it reads the gradient, x and the mask and writes
+// one tensor, where its forward reads x and writes y and the mask.
 //
 // Off (the default) it costs one atomic load per op (a plain load on x86).
 #pragma once
