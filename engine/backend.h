@@ -318,6 +318,11 @@ class Backend {
   // gx = (gy * m) * gelu'(x), bitwise dropout_backward then binary(gelu_*_backward, ., x).
   virtual void gelu_dropout_backward(const Tensor& gy, const Tensor& x, UnaryOp gelu,
                                      const Tensor& mask, double p, const Tensor& gx);
+  // A residual block's sum: out = residual + x * m (residual contiguous, x's shape and dtype),
+  // bitwise dropout_forward then binary(add, residual, .), returning the same mask; its backward
+  // is dropout_backward's. The default runs those two; the CPU's adds as it applies the mask.
+  virtual Tensor dropout_add_forward(const Tensor& x, const Tensor& residual,
+                                     const DropoutDraws& draws, double p, const Tensor& out);
 
   // ---- optimizer ------------------------------------------------------------------------------
   // One fused Adam/AdamW step over a contiguous parameter and its state (all same shape/dtype).

@@ -1,7 +1,8 @@
 // Backend's default dropout kernels, composed of its other kernels: the Bernoulli fill of the
 // scaled mask, then a multiply by it, forward and backward. A backend without a fused kernel
 // (CUDA) runs these; the CPU backend overrides both (engine/cpu/dropout_kernels.cpp), and its
-// tests hold the fused kernels to these, bit for bit. The same for gelu then dropout.
+// tests hold the fused kernels to these, bit for bit. The same for gelu then dropout, and for
+// dropout then a residual's add.
 #include "engine/backend.h"
 
 namespace qkv {
@@ -35,6 +36,15 @@ void Backend::gelu_dropout_backward(const Tensor& gy, const Tensor& x, UnaryOp g
   dropout_backward(gy, mask, p, masked);
   binary(gelu == UnaryOp::gelu_tanh ? BinaryOp::gelu_tanh_backward : BinaryOp::gelu_erf_backward,
          masked, x, gx);
+}
+
+// dropout into a buffer, then the residual added.
+Tensor Backend::dropout_add_forward(const Tensor& x, const Tensor& residual,
+                                    const DropoutDraws& draws, double p, const Tensor& out) {
+  Tensor dropped = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor mask = dropout_forward(x, draws, p, dropped);
+  binary(BinaryOp::add, residual, dropped, out);
+  return mask;
 }
 
 }  // namespace qkv

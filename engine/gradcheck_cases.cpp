@@ -181,6 +181,15 @@ void register_engine_gradcheck_cases(OpRegistry& r) {
     const ExampleDraws draws(gen, {4, 0, 9});
     return gelu_dropout(x[0], 0.5, true, &gen, GeluApprox::tanh);
   });
+  add_case("dropout_add", {{{4, 5}}, {{4, 5}}}, [](X x) {
+    Generator gen(7);
+    return dropout_add(x[0], x[1], 0.3, true, &gen);
+  });
+  add_case("dropout_add", {{{3, 2, 5}}, {{3, 2, 5}}}, [](X x) {
+    Generator gen(7);
+    const ExampleDraws draws(gen, {4, 0, 9});
+    return dropout_add(x[0], x[1], 0.5, true, &gen);
+  });
   add_case("cross_entropy", {{{4, 5}}, {{4}, Domain::index, 5}},
            [](X x) { return cross_entropy(x[0], x[1]); });
   add_case("cross_entropy", {in_range({4, 5}, -800, 800), {{4}, Domain::index, 5}},

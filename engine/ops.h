@@ -176,6 +176,11 @@ Tensor dropout(const Tensor& x, double p, bool training = true, Generator* gen =
 // pass over memory each way on the CPU (a feed-forward block's hidden activation).
 Tensor gelu_dropout(const Tensor& x, double p, bool training = true, Generator* gen = nullptr,
                     GeluApprox approximate = GeluApprox::none);
+// add(residual, dropout(x, p, training, gen)): a residual block's sum, the same values, gradients
+// and draws in one pass over memory on the CPU. residual has x's dtype and device; one that
+// broadcasts to x's shape is added by add, after the dropout.
+Tensor dropout_add(const Tensor& x, const Tensor& residual, double p, bool training = true,
+                   Generator* gen = nullptr);
 // Mean (or sum/none) of -log_softmax(logits)[target], logits [N, C] or [N, C, d...] and targets
 // [N] or [N, d...] int64; ignore_index targets contribute nothing (mean divides by the others).
 enum class Reduction { none, mean, sum };

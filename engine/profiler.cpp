@@ -63,6 +63,10 @@ double backward_factor(const std::string& op) {
   // gelu_dropout's reads the gradient, x and the mask and writes one tensor: float32's 13 bytes an
   // element against the forward's 9 (float64's 25 against 17 is within 2% of that).
   if (is(op, "gelu_dropout")) return 13.0 / 9.0;
+  // dropout_add's reads the gradient and the mask and writes x's (the residual's is the gradient
+  // itself): 9 bytes an element in float32 against the forward's 13 (x and the residual read, y
+  // and the mask written; float64's 17 against 25 is within 2% of that).
+  if (is(op, "dropout_add")) return 9.0 / 13.0;
   // add_relu's reads the gradient and the output and writes one tensor (both inputs get it), as
   // its forward reads a and b and writes y.
   if (is(op, "add_relu")) return 1.0;
@@ -129,7 +133,7 @@ OpCost profile_cost(const std::string& op, const std::vector<Tensor>& inputs,
       for (const Tensor& t : inputs) cost.bytes += bytes_of(t);
       cost.bytes += bytes_of(output);
       // and dropout writes its mask for the backward (one byte per element on the CPU)
-      if (is(op, "dropout") || is(op, "gelu_dropout")) cost.bytes += out;
+      if (is(op, "dropout") || is(op, "gelu_dropout") || is(op, "dropout_add")) cost.bytes += out;
     }
   }
   return cost;

@@ -15,7 +15,9 @@
 // gradient and the mask and writes one tensor, as its forward reads x and writes y and the mask;
 // add_relu's once too: it reads the gradient and the output and writes one tensor, which both
 // inputs receive; gelu_dropout's 13/9 of it: it reads the gradient, x and the mask and writes
-// one tensor, where its forward reads x and writes y and the mask.
+// one tensor, where its forward reads x and writes y and the mask; dropout_add's 9/13: it reads
+// the gradient and the mask and writes x's, where its forward reads x and the residual and writes
+// y and the mask.
 //
 // Off (the default) it costs one atomic load per op (a plain load on x86).
 #pragma once

@@ -1,5 +1,7 @@
 #include "nn/activation.h"
 
+#include <typeinfo>
+
 #include "engine/error.h"
 
 namespace qkv::nn {
@@ -11,6 +13,12 @@ Dropout::Dropout(double p_) : p(p_) {
 Tensor Dropout::forward(const Tensor& x) {
   if (!is_training() || p == 0) return x;
   return dropout(x, p, true);
+}
+
+Tensor Dropout::forward_add(const Tensor& x, const Tensor& residual) {
+  if (typeid(*this) != typeid(Dropout) || !is_training() || p == 0)
+    return add(residual, forward(x));
+  return dropout_add(x, residual, p, true);
 }
 
 std::shared_ptr<Layer> make_activation(const std::string& name) {

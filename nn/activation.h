@@ -29,6 +29,9 @@ class Dropout : public Layer {
  public:
   explicit Dropout(double p = 0.5);
   Tensor forward(const Tensor& x) override;
+  // residual + forward(x), a residual block's sum: one dropout_add op (one pass over memory) when
+  // training; a subclass runs its own forward, then the add.
+  Tensor forward_add(const Tensor& x, const Tensor& residual);
   std::string describe() const override { return "Dropout(p=" + std::to_string(p) + ")"; }
   double p;
 };

@@ -17,8 +17,8 @@ std::shared_ptr<MultiheadAttention> make_self_attention(const TransformerLayerOp
 // x + dropout(sublayer(x)) with the norm placed before (pre-norm) or after (post-norm).
 template <typename F>
 Tensor residual(const Tensor& x, LayerNorm& norm, Dropout& drop, bool norm_first, F&& sublayer) {
-  if (norm_first) return add(x, drop.forward(sublayer(norm.forward(x))));
-  return norm.forward(add(x, drop.forward(sublayer(x))));
+  if (norm_first) return drop.forward_add(sublayer(norm.forward(x)), x);
+  return norm.forward(drop.forward_add(sublayer(x), x));
 }
 
 }  // namespace

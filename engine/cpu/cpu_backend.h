@@ -88,6 +88,8 @@ class CpuBackend final : public Backend {
                               const Tensor& out) override;
   void gelu_dropout_backward(const Tensor& gy, const Tensor& x, UnaryOp gelu, const Tensor& mask,
                              double p, const Tensor& gx) override;
+  Tensor dropout_add_forward(const Tensor& x, const Tensor& residual, const DropoutDraws& draws,
+                             double p, const Tensor& out) override;
   double sum_of_squares(const std::vector<Tensor>& xs) override;  // gradient_clipping.cpp
   void scale_(const std::vector<Tensor>& xs, double scale) override;
   void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,

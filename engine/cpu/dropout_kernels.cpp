@@ -7,7 +7,9 @@
 //
 // The same pass applies gelu first when the feed-forward block asks for dropout of gelu(x): the
 // activation is computed as x is read, and the backward multiplies by gelu'(x) as it applies the
-// mask, so the hidden activation and its gradient are never written out and read back.
+// mask, so the hidden activation and its gradient are never written out and read back. And a
+// residual block's sum, residual + dropout(x), adds the residual in the same pass, so the dropped
+// tensor is never written out and read back by an add.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -57,25 +59,33 @@ struct GeluTanh {
 };
 
 // y = act(x) * mask and keep = (mask != 0) over n elements: mask is the fill's value (the scale)
-// or 0, so y is bitwise the composed multiply (of the activation the unary kernel writes).
+// or 0, so y is bitwise the composed multiply (of the activation the unary kernel writes). With a
+// residual, y = residual + that: added by a second loop over the stretch, still in L1, because in
+// one expression the compiler would fuse the multiply and the add into an FMA, rounding once
+// where the two ops round twice.
 template <typename T, typename Act>
-void apply(const T* x, const T* mask, T* y, uint8_t* keep, int64_t n, Act act) {
+void apply(const T* x, const T* mask, const T* residual, T* y, uint8_t* keep, int64_t n, Act act) {
   _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
     y[i] = act(x[i]) * mask[i];
     keep[i] = mask[i] != T(0);
+  }
+  if (residual) {
+    _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) y[i] = residual[i] + y[i];
   }
 }
 
 // Elements [begin, end) of the sequential stream, in stretches aligned to kStretch so that the
 // fill's sixteen-block groups start on whole blocks.
 template <typename T, typename Act>
-void dropout_sequential(const T* x, T* y, uint8_t* keep, uint64_t seed, uint64_t offset,
-                        int64_t begin, int64_t end, uint64_t threshold, T scale, Act act) {
+void dropout_sequential(const T* x, const T* residual, T* y, uint8_t* keep, uint64_t seed,
+                        uint64_t offset, int64_t begin, int64_t end, uint64_t threshold, T scale,
+                        Act act) {
   T mask[kStretch];
   for (int64_t first = begin; first < end;) {
     const int64_t last = std::min(end, (first / kStretch + 1) * kStretch);
     fill_bernoulli_range(mask, seed, offset, uint64_t(first), last - first, threshold, scale);
-    apply(x + first, mask, y + first, keep + first, last - first, act);
+    apply(x + first, mask, residual ? residual + first : nullptr, y + first, keep + first,
+          last - first, act);
     first = last;
   }
 }
@@ -87,9 +97,9 @@ void dropout_sequential(const T* x, T* y, uint8_t* keep, uint64_t seed, uint64_t
 // "Adam in one job, dropout's writes asked for early"). The sequential path was not measured in
 // a step.
 template <typename T, typename Act>
-void dropout_by_example(const T* x, T* y, uint8_t* keep, uint64_t key, const int64_t* examples,
-                        const philox::ExampleLayout& l, int64_t begin, int64_t end,
-                        uint64_t threshold, T scale, Act act) {
+void dropout_by_example(const T* x, const T* residual, T* y, uint8_t* keep, uint64_t key,
+                        const int64_t* examples, const philox::ExampleLayout& l, int64_t begin,
+                        int64_t end, uint64_t threshold, T scale, Act act) {
   const uint64_t width = l.d[3];
   std::vector<T> mask(width);
   for (int64_t line = begin; line < end; ++line) {
@@ -99,14 +109,16 @@ void dropout_by_example(const T* x, T* y, uint8_t* keep, uint64_t key, const int
       prefetch_for_writing(keep + at + int64_t(width), int64_t(width));
     }
     fill_bernoulli_example_line_at(mask.data(), key, examples, l, uint64_t(line), threshold, scale);
-    apply(x + at, mask.data(), y + at, keep + at, int64_t(width), act);
+    apply(x + at, mask.data(), residual ? residual + at : nullptr, y + at, keep + at,
+          int64_t(width), act);
   }
 }
 
-// out = act(x) * mask in one pass; returns the one-byte mask.
+// out = act(x) * mask, plus the residual where one is given, in one pass; returns the one-byte
+// mask.
 template <typename Act>
-Tensor masked_forward(const Tensor& x, const DropoutDraws& draws, double p, const Tensor& out,
-                      Act act, const char* op) {
+Tensor masked_forward(const Tensor& x, const Tensor& residual, const DropoutDraws& draws, double p,
+                      const Tensor& out, Act act, const char* op) {
   Tensor keep = Tensor::empty(x.shape(), DType::b8, x.device());
   const int64_t n = x.numel();
   if (n == 0) return keep;
@@ -116,10 +128,11 @@ Tensor masked_forward(const Tensor& x, const DropoutDraws& draws, double p, cons
   uint8_t* k = keep.data<uint8_t>();
   QKV_DISPATCH_FLOAT(x.dtype(), op, [&] {
     const T* xp = x.data<T>();
+    const T* rp = residual.defined() ? residual.data<T>() : nullptr;
     T* yp = out.data<T>();
     if (!draws.examples.defined()) {
       parallel_for(0, n, 16384, [&](int64_t b, int64_t e) {
-        dropout_sequential(xp, yp, k, draws.seed, draws.offset, b, e, threshold, T(scale), act);
+        dropout_sequential(xp, rp, yp, k, draws.seed, draws.offset, b, e, threshold, T(scale), act);
       });
       return;
     }
@@ -127,7 +140,7 @@ Tensor masked_forward(const Tensor& x, const DropoutDraws& draws, double p, cons
     const int64_t width = int64_t(l.d[3]);
     const int64_t* examples = draws.examples.data<int64_t>();
     parallel_for(0, n / width, std::max<int64_t>(1, 16384 / width), [&](int64_t b, int64_t e) {
-      dropout_by_example(xp, yp, k, draws.key, examples, l, b, e, threshold, T(scale), act);
+      dropout_by_example(xp, rp, yp, k, draws.key, examples, l, b, e, threshold, T(scale), act);
     });
   });
   return keep;
@@ -165,7 +178,7 @@ bool fused_dtype(const Tensor& t) { return t.dtype() == DType::f32 || t.dtype() 
 Tensor CpuBackend::dropout_forward(const Tensor& x, const DropoutDraws& draws, double p,
                                    const Tensor& out) {
   if (!fused_dtype(x)) return Backend::dropout_forward(x, draws, p, out);
-  return masked_forward(x, draws, p, out, Identity{}, "dropout");
+  return masked_forward(x, Tensor(), draws, p, out, Identity{}, "dropout");
 }
 
 void CpuBackend::dropout_backward(const Tensor& gy, const Tensor& mask, double p,
@@ -178,8 +191,8 @@ Tensor CpuBackend::gelu_dropout_forward(const Tensor& x, UnaryOp gelu, const Dro
                                         double p, const Tensor& out) {
   if (!fused_dtype(x)) return Backend::gelu_dropout_forward(x, gelu, draws, p, out);
   if (gelu == UnaryOp::gelu_tanh)
-    return masked_forward(x, draws, p, out, GeluTanh{}, "gelu_dropout");
-  return masked_forward(x, draws, p, out, GeluErf{}, "gelu_dropout");
+    return masked_forward(x, Tensor(), draws, p, out, GeluTanh{}, "gelu_dropout");
+  return masked_forward(x, Tensor(), draws, p, out, GeluErf{}, "gelu_dropout");
 }
 
 void CpuBackend::gelu_dropout_backward(const Tensor& gy, const Tensor& x, UnaryOp gelu,
@@ -188,6 +201,12 @@ void CpuBackend::gelu_dropout_backward(const Tensor& gy, const Tensor& x, UnaryO
   if (gelu == UnaryOp::gelu_tanh)
     return masked_backward<GeluTanh>(gy, x, mask, p, gx, "gelu_dropout_backward");
   masked_backward<GeluErf>(gy, x, mask, p, gx, "gelu_dropout_backward");
+}
+
+Tensor CpuBackend::dropout_add_forward(const Tensor& x, const Tensor& residual,
+                                       const DropoutDraws& draws, double p, const Tensor& out) {
+  if (!fused_dtype(x)) return Backend::dropout_add_forward(x, residual, draws, p, out);
+  return masked_forward(x, residual, draws, p, out, Identity{}, "dropout_add");
 }
 
 }  // namespace qkv::cpu

@@ -3,7 +3,8 @@
 // sequential stream, or by example while an ExampleDraws lives, engine/example_draws.h), so the
 // output is bitwise mul(x, bernoulli(...)); the backend keeps the mask in the form its backward
 // reads (one byte per element on the CPU). gelu_dropout is dropout of gelu(x) as one op over the
-// backend's fused kernels, which a feed-forward block with a GELU calls.
+// backend's fused kernels, which a feed-forward block with a GELU calls; dropout_add is a residual
+// block's residual + dropout(x) in one pass.
 #include <vector>
 
 #include "engine/autograd.h"
@@ -82,6 +83,29 @@ Tensor gelu_dropout(const Tensor& x, double p, bool training, Generator* gen,
     Tensor gx = Tensor::empty(gy.shape(), gy.dtype(), gy.device());
     gy.backend().gelu_dropout_backward(detail::contiguous_data(gy), xc, form, mask, p, gx);
     return grads{gx};
+  });
+}
+
+// residual + dropout(x) with the same draws, in one pass (Backend::dropout_add_forward). The
+// residual's gradient is the incoming one; x's is dropout's backward, a recorded op, so the
+// gradient is differentiable again without a path of its own.
+QKV_RECORDED_OP("dropout_add", "engine", composed);
+Tensor dropout_add(const Tensor& x, const Tensor& residual, double p, bool training,
+                   Generator* gen) {
+  detail::check_defined(x, "dropout_add");
+  detail::check_defined(residual, "dropout_add");
+  detail::check_same_dtype(x, residual, "dropout_add");
+  detail::check_same_device(x, residual, "dropout_add");
+  QKV_CHECK(p >= 0 && p <= 1, "dropout_add", "probability ", p, " is outside [0, 1]");
+  if (!training || p == 0 || p == 1 || residual.shape() != x.shape())
+    return add(residual, dropout(x, p, training, gen));
+  detail::check_f32_or_f64(x, "dropout_add");
+  const DropoutDraws draws = take_draws(x, gen, "dropout_add");
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  Tensor mask = x.backend().dropout_add_forward(detail::contiguous_data(x),
+                                                detail::contiguous_data(residual), draws, p, y);
+  return record("dropout_add", {x, residual}, y, [mask, p](const Tensor& gy) {
+    return grads{apply_mask(gy, mask, p), gy};
   });
 }
 

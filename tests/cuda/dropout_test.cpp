@@ -1,6 +1,7 @@
 // The dropout ops on the GPU (Backend's composed defaults: the Bernoulli fill, then a multiply;
-// gelu_dropout's gelu, then that) against the CPU's fused kernels: the same decisions and
-// generator offsets from the same generator state, drawn sequentially and by example.
+// gelu_dropout's gelu, then that; dropout_add's that, then the add) against the CPU's fused
+// kernels: the same decisions and generator offsets from the same generator state, drawn
+// sequentially and by example.
 #include <functional>
 
 #include "engine/example_draws.h"
@@ -75,6 +76,24 @@ BOOST_AUTO_TEST_CASE(gelu_dropout_equals_the_cpus_fused_kernel, *utf::preconditi
       check_close(gpu.y, cpu.y, tol, what + " y");
       check_close(gpu.gx, cpu.gx, tol, what + " grad x");
       check_equal(eq(gpu.y, 0.0), eq(cpu.y, 0.0), what + " dropped");
+      BOOST_TEST(gpu.offset == cpu.offset, what);
+    }
+}
+
+// dropout_add: the GPU's dropout then add against the CPU's one pass, bit for bit (the residual
+// is -x / 2, exact, so x's gradient is the mask's plus the residual's).
+BOOST_AUTO_TEST_CASE(dropout_add_equals_the_cpus_fused_kernel, *utf::precondition(gpu_present)) {
+  for (DType t : {DType::f32, DType::f64})
+    for (bool by_example : {false, true}) {
+      const std::string what = std::string("dropout_add ") + dtype_name(t) +
+                               (by_example ? " by example" : " sequential");
+      const Tensor x = random_tensor({4, 5, 133}, t, -2, 2, 95);
+      const Tensor gy = random_tensor({4, 5, 133}, t, -1, 1, 96);
+      const auto [cpu, gpu] = run_on_both(x, gy, by_example, [](const Tensor& xs, Generator& g) {
+        return dropout_add(xs, mul(xs, -0.5), 0.3, true, &g);
+      });
+      check_equal(gpu.y, cpu.y, what + " y");
+      check_equal(gpu.gx, cpu.gx, what + " grad x");
       BOOST_TEST(gpu.offset == cpu.offset, what);
     }
 }

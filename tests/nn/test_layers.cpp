@@ -226,4 +226,68 @@ BOOST_AUTO_TEST_CASE(a_gelu_feed_forward_fuses_its_activation_into_the_dropout) 
   BOOST_TEST(std::count(relu_names.begin(), relu_names.end(), "dropout") == 2);
 }
 
+// An encoder layer adds each sublayer's dropout into the residual stream with one dropout_add op
+// while training, post-norm and pre-norm: the same output and gradients as its modules one after
+// the other with add, bit for bit, from the same draws; in eval the add alone.
+BOOST_AUTO_TEST_CASE(an_encoder_layer_adds_its_dropouts_into_the_residual_in_one_op) {
+  for (bool norm_first : {false, true}) {
+    BOOST_TEST_CONTEXT((norm_first ? "pre-norm" : "post-norm")) {
+      manual_seed(31);
+      TransformerLayerOptions options;
+      options.d_model = 8, options.num_heads = 2, options.dim_feedforward = 16;
+      options.dropout = 0.2, options.norm_first = norm_first;
+      TransformerEncoderLayer layer(options);
+      const Tensor x0 = randn({3, 5, 8}), v = randn({3, 5, 8});
+      auto by_modules = [&](const Tensor& src) {
+        auto attend = [&](const Tensor& h) {
+          return layer.self_attn->forward(h, h, h, Tensor(), Tensor(), false, true, false).output;
+        };
+        if (norm_first) {
+          Tensor x = add(src, layer.dropout1->forward(attend(layer.norm1->forward(src))));
+          return add(x,
+                     layer.dropout2->forward(layer.feed_forward->forward(layer.norm2->forward(x))));
+        }
+        Tensor x = layer.norm1->forward(add(src, layer.dropout1->forward(attend(src))));
+        return layer.norm2->forward(
+            add(x, layer.dropout2->forward(layer.feed_forward->forward(x))));
+      };
+      auto run = [&](bool modules_one_by_one, std::vector<std::string>* names) {
+        default_generator().manual_seed(5);
+        layer.zero_grad();
+        const Tensor x = x0.detach().requires_grad_();
+        Profiler profiler;
+        const Tensor y = modules_one_by_one ? by_modules(x) : layer.forward(x);
+        sum(mul(y, v)).backward();
+        for (const ProfileEvent& e : profiler.events())
+          if (!e.scope && e.thread == 0 && names) names->push_back(e.name);
+        return std::vector<Tensor>{y.detach(), x.grad(), layer.norm1->weight.grad().clone()};
+      };
+      std::vector<std::string> fused_names;
+      const std::vector<Tensor> fused = run(false, &fused_names), composed = run(true, nullptr);
+      for (size_t i = 0; i < fused.size(); ++i)
+        BOOST_TEST(qkv::testing::equal_values(fused[i], composed[i]));
+      BOOST_TEST(std::count(fused_names.begin(), fused_names.end(), "dropout_add") == 4);
+      layer.eval();
+      std::vector<std::string> eval_names;
+      run(false, &eval_names);
+      BOOST_TEST(std::count(eval_names.begin(), eval_names.end(), "dropout_add") == 0);
+    }
+  }
+}
+
+// A Dropout of another type runs its own forward, then the add.
+BOOST_AUTO_TEST_CASE(a_dropout_subclass_adds_what_its_forward_returns) {
+  struct Doubled : Dropout {
+    Doubled() : Dropout(0.5) {}
+    Tensor forward(const Tensor& x) override { return mul(Dropout::forward(x), 2.0); }
+  };
+  Doubled doubled;
+  const Tensor x = randn({4, 6}), residual = randn({4, 6});
+  default_generator().manual_seed(8);
+  const Tensor y = doubled.forward_add(x, residual);
+  default_generator().manual_seed(8);
+  const Tensor expected = add(residual, mul(dropout(x, 0.5, true), 2.0));
+  BOOST_TEST(qkv::testing::equal_values(y, expected));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
