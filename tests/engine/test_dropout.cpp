@@ -3,12 +3,8 @@
 // both streams of keep decisions, ragged sizes, two thread counts, float32 and float64; the edge
 // cases PyTorch's F.dropout defines; the one profiler row. And gelu_dropout against gelu then
 // dropout, the same way.
-#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
-#include <cstring>
-#include <functional>
-#include <limits>
 #include <optional>
 
 #include "engine/autograd.h"
@@ -16,7 +12,6 @@
 #include "engine/example_draws.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
-#include "engine/profiler.h"
 #include "tests/engine/dropout_checks.h"
 #include "tests/engine/helpers.h"
 
