@@ -74,17 +74,21 @@ std::string profile_table(const std::vector<ProfileEvent>& events, const Profile
   for (auto& [key, row] : rows) sorted.push_back(std::move(row));
   std::sort(sorted.begin(), sorted.end(), [](const Row& a, const Row& b) { return a.ns > b.ns; });
 
-  std::string text = format("%-9s %-22s %7s %10s %7s %8s %7s  %s\n", "phase", "op", "calls",
-                            "ms/step", "% step", "GFLOP/s", "GB/s", "costliest shapes");
+  // The op column is as wide as its longest name, so every row's numbers stand under their
+  // heading (efficient_attention_packed is 26 characters).
+  int op_width = 22;
+  for (const Row& r : sorted) op_width = std::max(op_width, int(r.op.size()));
+  std::string text = format("%-9s %-*s %7s %10s %7s %8s %7s  %s\n", "phase", op_width, "op",
+                            "calls", "ms/step", "% step", "GFLOP/s", "GB/s", "costliest shapes");
   for (const Row& r : sorted) {
     const double seconds = r.ns * 1e-9;
     std::string gflops =
         r.flops > 0 && seconds > 0 ? format("%.1f", r.flops / seconds * 1e-9) : "-";
     std::string gbs = r.bytes > 0 && seconds > 0 ? format("%.1f", r.bytes / seconds * 1e-9) : "-";
-    text +=
-        format("%-9s %-22s %7.0f %10.3f %6.1f%% %8s %7s  %s\n", phase_name(r.phase), r.op.c_str(),
-               r.calls / steps, r.ns * 1e-6 / steps, step_ns > 0 ? 100.0 * r.ns / step_ns : 0.0,
-               gflops.c_str(), gbs.c_str(), costliest_shapes(r, summary.shapes_per_op).c_str());
+    text += format("%-9s %-*s %7.0f %10.3f %6.1f%% %8s %7s  %s\n", phase_name(r.phase), op_width,
+                   r.op.c_str(), r.calls / steps, r.ns * 1e-6 / steps,
+                   step_ns > 0 ? 100.0 * r.ns / step_ns : 0.0, gflops.c_str(), gbs.c_str(),
+                   costliest_shapes(r, summary.shapes_per_op).c_str());
   }
 
   // The MFU lines: each phase's arithmetic over its time, against the measured peak.

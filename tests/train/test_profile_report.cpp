@@ -83,6 +83,25 @@ BOOST_AUTO_TEST_CASE(the_table_averages_per_step_and_rates_each_op) {
   BOOST_CHECK(line_with(table, "worker 1", "2.500 ms/step (28% of the step)") != "");
 }
 
+BOOST_AUTO_TEST_CASE(every_rows_numbers_stand_under_their_heading_however_long_its_name) {
+  std::vector<ProfileEvent> events = two_steps();
+  events.push_back(event("efficient_attention_packed", ProfilePhase::backward, 12, 1, 1e9));
+  std::string table = profile_table(events, {.steps = 2, .peak_gflops = 4000, .threads = 1});
+  BOOST_TEST_MESSAGE(table);
+  const std::string heading = line_with(table, "phase", "op");
+  BOOST_REQUIRE(!heading.empty());
+  // Each number is right-aligned: it ends where its heading ends.
+  for (const char* column : {"calls", "ms/step", "% step", "GFLOP/s"}) {
+    const size_t end = heading.find(column) + std::string(column).size();
+    for (const char* op : {"matmul", "relu", "efficient_attention_packed"}) {
+      const std::string row = line_with(table, op, "  [");
+      BOOST_REQUIRE(!row.empty());
+      BOOST_TEST_INFO(op << " under " << column);
+      BOOST_CHECK(row.size() > end && row[end] == ' ' && row[end - 1] != ' ');
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_bfloat16_run_is_also_rated_against_its_instructions_peak) {
   std::string table = profile_table(two_steps(), {.steps = 2,
                                                   .peak_gflops = 4000,
