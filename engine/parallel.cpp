@@ -1,7 +1,5 @@
 #include "engine/parallel.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -14,6 +12,7 @@
 
 #include "engine/error.h"
 #include "engine/profiler.h"
+#include "engine/spin_wait.h"
 
 namespace qkv {
 namespace {
@@ -37,12 +36,6 @@ int default_threads() {
   }
   return std::max(1u, std::thread::hardware_concurrency());
 }
-
-// Spin this many pause instructions (tens of microseconds) before sleeping. A training step issues
-// thousands of small kernels back to back, and waking a sleeping thread takes longer than many
-// of them run (docs/CPU_KERNELS.md gives the cost). Spinning briefly keeps the workers
-// ready between kernels and lets them sleep when the program stops issuing work.
-constexpr int kSpinIterations = 2000;
 
 // A fixed set of workers. One job runs at a time (kernels are issued from one thread; nested calls
 // run inline), so the pool needs no queue: a job is published by storing a new `job_` word, its
@@ -86,10 +79,9 @@ class ThreadPool {
     }
     wake_.notify_all();
     run_chunk(0);
-    for (int spin = 0; pending_.load(std::memory_order_acquire) != 0 && spin < kSpinIterations;
-         ++spin)
-      _mm_pause();
-    if (pending_.load(std::memory_order_acquire) != 0) {
+    // The workers spin between kernels (engine/spin_wait.h) and so does the issuing thread while
+    // they finish, then both sleep: a program that stops issuing work stops using the cores.
+    if (!spin_until([this] { return pending_.load(std::memory_order_acquire) == 0; })) {
       std::unique_lock lock(mutex_);
       done_.wait(lock, [this] { return pending_.load() == 0; });
     }
@@ -115,12 +107,12 @@ class ThreadPool {
 
   void worker_loop(int id, uint64_t seen) {
     for (;;) {
-      uint64_t now = job_.load(std::memory_order_acquire);
-      for (int spin = 0; now == seen && !stop_.load() && spin < kSpinIterations; ++spin) {
-        _mm_pause();
+      uint64_t now = seen;
+      const bool woken = spin_until([&] {
         now = job_.load(std::memory_order_acquire);
-      }
-      if (now == seen) {
+        return now != seen || stop_.load();
+      });
+      if (!woken) {
         std::unique_lock lock(mutex_);
         wake_.wait(lock, [&] { return stop_.load() || job_.load() != seen; });
         now = job_.load();
