@@ -1,5 +1,6 @@
 // The thread pool behind parallel_for (engine/parallel.cpp): every chunk of every job runs once,
-// also when a job has fewer chunks than there are workers.
+// also when a job has fewer chunks than there are workers; its threads wait between jobs by
+// spinning for a time, then sleeping (engine/spin_wait.h).
 //
 // A worker with no chunk in a job does not report back, so the caller may publish the next job
 // while that worker is still reading the current one. When the chunk count lived in its own
