@@ -9,7 +9,7 @@
 namespace qkv::cpu {
 
 // Below about this many multiply-adds (~80^3), handing work to the pool costs more than a second
-// core saves. It holds because the pool's workers spin briefly before sleeping (parallel.cpp), so
+// core saves. It holds because the pool's workers spin 200 us before sleeping (spin_wait.h), so
 // a parallel_for between back-to-back kernels finds them awake; with sleeping workers the
 // threshold would be much higher (docs/CPU_KERNELS.md, "How the blocked GEMM is organized").
 constexpr int64_t kMinParallelMacs = int64_t(1) << 19;
