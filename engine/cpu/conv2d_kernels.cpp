@@ -40,6 +40,7 @@
 #include "engine/cpu/gemm_bf16.h"
 #include "engine/cpu/im2col.h"
 #include "engine/cpu/pointwise_conv.h"
+#include "engine/cpu/prefetch.h"
 #include "engine/cpu/scratch_buffer.h"
 #include "engine/dispatch.h"
 #include "engine/parallel.h"
@@ -282,9 +283,14 @@ void forward_images(const ConvShape& s, const T* x, const T* w, const T* wt, con
       const DirectConvShape d = s.direct_shape();
       float* xp = static_cast<float*>(cols_scratch.get(sizeof(float) * size_t(d.padded_floats())));
       float* yq = static_cast<float*>(yt_scratch.get(sizeof(float) * size_t(d.O * d.Qs)));
+      const int64_t bytes = sizeof(float);
       for (int64_t n = n0; n < n1; ++n) {
         direct_conv_pad(d, x + n * s.image(), xp);
-        direct_conv_forward(d, xp, wt, bias, yq, y + n * s.O * L);
+        const PrefetchAhead next =
+            n + 1 < n1 ? PrefetchAhead({x + (n + 1) * s.image(), bytes * s.image()},
+                                       {y + (n + 1) * s.O * L, bytes * s.O * L, true})
+                       : PrefetchAhead();
+        direct_conv_forward(d, xp, wt, bias, yq, y + n * s.O * L, next);
       }
       return;
     }

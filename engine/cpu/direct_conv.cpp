@@ -13,6 +13,7 @@
 #include "engine/cpu/avx512_target.h"
 #include "engine/cpu/direct_conv_tiles.h"
 #include "engine/cpu/gemm_pack.h"
+#include "engine/cpu/prefetch.h"
 
 namespace qkv::cpu {
 
@@ -128,15 +129,18 @@ QKV_AVX512_INLINE void forward_lanes_tile(const DirectConvShape& s, const float*
 }
 
 // Every output channel at every output position (s.positions), P positions at a time (the rest
-// one at a time), into yt [Ho * Wo][O].
+// one at a time), into yt [Ho * Wo][O]; each tile asks for a share of `ahead`.
 template <int P, int OV>
 QKV_AVX512 void forward_lanes(const DirectConvShape& s, const float* xp, const float* wt,
-                              const float* bias, float* yt) {
+                              const float* bias, float* yt, PrefetchAhead& ahead) {
   const int64_t* q = s.positions.data();
   const int64_t L = int64_t(s.positions.size());
   for (int64_t o0 = 0; o0 < s.O; o0 += kLanes * OV) {
     int64_t p = 0;
-    for (; p + P <= L; p += P) forward_lanes_tile<P, OV>(s, xp, wt, bias, q + p, o0, yt + p * s.O);
+    for (; p + P <= L; p += P) {
+      forward_lanes_tile<P, OV>(s, xp, wt, bias, q + p, o0, yt + p * s.O);
+      ahead.up_to(o0 * L + (p + P) * kLanes * OV, s.O * L);
+    }
     for (; p < L; ++p) forward_lanes_tile<1, OV>(s, xp, wt, bias, q + p, o0, yt + p * s.O);
   }
 }
@@ -394,9 +398,10 @@ QKV_AVX512 void narrow_positions(const DirectConvShape& s, const float* xp, cons
   if (o0 < s.O) forward_tile<1, V>(s, xp, wt, bias, o0, q0, yq);
 }
 
-// yq [O, Qs]: the output at every position of Ho rows of Wq columns.
+// yq [O, Qs]: the output at every position of Ho rows of Wq columns; each tile of 3 vectors asks
+// for a share of `ahead`.
 QKV_AVX512 void forward_rows(const DirectConvShape& s, const float* xp, const float* wt,
-                             const float* bias, float* yq) {
+                             const float* bias, float* yq, PrefetchAhead& ahead) {
   // tiles of 3 vectors, and the last 4, 2 or 1 as tiles of 2 and 1 (a tile of 1 is half as fast:
   // 8 broadcasts and a load for 8 FMAs)
   const int64_t vectors = s.Qs / kLanes;
@@ -406,8 +411,10 @@ QKV_AVX512 void forward_rows(const DirectConvShape& s, const float* xp, const fl
   // before it: 8 vectors keep 8 or 16 chains in flight. The sums are the same either way.
   if (s.O < 4)
     for (; vectors - v >= 8; v += 8) narrow_positions<8>(s, xp, wt, bias, v * kLanes, yq);
-  for (; vectors - v >= 3 && vectors - v != 4; v += 3)
+  for (; vectors - v >= 3 && vectors - v != 4; v += 3) {
     forward_positions<3>(s, xp, wt, bias, v * kLanes, yq);
+    ahead.up_to(v + 3, vectors);
+  }
   for (; vectors - v >= 2; v += 2) forward_positions<2>(s, xp, wt, bias, v * kLanes, yq);
   if (v < vectors) forward_positions<1>(s, xp, wt, bias, v * kLanes, yq);
 }
@@ -433,21 +440,21 @@ QKV_AVX512 void interleave_row(const float* even, int64_t n_even, const float* o
 namespace {
 // y [O][Ho * Wo] by forward_lanes (forward_in_channel_lanes), through yt [Ho * Wo][O].
 QKV_AVX512 void forward_in_lanes(const DirectConvShape& s, const float* xp, const float* wt,
-                                 const float* bias, float* yt, float* y) {
+                                 const float* bias, float* yt, float* y, PrefetchAhead& ahead) {
   if (s.O % (4 * kLanes) == 0)
-    forward_lanes<6, 4>(s, xp, wt, bias, yt);
+    forward_lanes<6, 4>(s, xp, wt, bias, yt, ahead);
   else
-    forward_lanes<7, 2>(s, xp, wt, bias, yt);
+    forward_lanes<7, 2>(s, xp, wt, bias, yt, ahead);
   const int64_t L = int64_t(s.positions.size());
   pack_transposed_avx512(yt, s.O, L, s.O, int(L), y);
 }
 }  // namespace
 
 QKV_AVX512 void direct_conv_forward(const DirectConvShape& s, const float* xp, const float* wt,
-                                    const float* bias, float* yq, float* y) {
+                                    const float* bias, float* yq, float* y, PrefetchAhead ahead) {
   // yq holds yt (Ho * Wo * O <= Qs * O floats)
-  if (s.forward_in_channel_lanes()) return forward_in_lanes(s, xp, wt, bias, yq, y);
-  forward_rows(s, xp, wt, bias, yq);
+  if (s.forward_in_channel_lanes()) return forward_in_lanes(s, xp, wt, bias, yq, y, ahead);
+  forward_rows(s, xp, wt, bias, yq, ahead);
   for (int64_t o = 0; o < s.O; ++o)
     for (int64_t oh = 0; oh < s.Ho; ++oh)
       copy_row(yq + o * s.Qs + oh * s.Wq, s.Wo, s.Wo, y + (o * s.Ho + oh) * s.Wo);
@@ -562,13 +569,15 @@ QKV_AVX512 void DirectConvInputGrad::run(const float* gy, float* gx, float* scra
   auto channel_floats = [&](const Phase& p) { return lanes_ ? p.rows * p.cols : p.shape.Qs; };
   auto row_floats = [&](const Phase& p) { return lanes_ ? p.cols : p.shape.Wq; };
   auto first_col = [&](const Phase& p) { return lanes_ ? 0 : p.first_col; };
+  PrefetchAhead nothing;
   for (size_t p = 0; p < 4; ++p) {
     const Phase& phase = phases_[p];
     if (phase.rows == 0 || phase.cols == 0) continue;  // interleave reads none of it
     if (lanes_)
-      forward_in_lanes(phase.shape, gyp, phase.weights.data(), nullptr, yt, slot(int64_t(p)));
+      forward_in_lanes(phase.shape, gyp, phase.weights.data(), nullptr, yt, slot(int64_t(p)),
+                       nothing);
     else
-      forward_rows(phase.shape, gyp, phase.weights.data(), nullptr, slot(int64_t(p)));
+      forward_rows(phase.shape, gyp, phase.weights.data(), nullptr, slot(int64_t(p)), nothing);
   }
   // gx[c][h][w] is phase ((h + ph) % 2, (w + pw) % 2) at row (h + ph) / 2, column (w + pw) / 2;
   // the phases' ranges start at w = 0 (even) and w = 1 (odd), and a row or column past what a

@@ -25,6 +25,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/cpu/prefetch.h"
+
 namespace qkv::cpu {
 
 // The weight gradient's kernel: output channels across lanes (3-wide kernels, a multiple of 16
@@ -74,8 +76,9 @@ void direct_conv_pad(const DirectConvShape& s, const float* x, float* xp);
 // y [O, Ho, Wo] of one image from its padded planes xp and the weights transposed to wt [K, O]
 // (k = (c * kh + i) * kw + j); bias [O] or null. yq is scratch of O * Qs floats. Each output
 // is bias + the taps' products added in tap order by FMA, in either layout: the same bits.
+// `ahead` (the next image's input and output) is asked for as the tiles go.
 void direct_conv_forward(const DirectConvShape& s, const float* xp, const float* wt,
-                         const float* bias, float* yq, float* y);
+                         const float* bias, float* yq, float* y, PrefetchAhead ahead = {});
 
 // The input's gradient at stride 2, image by image. Phase (a, b) of the padded input's gradient
 // (rows a, a + 2, ..., columns b, b + 2, ...) is a stride-1 convolution of gy alone: tap (a + 2 m,

@@ -35,4 +35,41 @@ inline void prefetch_for_reading(const T* x, int64_t n) {
   prefetch_lines<0>(x, n);
 }
 
+// Bytes to ask for: to be read, into L2 (which holds a next image of the CNN's, 50 KB, beside the
+// present one's planes without evicting them), or to be written, into L1 in a writable state.
+struct PrefetchRange {
+  const void* start = nullptr;
+  int64_t bytes = 0;
+  bool write = false;
+};
+
+// The lines of the next piece of work (the next image's input, its output's lines for writing),
+// asked for a share at a time while the present piece computes. Met only when the next piece
+// starts, they stall its first loads and stores one line-fetch after another with the core idle;
+// a share asked for after each tile of the present piece overlaps the fetches with its
+// arithmetic (docs/CPU_KERNELS.md, "The next image asked for during this one").
+class PrefetchAhead {
+ public:
+  PrefetchAhead() = default;  // nothing to ask for
+  explicit PrefetchAhead(PrefetchRange a, PrefetchRange b = {}) : ranges_{a, b} {}
+
+  // Asks for each range's lines up to the fraction done / total of it (0 < total).
+  void up_to(int64_t done, int64_t total) {
+    for (int r = 0; r < 2; ++r) {
+      const PrefetchRange& range = ranges_[r];
+      const char* start = static_cast<const char*>(range.start);
+      const int64_t end = range.bytes * done / total;
+      for (; asked_[r] < end; asked_[r] += 64)
+        if (range.write)
+          __builtin_prefetch(start + asked_[r], 1, 3);
+        else
+          __builtin_prefetch(start + asked_[r], 0, 2);
+    }
+  }
+
+ private:
+  PrefetchRange ranges_[2];
+  int64_t asked_[2] = {0, 0};
+};
+
 }  // namespace qkv::cpu
