@@ -77,9 +77,13 @@ struct ConvShape {
   // The direct convolution (direct_conv.h) takes float32 at stride 1 or 2 with one group, but
   // not the pointwise convolution's 1x1 windows, nor a padded 1x1 window at stride 2, which reads
   // a quarter of the input that the phase planes would copy whole (im2col and the GEMM then).
+  // Under autocast too, where its bfloat16 twin does not take the shape (an AMX machine), on
+  // operands rounded to bfloat16 and kept in float32, whose products the float32 FMA makes
+  // exactly: for the CNN's few channels it is faster than im2col around the AMX tiles' GEMM
+  // (docs/CPU_KERNELS.md, "The convolutions in bfloat16 on an AMX machine").
   bool direct() const {
     const int64_t stride = window.stride_h;
-    return float32 && !bf16_products && groups == 1 && window.stride_w == stride && !pointwise() &&
+    return float32 && !direct_bf16() && groups == 1 && window.stride_w == stride && !pointwise() &&
            (stride == 1 || (stride == 2 && window.kernel_h * window.kernel_w > 1)) &&
            window.dilation_h == 1 && window.dilation_w == 1 && L > 0 && direct_conv_enabled();
   }
@@ -94,12 +98,11 @@ struct ConvShape {
   }
   // A 1x1 window without padding in float32 with one group takes the pointwise convolution
   // (pointwise_conv.h) at any stride: the shortcuts' [128, 16, 28, 28] -> 32 at stride 2. Under
-  // autocast too where the direct convolution has its bfloat16 twin, on operands rounded to
-  // bfloat16 and kept in float32: the float32 FMA makes their products exactly.
+  // autocast too, on operands rounded to bfloat16 and kept in float32 (as direct() above).
   bool pointwise() const {
-    return float32 && (!bf16_products || direct_conv_bf16_enabled()) && groups == 1 &&
-           window.kernel_h == 1 && window.kernel_w == 1 && window.pad_h == 0 && window.pad_w == 0 &&
-           window.stride_w == window.stride_h && L > 0 && direct_conv_enabled();
+    return float32 && groups == 1 && window.kernel_h == 1 && window.kernel_w == 1 &&
+           window.pad_h == 0 && window.pad_w == 0 && window.stride_w == window.stride_h && L > 0 &&
+           direct_conv_enabled();
   }
   PointwiseConvShape pointwise_shape() const {
     return PointwiseConvShape(C, H, W, O, window.stride_h);
@@ -220,13 +223,13 @@ std::vector<T> flipped_weights(const ConvShape& s, const T* w) {
 }
 
 // Under autocast, the weights rounded to bfloat16 (as float32 values) for the kernels that multiply
-// in float32 (the pointwise convolution, gx at stride 2); nothing otherwise. The bfloat16 kernels
-// round them again, to the same values.
+// in float32 (the pointwise and direct convolutions, gx at stride 2); nothing otherwise. The
+// bfloat16 kernels round them again, to the same values.
 template <typename T>
 std::vector<T> bf16_rounded_weights(const ConvShape& s, const T* w) {
   std::vector<T> rounded;
   if constexpr (std::is_same_v<T, float>)
-    if (s.bf16_products && (s.pointwise() || s.direct_bf16())) {
+    if (s.bf16_products && (s.pointwise() || s.direct() || s.direct_bf16())) {
       rounded.resize(size_t(s.O * s.K));
       round_to_bf16_values(w, s.O * s.K, rounded.data());
     }
@@ -286,6 +289,7 @@ void forward_images(const ConvShape& s, const T* x, const T* w, const T* wt, con
       const int64_t bytes = sizeof(float);
       for (int64_t n = n0; n < n1; ++n) {
         direct_conv_pad(d, x + n * s.image(), xp);
+        if (s.bf16_products) round_to_bf16_values(xp, d.padded_floats(), xp);  // under autocast
         const PrefetchAhead next =
             n + 1 < n1 ? PrefetchAhead({x + (n + 1) * s.image(), bytes * s.image()},
                                        {y + (n + 1) * s.O * L, bytes * s.O * L, true})
@@ -340,6 +344,10 @@ void direct_weight_grad(const ConvShape& s, const float* x, const float* gy, flo
         direct_conv_gy_transposed(d, gy + (first + i) * s.O * s.L, gyq + i * gy_floats);
       else
         direct_conv_gy_rows(d, gy + (first + i) * s.O * s.L, gyq + i * gy_floats);
+    }
+    if (s.bf16_products) {  // under autocast: x and gy rounded
+      round_to_bf16_values(xp, images * image_floats, xp);
+      round_to_bf16_values(gyq, images * gy_floats, gyq);
     }
     if (lanes)
       direct_conv_weight_grad_in_channel_lanes(d, images, xp, gyq, gw);

@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "engine/cpu/avx512_target.h"
@@ -234,9 +235,16 @@ QKV_BF16_VECTORS void round_to_bf16_values(const float* x, int64_t n, float* out
   }
 }
 
+namespace {
+std::atomic<bool> twin_turned_on{true};
+}  // namespace
+
 bool direct_conv_bf16_enabled() {
-  return direct_conv_enabled() && bf16_kernel() == Bf16Kernel::avx512_bf16;
+  return direct_conv_enabled() && bf16_kernel() == Bf16Kernel::avx512_bf16 &&
+         twin_turned_on.load(std::memory_order_relaxed);
 }
+
+void set_direct_conv_bf16_enabled(bool on) { twin_turned_on.store(on, std::memory_order_relaxed); }
 
 std::vector<uint32_t> direct_conv_bf16_weights(const DirectConvShape& s, const float* w) {
   const int64_t pairs = channel_pairs(s), taps = s.kh * s.kw;

@@ -18,7 +18,8 @@
 //
 // What it assumes: stride 1 or 2, dilation 1, one group, any kernel size and padding with a
 // non-empty output, and a CPU whose bfloat16 kernel is VDPBF16PS (bf16_kernel(), gemm_bf16.h: where
-// it measured faster than the float32 FMA; on AMX machines the tiles' GEMM stays).
+// it measured faster than the float32 FMA; on AMX machines the float32 direct convolution runs on
+// rounded operands instead, conv2d_kernels.cpp).
 #pragma once
 
 #include <cstdint>
@@ -30,8 +31,12 @@
 namespace qkv::cpu {
 
 // bf16_kernel() is VDPBF16PS and tests have not turned the direct convolution off
-// (set_direct_conv_enabled).
+// (set_direct_conv_enabled) nor this twin (below).
 bool direct_conv_bf16_enabled();
+// For tests: autocast's convolutions of the direct convolution's shapes on the float32 direct
+// convolution of rounded operands, as where the bfloat16 kernel is AMX (conv2d_kernels.cpp), even
+// where VDPBF16PS is it; true again puts the twin back.
+void set_direct_conv_bf16_enabled(bool on);
 
 // Channel pairs of an image of s.C channels: (C + 1) / 2.
 inline int64_t channel_pairs(const DirectConvShape& s) { return (s.C + 1) / 2; }

@@ -7,6 +7,7 @@
 
 #include "engine/autocast.h"
 #include "engine/backend.h"
+#include "engine/cpu/direct_conv_bf16.h"
 #include "engine/ops.h"
 #include "tests/engine/helpers.h"
 
@@ -169,7 +170,10 @@ BOOST_AUTO_TEST_CASE(conv2d_runs_its_gemm_on_rounded_operands) {
 BOOST_AUTO_TEST_CASE(conv2d_forward_and_backward_multiply_rounded_operands_in_every_layout) {
   // The CPU's image-by-image kernels take the products in bfloat16 themselves (where a bfloat16
   // kernel rounds while it packs): each of their layouts against float64 convolutions of the
-  // rounded values. The bias's gradient is a float32 sum of the unrounded gy.
+  // rounded values. The bias's gradient is a float32 sum of the unrounded gy. Each case twice:
+  // with the direct convolution's VDPBF16PS twin where it is the machine's, and with the twin
+  // turned off, the float32 direct and pointwise kernels on rounded operands that an AMX machine
+  // runs (on an AMX machine, both times).
   struct Case {
     int64_t N, C, H, W, O, k, stride, pad, groups;
     const char* what;
@@ -196,32 +200,36 @@ BOOST_AUTO_TEST_CASE(conv2d_forward_and_backward_multiply_rounded_operands_in_ev
       {2, 3, 9, 9, 32, 3, 2, 1, 1, "gW across 32 channel lanes at stride 2, odd width"},
       {3, 1, 6, 6, 64, 3, 1, 1, 1, "gW across 64 channel lanes, one row left over"},
   };
-  uint64_t seed = 30;
-  for (const Case& c : cases) {
-    BOOST_TEST_CONTEXT(c.what) {
-      Tensor x = random_f32({c.N, c.C, c.H, c.W}, ++seed).requires_grad_();
-      Tensor w = random_f32({c.O, c.C / c.groups, c.k, c.k}, ++seed).requires_grad_();
-      Tensor b = random_f32({c.O}, ++seed).requires_grad_();
-      Tensor y;
-      {
-        Autocast bf16(DType::bf16);
-        y = conv2d(x, w, b, c.stride, c.pad, c.groups);
-      }
-      Tensor g = random_f32(y.shape(), ++seed);
-      sum(mul(y, g)).backward();  // outside the scope: replayed in bfloat16
+  struct TwinRestored {
+    ~TwinRestored() { cpu::set_direct_conv_bf16_enabled(true); }
+  } restored;
+  for (bool twin : {true, false})
+    for (uint64_t seed = 30; const Case& c : cases) {
+      cpu::set_direct_conv_bf16_enabled(twin);
+      BOOST_TEST_CONTEXT(c.what << (twin ? "" : ", the VDPBF16PS twin turned off")) {
+        Tensor x = random_f32({c.N, c.C, c.H, c.W}, ++seed).requires_grad_();
+        Tensor w = random_f32({c.O, c.C / c.groups, c.k, c.k}, ++seed).requires_grad_();
+        Tensor b = random_f32({c.O}, ++seed).requires_grad_();
+        Tensor y;
+        {
+          Autocast bf16(DType::bf16);
+          y = conv2d(x, w, b, c.stride, c.pad, c.groups);
+        }
+        Tensor g = random_f32(y.shape(), ++seed);
+        sum(mul(y, g)).backward();  // outside the scope: replayed in bfloat16
 
-      auto rounded64 = [](const Tensor& t) {
-        return cast(cast(cast(t.detach(), DType::bf16), DType::f32), DType::f64);
-      };
-      Tensor x64 = rounded64(x).requires_grad_(), w64 = rounded64(w).requires_grad_();
-      Tensor y64 = conv2d(x64, w64, cast(b.detach(), DType::f64), c.stride, c.pad, c.groups);
-      sum(mul(y64, rounded64(g))).backward();
-      check_close(y, y64.to_vector<double>(), "y");
-      check_close(x.grad(), x64.grad().to_vector<double>(), "gx");
-      check_close(w.grad(), w64.grad().to_vector<double>(), "gw");
-      check_close(b.grad(), sum(cast(g, DType::f64), {0, 2, 3}).to_vector<double>(), "gb");
+        auto rounded64 = [](const Tensor& t) {
+          return cast(cast(cast(t.detach(), DType::bf16), DType::f32), DType::f64);
+        };
+        Tensor x64 = rounded64(x).requires_grad_(), w64 = rounded64(w).requires_grad_();
+        Tensor y64 = conv2d(x64, w64, cast(b.detach(), DType::f64), c.stride, c.pad, c.groups);
+        sum(mul(y64, rounded64(g))).backward();
+        check_close(y, y64.to_vector<double>(), "y");
+        check_close(x.grad(), x64.grad().to_vector<double>(), "gx");
+        check_close(w.grad(), w64.grad().to_vector<double>(), "gw");
+        check_close(b.grad(), sum(cast(g, DType::f64), {0, 2, 3}).to_vector<double>(), "gb");
+      }
     }
-  }
 }
 
 BOOST_AUTO_TEST_CASE(float64_operands_and_nested_scopes_are_left_alone) {
