@@ -18,6 +18,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "engine/cpu/avx512_target.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/dispatch.h"
 #include "engine/parallel.h"
@@ -121,8 +122,11 @@ __attribute__((target("avx512f"), always_inline)) inline void add_run_avx512(
   };
   constexpr bool two = kind == ChannelSums::grads_and_grads_times_centered;
   int64_t i = 0;
-  for (; i + 16 <= S; i += 16)
+  for (; i + 16 <= S; i += 16) {
+    prefetch_ahead(a + i);
+    if constexpr (two) prefetch_ahead(b + i);
     add(_mm512_loadu_ps(a + i), two ? _mm512_loadu_ps(b + i) : c, __mmask16(0xffff));
+  }
   if (i < S) {
     const __mmask16 tail = __mmask16((1u << (S - i)) - 1);
     add(_mm512_maskz_loadu_ps(tail, a + i), two ? _mm512_maskz_loadu_ps(tail, b + i) : c, tail);
@@ -247,6 +251,8 @@ __attribute__((target("avx512f"), always_inline)) inline void normalize_avx512(c
   const __m512 m = _mm512_set1_ps(f.mu), scale = _mm512_set1_ps(f.scale),
                shift = _mm512_set1_ps(f.shift), zero = _mm512_setzero_ps();
   for_each_vector(S, [&](int64_t at, Lanes lanes) {
+    prefetch_ahead(x + at);
+    prefetch_ahead_for_writing(y + at);
     __m512 v = normalized(load(x + at, lanes), m, scale, shift);
     if constexpr (relu) v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), zero);
     store(y + at, v, lanes);
@@ -264,6 +270,9 @@ __attribute__((target("avx512f"), always_inline)) inline void input_gradient_avx
                shift = _mm512_set1_ps(f.shift), mg = _mm512_set1_ps(mean_g),
                coef = _mm512_set1_ps(xc_coef);
   for_each_vector(S, [&](int64_t at, Lanes lanes) {
+    prefetch_ahead(g + at);
+    if constexpr (relu || training) prefetch_ahead(x + at);
+    prefetch_ahead_for_writing(o + at);
     __m512 gv = load(g + at, lanes);
     __m512 xv = (relu || training) ? load(x + at, lanes) : m;
     if constexpr (relu)
