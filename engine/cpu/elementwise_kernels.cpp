@@ -1,10 +1,12 @@
 // Elementwise CPU kernels: copy/cast, fill, unary, binary and where over strided operands.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 
 #include "engine/convert.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/prefetch.h"
 #include "engine/cpu/strided_loop.h"
 #include "engine/cpu/vec_math.h"
 #include "engine/dispatch.h"
@@ -18,6 +20,14 @@ namespace {
 template <typename T>
 T* ptr(const Tensor& t) {
   return static_cast<T*>(t.raw_data());
+}
+
+// block(j0, j1) over [0, n) in blocks of kStreamBlock elements: each contiguous loop below asks
+// for its operands' lines ahead of a block (prefetch.h), then runs it as a plain loop the compiler
+// vectorizes.
+template <typename Block>
+inline void for_each_stream_block(int64_t n, Block&& block) {
+  for (int64_t j0 = 0; j0 < n; j0 += kStreamBlock) block(j0, std::min(n, j0 + kStreamBlock));
 }
 
 }  // namespace
@@ -76,7 +86,11 @@ void map1(const Tensor& x, const Tensor& out, F f) {
         const In* i = xp + off[1];
         if (st[0] == 1 && st[1] == 1) {
           // o may equal i (in place) but never partly overlaps it, so lanes are independent
-          _Pragma("omp simd") for (int64_t j = 0; j < n; ++j) o[j] = f(i[j]);
+          for_each_stream_block(n, [&](int64_t j0, int64_t j1) {
+            prefetch_stream_block<0>(i, j0, j1);
+            prefetch_stream_block<1>(o, j0, j1);
+            _Pragma("omp simd") for (int64_t j = j0; j < j1; ++j) o[j] = f(i[j]);
+          });
         } else {
           for (int64_t j = 0; j < n; ++j) o[j * st[0]] = f(i[j * st[1]]);
         }
@@ -95,15 +109,28 @@ void map2(const Tensor& a, const Tensor& b, const Tensor& out, F f) {
         const A* x = ap + off[1];
         const B* y = bp + off[2];
         if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-          for (int64_t j = 0; j < n; ++j) o[j] = f(x[j], y[j]);
+          for_each_stream_block(n, [&](int64_t j0, int64_t j1) {
+            prefetch_stream_block<0>(x, j0, j1);
+            prefetch_stream_block<0>(y, j0, j1);
+            prefetch_stream_block<1>(o, j0, j1);
+            for (int64_t j = j0; j < j1; ++j) o[j] = f(x[j], y[j]);
+          });
         } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
           const B yv = *y;
-          for (int64_t j = 0; j < n; ++j) o[j] = f(x[j], yv);
+          for_each_stream_block(n, [&](int64_t j0, int64_t j1) {
+            prefetch_stream_block<0>(x, j0, j1);
+            prefetch_stream_block<1>(o, j0, j1);
+            for (int64_t j = j0; j < j1; ++j) o[j] = f(x[j], yv);
+          });
         } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
           // e.g. relu_backward of a mean's expanded gradient; the strided loop below is scalar
           // with a mispredicted branch per element for the comparing ops
           const A xv = *x;
-          for (int64_t j = 0; j < n; ++j) o[j] = f(xv, y[j]);
+          for_each_stream_block(n, [&](int64_t j0, int64_t j1) {
+            prefetch_stream_block<0>(y, j0, j1);
+            prefetch_stream_block<1>(o, j0, j1);
+            for (int64_t j = j0; j < j1; ++j) o[j] = f(xv, y[j]);
+          });
         } else {
           for (int64_t j = 0; j < n; ++j) o[j * st[0]] = f(x[j * st[1]], y[j * st[2]]);
         }

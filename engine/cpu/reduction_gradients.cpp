@@ -146,6 +146,10 @@ void mul_gradient_rows(const T* gy, const T* full, const T* factor, T* g_full, T
         const T* x = full + o * reduced;
         T* dst = g_full + o * reduced;
         const T f = factor[o];
+        // the next row's lines, as the middle-axis walks below ask for theirs
+        prefetch_for_reading(g + reduced, reduced);
+        prefetch_for_reading(x + reduced, reduced);
+        prefetch_for_writing(dst + reduced, reduced);
         _Pragma("omp simd") for (int64_t r = 0; r < reduced; ++r) dst[r] = g[r] * f;
         g_factor[o] =
             T(lane_sum<double>(reduced, [g, x](int64_t r) { return double(T(g[r] * x[r])); }));
@@ -165,6 +169,7 @@ void mul_gradient_rows(const T* gy, const T* full, const T* factor, T* g_full, T
       T* dst = g_full + at;
       prefetch_for_reading(g + inner, n);
       prefetch_for_reading(x + inner, n);
+      prefetch_for_writing(dst + inner, n);
       _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
         dst[i] = g[i] * f[i];
         sums[i] += double(T(g[i] * x[i]));
