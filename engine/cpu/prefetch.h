@@ -39,6 +39,12 @@ inline void prefetch_for_reading(const T* x, int64_t n) {
 // the lines 1 KB past elements [j0, j1) of x, for reading (kWrite 0) or writing (1). The hardware
 // prefetchers alone give a plain stream about three quarters of what it gets with this on the
 // Intel CPU with AMX of docs/CPU_KERNELS.md ("BatchNorm's streams asked for ahead").
+//
+// A run's last block asks for up to 1 KB past the run: the next run's first lines, which is what
+// keeps a broadcast's short rows (784 values) streaming; stopping at the run's end lost most of
+// the gain. For writing, past a thread's chunk those are the next chunk's first 16 lines, which
+// its thread wrote first, long before this one reaches its chunk's end (parallel_for's chunks are
+// contiguous, one a thread): at most those lines move once, after their writer is done with them.
 constexpr int64_t kStreamBlock = 64;
 template <int kWrite, typename T>
 inline void prefetch_stream_block(const T* x, int64_t j0, int64_t j1) {

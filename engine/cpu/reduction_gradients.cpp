@@ -146,10 +146,11 @@ void mul_gradient_rows(const T* gy, const T* full, const T* factor, T* g_full, T
         const T* x = full + o * reduced;
         T* dst = g_full + o * reduced;
         const T f = factor[o];
-        // the next row's lines, as the middle-axis walks below ask for theirs
+        // the next row's lines, as the middle-axis walks below ask for theirs (to write, only
+        // the task's own: past them the rows may be another thread's to write)
         prefetch_for_reading(g + reduced, reduced);
         prefetch_for_reading(x + reduced, reduced);
-        prefetch_for_writing(dst + reduced, reduced);
+        if (o + 1 < e) prefetch_for_writing(dst + reduced, reduced);
         _Pragma("omp simd") for (int64_t r = 0; r < reduced; ++r) dst[r] = g[r] * f;
         g_factor[o] =
             T(lane_sum<double>(reduced, [g, x](int64_t r) { return double(T(g[r] * x[r])); }));
@@ -169,7 +170,7 @@ void mul_gradient_rows(const T* gy, const T* full, const T* factor, T* g_full, T
       T* dst = g_full + at;
       prefetch_for_reading(g + inner, n);
       prefetch_for_reading(x + inner, n);
-      prefetch_for_writing(dst + inner, n);
+      if (r + 1 < reduced) prefetch_for_writing(dst + inner, n);  // not the next image's
       _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
         dst[i] = g[i] * f[i];
         sums[i] += double(T(g[i] * x[i]));
