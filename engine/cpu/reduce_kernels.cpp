@@ -137,6 +137,7 @@ void mean_and_max(const T* xp, int64_t outer, int64_t reduced, int64_t inner, T*
   if (inner == 1) {                          // the run is a row
     parallel_for(0, outer, std::max<int64_t>(1, 16384 / reduced), [&](int64_t b, int64_t e) {
       for (int64_t o = b; o < e; ++o) {
+        prefetch_for_reading(xp + (o + 1) * reduced, reduced);  // the next row's lines
         const auto [sum, max] = row_sum_and_max(xp + o * reduced, reduced);
         out[2 * o] = T(sum) * scale;
         out[2 * o + 1] = max;

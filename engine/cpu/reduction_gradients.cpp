@@ -93,6 +93,9 @@ void mean_amax_gradient_rows(const T* x, const T* out, const T* gy, T* gx, int64
         const T* row = x + o * reduced;
         T* dst = gx + o * reduced;
         const T m = out[2 * o + 1];
+        // the next row's lines (to write, only the task's own, as in mul_gradient_rows)
+        prefetch_for_reading(row + reduced, reduced);
+        if (o + 1 < e) prefetch_for_writing(dst + reduced, reduced);
         int64_t count = 0;
         _Pragma("omp simd reduction(+ : count)") for (int64_t r = 0; r < reduced; ++r) count +=
             row[r] == m;
