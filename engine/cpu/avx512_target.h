@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "engine/cpu/prefetch.h"
+
 #if !defined(__clang__)  // a GCC-only warning; clang would warn about the unknown name
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
@@ -30,17 +32,8 @@ QKV_AVX512_INLINE __mmask16 lanes_below(int64_t n) {
 // prefetcher (on Zen 5, a stride-2 padding copy reading its input from memory through them ran at
 // a third of the speed of the same loop with plain loads, and at nearly that speed with this
 // prefetch), so a loop that streams rows from memory through masked loads prefetches its own
-// input. A prefetch never faults: one past the end of an array is harmless.
-//
-// On the Intel CPU with AMX of docs/CPU_KERNELS.md the hardware prefetchers alone give a plain
-// stream about 10.5 GB/s from beyond L2, and about 14 with this prefetch (a throwaway driver), so
-// BatchNorm's streaming passes ask for their inputs this way too, and for their outputs' lines with
-// prefetch_ahead_for_writing ("BatchNorm's streams asked for ahead").
-QKV_AVX512_INLINE void prefetch_ahead(const float* p) {
-  _mm_prefetch(reinterpret_cast<const char*>(p + 256), _MM_HINT_T0);
-}
-
-// Asks for the line 1 KB past p in a state that allows writing (PREFETCHW).
-QKV_AVX512_INLINE void prefetch_ahead_for_writing(float* p) { __builtin_prefetch(p + 256, 1, 3); }
+// input. A prefetch never faults: one past the end of an array is harmless. (Plain streams ask
+// the same way on some CPUs: prefetch.h's prefetch_line_ahead and prefetch_stream_block.)
+QKV_AVX512_INLINE void prefetch_ahead(const float* p) { prefetch_line_ahead<0>(p); }
 
 }  // namespace qkv::cpu

@@ -20,6 +20,7 @@
 
 #include "engine/cpu/avx512_target.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/prefetch.h"
 #include "engine/dispatch.h"
 #include "engine/parallel.h"
 
@@ -252,7 +253,7 @@ __attribute__((target("avx512f"), always_inline)) inline void normalize_avx512(c
                shift = _mm512_set1_ps(f.shift), zero = _mm512_setzero_ps();
   for_each_vector(S, [&](int64_t at, Lanes lanes) {
     prefetch_ahead(x + at);
-    prefetch_ahead_for_writing(y + at);
+    prefetch_line_ahead<1>(y + at);
     __m512 v = normalized(load(x + at, lanes), m, scale, shift);
     if constexpr (relu) v = _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), zero);
     store(y + at, v, lanes);
@@ -272,7 +273,7 @@ __attribute__((target("avx512f"), always_inline)) inline void input_gradient_avx
   for_each_vector(S, [&](int64_t at, Lanes lanes) {
     prefetch_ahead(g + at);
     if constexpr (relu || training) prefetch_ahead(x + at);
-    prefetch_ahead_for_writing(o + at);
+    prefetch_line_ahead<1>(o + at);
     __m512 gv = load(g + at, lanes);
     __m512 xv = (relu || training) ? load(x + at, lanes) : m;
     if constexpr (relu)

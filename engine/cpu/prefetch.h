@@ -46,11 +46,18 @@ inline void prefetch_for_reading(const T* x, int64_t n) {
 // its thread wrote first, long before this one reaches its chunk's end (parallel_for's chunks are
 // contiguous, one a thread): at most those lines move once, after their writer is done with them.
 constexpr int64_t kStreamBlock = 64;
+constexpr int64_t kStreamAhead = 1024;  // bytes: how far ahead a stream asks
 template <int kWrite, typename T>
 inline void prefetch_stream_block(const T* x, int64_t j0, int64_t j1) {
-  const char* end = reinterpret_cast<const char*>(x + j1) + 1024;
-  for (const char* p = reinterpret_cast<const char*>(x + j0) + 1024; p < end; p += 64)
+  const char* end = reinterpret_cast<const char*>(x + j1) + kStreamAhead;
+  for (const char* p = reinterpret_cast<const char*>(x + j0) + kStreamAhead; p < end; p += 64)
     __builtin_prefetch(p, kWrite, 3);
+}
+
+// The one line kStreamAhead bytes past p, for a loop that streams a vector (a line) at a time.
+template <int kWrite, typename T>
+inline void prefetch_line_ahead(const T* p) {
+  __builtin_prefetch(reinterpret_cast<const char*>(p) + kStreamAhead, kWrite, 3);
 }
 
 // Bytes to ask for: to be read, into L2 (which holds a next image of the CNN's, 50 KB, beside the
