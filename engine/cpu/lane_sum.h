@@ -8,20 +8,29 @@ namespace qkv::cpu {
 // Sixteen lanes (one vector value of GCC's and clang's vector extension) combined pairwise,
 // halving: lane l with lane l + 8, then + 4, + 2, + 1, by combine(a, b) on the halves. For a sum
 // that is four dependent vector adds instead of fifteen dependent scalar ones.
-template <typename Acc, typename Lanes, typename Combine>
-Acc combine_lanes_pairwise(Lanes part, Combine combine) {
-  constexpr int kLanes = 16;
-  static_assert(sizeof(Lanes) == kLanes * sizeof(Acc));
-  typedef Acc Half __attribute__((vector_size(kLanes / 2 * sizeof(Acc))));
-  typedef Acc Quarter __attribute__((vector_size(kLanes / 4 * sizeof(Acc))));
-  typedef Acc Eighth __attribute__((vector_size(kLanes / 8 * sizeof(Acc))));
-  const Half h = combine(__builtin_shufflevector(part, part, 0, 1, 2, 3, 4, 5, 6, 7),
-                         __builtin_shufflevector(part, part, 8, 9, 10, 11, 12, 13, 14, 15));
+// The steps after the first, on its eight results h[l] = combine(lane l, lane l + 8): for sixteen
+// lanes kept as two vectors of eight (sixteen doubles are two registers), whose first step is
+// combine(low, high).
+template <typename Acc, typename Half, typename Combine>
+Acc combine_halves_pairwise(Half h, Combine combine) {
+  static_assert(sizeof(Half) == 8 * sizeof(Acc));
+  typedef Acc Quarter __attribute__((vector_size(4 * sizeof(Acc))));
+  typedef Acc Eighth __attribute__((vector_size(2 * sizeof(Acc))));
   const Quarter q =
       combine(__builtin_shufflevector(h, h, 0, 1, 2, 3), __builtin_shufflevector(h, h, 4, 5, 6, 7));
   const Eighth e =
       combine(__builtin_shufflevector(q, q, 0, 1), __builtin_shufflevector(q, q, 2, 3));
   return combine(e[0], e[1]);
+}
+
+template <typename Acc, typename Lanes, typename Combine>
+Acc combine_lanes_pairwise(Lanes part, Combine combine) {
+  constexpr int kLanes = 16;
+  static_assert(sizeof(Lanes) == kLanes * sizeof(Acc));
+  return combine_halves_pairwise<Acc>(
+      combine(__builtin_shufflevector(part, part, 0, 1, 2, 3, 4, 5, 6, 7),
+              __builtin_shufflevector(part, part, 8, 9, 10, 11, 12, 13, 14, 15)),
+      combine);
 }
 
 // The sum of term(c) for c < n, kept as sixteen partial sums (one per vector lane) that are added
