@@ -173,6 +173,28 @@ class Backend {
   // from ops; a kernel gives the same bits in one pass.
   virtual void mean_amax_backward(const Tensor& x, const Tensor& out, const Tensor& gy,
                                   const Tensor& gx, bool accumulate = false);
+  // CBAM's passes over x [outer, reduced, inner] (contiguous, floating) with a factor per run,
+  // scale [outer, reduced] (broadcast along inner: the channel weights), and with mul3 a second
+  // one per position, spatial [outer, inner] (broadcast along the middle axis), both contiguous,
+  // none of the products x * scale written out.
+  // out [outer, 2, inner] = mean_amax of the product x * scale, each product rounded to x's dtype
+  // as mul writes it: mean_amax(mul(x, scale))'s bits.
+  virtual void mean_amax_scaled(const Tensor& x, const Tensor& scale, const Tensor& out);
+  // Its gradients for gy [outer, 2, inner], out the forward's: with gz mean_amax_backward's
+  // gradient at the product, gx = gz * scale (or with `accumulate` gx + that) and g_scale = the
+  // sum over inner of gz * x, mul's gradients of its factors: the composed formulas' bits.
+  virtual void mean_amax_scaled_backward(const Tensor& x, const Tensor& scale, const Tensor& out,
+                                         const Tensor& gy, const Tensor& gx, const Tensor& g_scale,
+                                         bool accumulate = false);
+  // out = (x * scale) * spatial, rounded as the two muls round it.
+  virtual void mul3(const Tensor& x, const Tensor& scale, const Tensor& spatial, const Tensor& out);
+  // Its gradients for gy of x's shape, the two muls': with g1 = gy * spatial, gx = g1 * scale,
+  // g_scale = the sum over inner of g1 * x, g_spatial = the sum over the middle axis of gy * (x *
+  // scale), each sum as mul's gradient for a broadcast factor adds it (mul_gradients). The default
+  // composes them from ops; a kernel reads gy and x once for the three.
+  virtual void mul3_backward(const Tensor& gy, const Tensor& x, const Tensor& scale,
+                             const Tensor& spatial, const Tensor& gx, const Tensor& g_scale,
+                             const Tensor& g_spatial);
 
   // ---- matmul ---------------------------------------------------------------------------------
   // out[b] = a[b] @ b[b], or out[b] += a[b] @ b[b] when `accumulate` (how linear() adds its bias

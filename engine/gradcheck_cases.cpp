@@ -104,6 +104,11 @@ void register_engine_gradcheck_cases(OpRegistry& r) {
   add_case("amin", {{{3, 5}}}, [](X x) { return amin(x[0], {0}, true); });
   add_case("mean_amax", {{{2, 3, 2, 2}}}, [](X x) { return mean_amax(x[0], {2, 3}); });
   add_case("mean_amax.middle", {{{2, 3, 4}}}, [](X x) { return mean_amax(x[0], {1}); });
+  // CBAM's passes with a factor per channel (and per position): the gradients of all inputs
+  add_case("mean_amax_scaled", {{{2, 3, 2, 2}}, {{2, 3, 1, 1}}},
+           [](X x) { return mean_amax_scaled(x[0], x[1]); });
+  add_case("mul3", {{{2, 3, 2, 2}}, {{2, 3, 1, 1}}, {{2, 1, 2, 2}}},
+           [](X x) { return mul3(x[0], x[1], x[2]); });
 
   // linear algebra: batch broadcasting, a transposed operand, vectors
   add_case("matmul", {{{2, 3, 4}}, {{4, 5}}}, [](X x) { return matmul(x[0], x[1]); });

@@ -121,6 +121,13 @@ Tensor amin(const Tensor& x, std::vector<int> dims = {}, bool keepdim = false);
 // H, W] for dims {1}: CBAM's two poolings, each one pass over x instead of two, each gradient one
 // full-size write instead of amax's and two sums of full-size gradients. float32 and float64.
 Tensor mean_amax(const Tensor& x, std::vector<int> dims);
+// CBAM's spatial pooling of its channel-weighted input, mean_amax(mul(x, scale), {1}) for x [N,
+// C, ...] and scale [N, C, 1, ...], without the product written out: the same values and
+// gradients, bit for bit (engine/ops/cbam_ops.cpp). float32 and float64.
+Tensor mean_amax_scaled(const Tensor& x, const Tensor& scale);
+// CBAM's output, mul(mul(x, scale), spatial) for scale [N, C, 1, ...] and spatial [N, 1, ...],
+// without x * scale written out: the same values and gradients, bit for bit.
+Tensor mul3(const Tensor& x, const Tensor& scale, const Tensor& spatial);
 Tensor argmax(const Tensor& x, int dim, bool keepdim = false);  // int64
 Tensor argmin(const Tensor& x, int dim, bool keepdim = false);
 // torch.max(x, dim): values and indices.

@@ -1,6 +1,7 @@
 // Backend's default gradient kernels for reductions, and mean_amax's forward, composed from ops or
 // from the backend's own reduce: what a backend without its own kernels (CUDA) runs. The CPU's
-// are one pass each (engine/cpu/reduction_gradients.cpp, and reduce_kernels.cpp for mean_amax).
+// are one pass each (engine/cpu/reduction_gradients.cpp, and reduce_kernels.cpp for mean_amax;
+// cbam_kernels.cpp for CBAM's mean_amax_scaled and mul3).
 #include "engine/autograd.h"
 #include "engine/backend.h"
 #include "engine/ops.h"
@@ -49,6 +50,66 @@ void Backend::mul_gradients(const Tensor& gy, const Tensor& full, const Tensor& 
   // stride of 0
   binary(BinaryOp::mul, gy, make_view(factor, gy.shape(), {inner, 0, 1}, factor.offset()), g_full);
   product_sum(gy, full, g_factor);
+}
+
+namespace {
+// A factor per run, scale [outer, reduced], seen as x's [outer, reduced, inner] (stride 0 along
+// inner).
+Tensor along_inner(const Tensor& scale, const Tensor& x) {
+  return make_view(scale, x.shape(), {x.size(1), 1, 0}, scale.offset());
+}
+// Contiguous [outer, reduced, inner] seen as [outer * reduced, inner, 1], and a factor per run as
+// [outer * reduced, 1]: how mul's rule hands a [N, C, 1, 1] factor's product to mul_gradients
+// (the broadcast dims H, W the middle axis).
+Tensor runs_as_middle_axis(const Tensor& t) {
+  return make_view(t, {t.size(0) * t.size(1), t.size(2), 1}, {t.size(2), 1, 1}, t.offset());
+}
+Tensor factor_per_run(const Tensor& scale) {
+  return make_view(scale, {scale.numel(), 1}, {1, 1}, scale.offset());
+}
+}  // namespace
+
+// mean_amax(mul(x, scale)) as the ops run it: the product written, then mean_amax.
+void Backend::mean_amax_scaled(const Tensor& x, const Tensor& scale, const Tensor& out) {
+  Tensor product = Tensor::empty(x.shape(), x.dtype(), x.device());
+  binary(BinaryOp::mul, x, along_inner(scale, x), product);
+  mean_amax(product, out);
+}
+
+// The sweep's order: mean_amax's rule gives gz, then mul's rule its factors' gradients (both at
+// once, mul_gradients), then the sum offered takes gx with add.
+void Backend::mean_amax_scaled_backward(const Tensor& x, const Tensor& scale, const Tensor& out,
+                                        const Tensor& gy, const Tensor& gx, const Tensor& g_scale,
+                                        bool accumulate) {
+  Tensor product = Tensor::empty(x.shape(), x.dtype(), x.device());
+  binary(BinaryOp::mul, x, along_inner(scale, x), product);
+  Tensor gz = Tensor::empty(x.shape(), x.dtype(), x.device());
+  mean_amax_backward(product, out, gy, gz);
+  Tensor g = accumulate ? Tensor::empty(x.shape(), x.dtype(), x.device()) : gx;
+  mul_gradients(runs_as_middle_axis(gz), runs_as_middle_axis(x), factor_per_run(scale),
+                runs_as_middle_axis(g), factor_per_run(g_scale));
+  if (accumulate) binary(BinaryOp::add, gx, g, gx);
+}
+
+void Backend::mul3(const Tensor& x, const Tensor& scale, const Tensor& spatial, const Tensor& out) {
+  Tensor product = Tensor::empty(x.shape(), x.dtype(), x.device());
+  binary(BinaryOp::mul, x, along_inner(scale, x), product);
+  const int64_t inner = x.size(2);
+  binary(BinaryOp::mul, product, make_view(spatial, x.shape(), {inner, 0, 1}, spatial.offset()),
+         out);
+}
+
+// The two muls' rules in the sweep's order: the outer one's (gy * spatial and spatial's sum),
+// then the inner one's at its gradient g1.
+void Backend::mul3_backward(const Tensor& gy, const Tensor& x, const Tensor& scale,
+                            const Tensor& spatial, const Tensor& gx, const Tensor& g_scale,
+                            const Tensor& g_spatial) {
+  Tensor product = Tensor::empty(x.shape(), x.dtype(), x.device());
+  binary(BinaryOp::mul, x, along_inner(scale, x), product);
+  Tensor g1 = Tensor::empty(x.shape(), x.dtype(), x.device());
+  mul_gradients(gy, product, spatial, g1, g_spatial);
+  mul_gradients(runs_as_middle_axis(g1), runs_as_middle_axis(x), factor_per_run(scale),
+                runs_as_middle_axis(gx), factor_per_run(g_scale));
 }
 
 }  // namespace qkv

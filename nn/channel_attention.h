@@ -33,6 +33,8 @@ class SpatialAttention : public Layer {
  public:
   explicit SpatialAttention(int64_t kernel_size = 7);
   Tensor weights(const Tensor& x);  // [B, 1, H, W]
+  // The same from x's pooled maps [B, 2, H, W] (mean_amax(x, {1}), or CBAM's mean_amax_scaled).
+  Tensor weights_of_maps(const Tensor& maps);
   Tensor forward(const Tensor& x) override { return mul(x, weights(x)); }
   std::string describe() const override { return "SpatialAttention"; }
   std::shared_ptr<Conv2d> conv;

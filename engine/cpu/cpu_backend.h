@@ -32,6 +32,15 @@ class CpuBackend final : public Backend {
   void mean_amax(const Tensor& x, const Tensor& out) override;
   void mean_amax_backward(const Tensor& x, const Tensor& out, const Tensor& gy, const Tensor& gx,
                           bool accumulate = false) override;
+  // CBAM's passes with the channel weights folded in: engine/cpu/cbam_kernels.cpp
+  void mean_amax_scaled(const Tensor& x, const Tensor& scale, const Tensor& out) override;
+  void mean_amax_scaled_backward(const Tensor& x, const Tensor& scale, const Tensor& out,
+                                 const Tensor& gy, const Tensor& gx, const Tensor& g_scale,
+                                 bool accumulate = false) override;
+  void mul3(const Tensor& x, const Tensor& scale, const Tensor& spatial,
+            const Tensor& out) override;
+  void mul3_backward(const Tensor& gy, const Tensor& x, const Tensor& scale, const Tensor& spatial,
+                     const Tensor& gx, const Tensor& g_scale, const Tensor& g_spatial) override;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out,
               bool accumulate = false) override;
   // One product with a float bias (and ReLU): the GEMM's epilogue, on each tile as it is stored.

@@ -68,8 +68,9 @@ BOOST_AUTO_TEST_CASE(ties_pick_the_first_index_and_nan_wins, *utf::precondition(
 }
 
 // amax's gradient (Backend::extreme_backward), mul's broadcast factor's (product_sum) and both of
-// mul's operands' (mul_gradients), mean_amax and its gradient: the GPU's composed defaults against
-// the CPU's one-pass kernels, with ties, a NaN run and infinities.
+// mul's operands' (mul_gradients), mean_amax and its gradient, CBAM's mean_amax_scaled and mul3
+// and theirs: the GPU's composed defaults against the CPU's one-pass kernels, with ties, a NaN run
+// and infinities.
 BOOST_AUTO_TEST_CASE(reduction_gradients_in_both_layouts, *utf::precondition(gpu_present)) {
   for (DType t : {DType::f32, DType::f64})
     for (const Shape& s : {Shape{7, 33, 1}, Shape{3, 5, 300}}) {
@@ -108,6 +109,31 @@ BOOST_AUTO_TEST_CASE(reduction_gradients_in_both_layouts, *utf::precondition(gpu
       host().mean_amax_backward(x, pair, gy_pair, want);
       gpu().mean_amax_backward(on_gpu(x), on_gpu(pair), on_gpu(gy_pair), got);
       check_close(got, want, tolerance(t), "mean_amax_backward " + what);
+      // CBAM's passes with a factor per run and one per position (the CPU's cbam_kernels.cpp)
+      Tensor scale = random_tensor({s[0], s[1]}, t, -2, 2, 69);
+      Tensor spatial = random_tensor({s[0], s[2]}, t, 0, 1, 70);
+      host().mean_amax_scaled(x, scale, pair);
+      gpu().mean_amax_scaled(on_gpu(x), on_gpu(scale), pair_gpu);
+      check_close(pair_gpu, pair, tolerance(t), "mean_amax_scaled " + what);
+      Tensor g_scale = Tensor::empty({s[0], s[1]}, t),
+             g_scale_gpu = Tensor::empty({s[0], s[1]}, t, Device::cuda());
+      host().mean_amax_scaled_backward(x, scale, pair, gy_pair, want, g_scale);
+      gpu().mean_amax_scaled_backward(on_gpu(x), on_gpu(scale), on_gpu(pair), on_gpu(gy_pair), got,
+                                      g_scale_gpu);
+      check_close(got, want, tolerance(t), "mean_amax_scaled_backward's x " + what);
+      check_close(g_scale_gpu, g_scale, tolerance(t), "mean_amax_scaled_backward's scale " + what);
+      host().mul3(x, scale, spatial, want);
+      gpu().mul3(on_gpu(x), on_gpu(scale), on_gpu(spatial), got);
+      check_close(got, want, tolerance(t), "mul3 " + what);
+      Tensor gy_full = random_tensor(s, t, -1, 1, 71);
+      Tensor g_spatial = Tensor::empty({s[0], s[2]}, t),
+             g_spatial_gpu = Tensor::empty({s[0], s[2]}, t, Device::cuda());
+      host().mul3_backward(gy_full, x, scale, spatial, want, g_scale, g_spatial);
+      gpu().mul3_backward(on_gpu(gy_full), on_gpu(x), on_gpu(scale), on_gpu(spatial), got,
+                          g_scale_gpu, g_spatial_gpu);
+      check_close(got, want, tolerance(t), "mul3_backward's x " + what);
+      check_close(g_scale_gpu, g_scale, tolerance(t), "mul3_backward's scale " + what);
+      check_close(g_spatial_gpu, g_spatial, tolerance(t), "mul3_backward's spatial " + what);
     }
 }
 

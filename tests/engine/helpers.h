@@ -43,6 +43,38 @@ inline void check_values(const Tensor& t, const std::vector<double>& expected, d
   }
 }
 
+// A tensor as the middle-axis kernels see it, [outer, reduced, inner].
+struct BlockLayout {
+  int64_t outer, reduced, inner;
+};
+
+// [outer, reduced, inner] values on a coarse grid (ties in most runs), with -inf, +inf and one
+// NaN, which makes its run's extreme NaN.
+inline Tensor tied_values(const BlockLayout& l, DType dtype) {
+  std::vector<double> v =
+      randn({l.outer, l.reduced, l.inner}, {.dtype = DType::f64}).to_vector<double>();
+  for (double& e : v) e = std::floor(e * 0.75);
+  v[1] = -INFINITY;
+  v[v.size() / 2] = INFINITY;
+  v[v.size() - 2] = std::nan("");
+  return tensor(v, {l.outer, l.reduced, l.inner}, {.dtype = dtype});
+}
+
+// check(layout, dtype) for every layout, in float32 and float64, at one and at two threads, each
+// in a test context naming them.
+template <typename Layouts, typename Check>
+void for_each_layout_dtype_and_thread_count(const Layouts& layouts, Check check) {
+  for (const BlockLayout& l : layouts)
+    for (DType dtype : {DType::f32, DType::f64})
+      for (int threads : {1, 2}) {
+        BOOST_TEST_CONTEXT(l.outer << "x" << l.reduced << "x" << l.inner << " " << dtype_name(dtype)
+                                   << " " << threads << " threads") {
+          ThreadCount scope(threads);
+          check(l, dtype);
+        }
+      }
+}
+
 // A bool tensor (true where v is non-zero) of shape s, for masks.
 inline Tensor bool_mask(const std::vector<double>& v, const Shape& s) {
   return tensor(v, s).to(DType::b8);

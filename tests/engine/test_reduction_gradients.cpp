@@ -16,41 +16,18 @@
 
 using namespace qkv;
 using qkv::testing::equal_values;
-using qkv::testing::ThreadCount;
+using qkv::testing::tied_values;
 
 namespace {
 
-struct Layout {
-  int64_t outer, reduced, inner;
-};
+using Layout = qkv::testing::BlockLayout;
 // contiguous runs of 33 and 89 (two vectors and a tail; four, one and a tail), runs across
 // positions (two blocks and a tail; one short block), and a tall whole tensor
 const Layout kLayouts[] = {{7, 33, 1}, {9, 89, 1}, {3, 5, 1100}, {2, 16, 49}, {1, 4096, 16}};
 
-// [outer, reduced, inner] values on a coarse grid (ties in most runs), with -inf, +inf and one
-// NaN, which makes its run's extreme NaN.
-Tensor tied_values(const Layout& l, DType dtype) {
-  std::vector<double> v =
-      randn({l.outer, l.reduced, l.inner}, {.dtype = DType::f64}).to_vector<double>();
-  for (double& e : v) e = std::floor(e * 0.75);
-  v[1] = -INFINITY;
-  v[v.size() / 2] = INFINITY;
-  v[v.size() - 2] = std::nan("");
-  return tensor(v, {l.outer, l.reduced, l.inner}, {.dtype = dtype});
-}
-
-// check(layout, dtype) for every layout, in float32 and float64, at one and at two threads.
 template <typename Check>
 void for_each_case(Check check) {
-  for (const Layout& l : kLayouts)
-    for (DType dtype : {DType::f32, DType::f64})
-      for (int threads : {1, 2}) {
-        BOOST_TEST_CONTEXT(l.outer << "x" << l.reduced << "x" << l.inner << " " << dtype_name(dtype)
-                                   << " " << threads << " threads") {
-          ThreadCount scope(threads);
-          check(l, dtype);
-        }
-      }
+  qkv::testing::for_each_layout_dtype_and_thread_count(kLayouts, check);
 }
 
 int64_t count_nan(const Tensor& t) {
