@@ -6,7 +6,8 @@
 // full-size tensor written once and read twice, and in the backward its gradient is written,
 // read and added to again. Here the product x * cw is taken where it is needed, value by value,
 // from x and one factor a run: the forward reads x twice (the pool, the output) where the ops read
-// x, wrote y and read y twice; each backward is one pass over its gradient and x.
+// x, wrote y and read y twice; each backward reads its gradient and x from memory once (the
+// pool's gradient reads an image's x twice, the second time from L2).
 //
 // Each gives the composed formulas' bits (the defaults in engine/reduction_gradients_default.cpp,
 // which are the ops' own sequence): every product rounded to T as mul writes it, the sums over
