@@ -43,21 +43,26 @@ void Backend::product_sum(const Tensor& a, const Tensor& b, const Tensor& out) {
   copy_(out, sum(mul(a, b), {1}));
 }
 
-void Backend::mul_gradients(const Tensor& gy, const Tensor& full, const Tensor& factor,
-                            const Tensor& g_full, const Tensor& g_factor) {
-  const int64_t inner = gy.size(2);
-  // the contiguous factor [outer, inner] seen as [outer, reduced, inner], the middle axis a
-  // stride of 0
-  binary(BinaryOp::mul, gy, make_view(factor, gy.shape(), {inner, 0, 1}, factor.offset()), g_full);
-  product_sum(gy, full, g_factor);
-}
-
 namespace {
+// A contiguous factor per position, [outer, inner], seen as x's [outer, reduced, inner] (stride 0
+// along the middle axis).
+Tensor along_middle(const Tensor& factor, const Tensor& x) {
+  return make_view(factor, x.shape(), {x.size(2), 0, 1}, factor.offset());
+}
 // A factor per run, scale [outer, reduced], seen as x's [outer, reduced, inner] (stride 0 along
 // inner).
 Tensor along_inner(const Tensor& scale, const Tensor& x) {
   return make_view(scale, x.shape(), {x.size(1), 1, 0}, scale.offset());
 }
+}  // namespace
+
+void Backend::mul_gradients(const Tensor& gy, const Tensor& full, const Tensor& factor,
+                            const Tensor& g_full, const Tensor& g_factor) {
+  binary(BinaryOp::mul, gy, along_middle(factor, gy), g_full);
+  product_sum(gy, full, g_factor);
+}
+
+namespace {
 // Contiguous [outer, reduced, inner] seen as [outer * reduced, inner, 1], and a factor per run as
 // [outer * reduced, 1]: how mul's rule hands a [N, C, 1, 1] factor's product to mul_gradients
 // (the broadcast dims H, W the middle axis).
@@ -94,9 +99,7 @@ void Backend::mean_amax_scaled_backward(const Tensor& x, const Tensor& scale, co
 void Backend::mul3(const Tensor& x, const Tensor& scale, const Tensor& spatial, const Tensor& out) {
   Tensor product = Tensor::empty(x.shape(), x.dtype(), x.device());
   binary(BinaryOp::mul, x, along_inner(scale, x), product);
-  const int64_t inner = x.size(2);
-  binary(BinaryOp::mul, product, make_view(spatial, x.shape(), {inner, 0, 1}, spatial.offset()),
-         out);
+  binary(BinaryOp::mul, product, along_middle(spatial, x), out);
 }
 
 // The two muls' rules in the sweep's order: the outer one's (gy * spatial and spatial's sum),

@@ -40,43 +40,9 @@ int64_t images_per_task(int64_t reduced, int64_t inner) {
   return std::max<int64_t>(1, 16384 / std::max<int64_t>(reduced * inner, 1));
 }
 
-// out [outer, 2, inner]: mean_and_max's walk over the channels (reduce_kernels.cpp) on the products
-// x * scale.
-template <typename T>
-void scaled_mean_and_max(const T* x, const T* scale, int64_t outer, int64_t reduced, int64_t inner,
-                         T* out) {
-  const T inv = T(1.0 / double(reduced));  // mean = T(sum) * inv, as mul by a scalar rounds
-  parallel_for(0, outer, images_per_task(reduced, inner), [&](int64_t b, int64_t e) {
-    double sums[kBlock];
-    T best[kBlock];
-    for (int64_t o = b; o < e; ++o) {
-      const T* base = x + o * reduced * inner;
-      const T* s = scale + o * reduced;
-      prefetch_for_reading(base + inner, inner);
-      const T s0 = s[0];
-      _Pragma("omp simd") for (int64_t i = 0; i < inner; ++i) {
-        const T v = base[i] * s0;
-        sums[i] = 0.0 + double(v);
-        best[i] = v;
-      }
-      for (int64_t r = 1; r < reduced; ++r) {
-        const T* row = base + r * inner;
-        prefetch_for_reading(row + inner, inner);  // the next image's first row after the last
-        const T sr = s[r];
-        _Pragma("omp simd") for (int64_t i = 0; i < inner; ++i) {
-          const T v = row[i] * sr;
-          sums[i] += double(v);
-          best[i] = (v > best[i] || v != v) ? v : best[i];
-        }
-      }
-      T* mean = out + 2 * o * inner;
-      for (int64_t i = 0; i < inner; ++i) mean[i] = T(sums[i]) * inv, mean[inner + i] = best[i];
-    }
-  });
-}
-
 // gx (= or, with Accumulate, +=) gz * scale and g_scale = the sums of gz * x over each run, gz
 // being mean_amax's gradient at the products (mean_amax_gradient_rows' count pass and formula).
+// The forward is mean_amax's own walk over the products (middle_axis_sum.h).
 template <typename T, bool Accumulate>
 void scaled_mean_amax_gradient(const T* x, const T* scale, const T* out, const T* gy, T* gx,
                                T* g_scale, int64_t outer, int64_t reduced, int64_t inner) {
@@ -89,13 +55,7 @@ void scaled_mean_amax_gradient(const T* x, const T* scale, const T* out, const T
       const T* mean_gy = gy + 2 * o * inner;
       const T* max_gy = mean_gy + inner;
       const T* m = out + 2 * o * inner + inner;
-      std::fill(count, count + inner, T(0));
-      for (int64_t r = 0; r < reduced; ++r) {
-        const T* row = base + r * inner;
-        prefetch_for_reading(row + inner, inner);
-        const T sr = s[r];
-        _Pragma("omp simd") for (int64_t i = 0; i < inner; ++i) count[i] += T(row[i] * sr == m[i]);
-      }
+      count_hits(base, m, reduced, inner, inner, count, TimesRunFactor<T>{s});
       _Pragma("omp simd") for (int64_t i = 0; i < inner; ++i) {
         g[i] = max_gy[i] / count[i];
         g_mean[i] = mean_gy[i] * inv;
@@ -177,7 +137,8 @@ void CpuBackend::mean_amax_scaled(const Tensor& x, const Tensor& scale, const Te
   const int64_t outer = x.size(0), reduced = x.size(1), inner = x.size(2);
   if (!kernels_take(outer, reduced, inner)) return Backend::mean_amax_scaled(x, scale, out);
   QKV_DISPATCH_FLOAT(x.dtype(), "mean_amax_scaled", [&] {
-    scaled_mean_and_max(x.data<T>(), scale.data<T>(), outer, reduced, inner, out.data<T>());
+    mean_and_max_over_middle(x.data<T>(), outer, reduced, inner, out.data<T>(),
+                             TimesRunFactor<T>{scale.data<T>()});
   });
 }
 

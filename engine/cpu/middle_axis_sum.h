@@ -1,7 +1,9 @@
 // The sums over the middle axis of a contiguous [outer, reduced, inner] block, of any term of the
 // element's flat index: reduce's sum (the term is the element) and product_sum (the term is a
 // product) share them, so the two add the same values in the same order. Also the blocks the other
-// middle-axis kernels (amax over channels, mean_amax, their gradients) walk.
+// middle-axis kernels (amax over channels, mean_amax, their gradients) walk, and the two walks
+// mean_amax and CBAM's mean_amax_scaled share (the mean and maximum, the count of hits), so the
+// scaled one reads the products exactly as the plain one reads the values.
 #pragma once
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "engine/cpu/lane_sum.h"
+#include "engine/cpu/prefetch.h"
 #include "engine/parallel.h"
 
 namespace qkv::cpu {
@@ -32,6 +35,73 @@ void for_each_middle_axis_block(int64_t outer, int64_t inner, int64_t grain, Vis
       visit(o, i0, std::min(kMiddleAxisBlock, inner - i0));
     }
   });
+}
+
+// A run's values as the walks below read them, row by row (run = o * reduced + r): the elements
+// as stored, or each times its run's factor, rounded as mul rounds it (CBAM's passes with the
+// channel weights folded in, cbam_kernels.cpp). row(run) gives the row's map, its factor loaded
+// once.
+template <typename T>
+struct AsStored {
+  auto row(int64_t) const {
+    return [](T v) { return v; };
+  }
+};
+template <typename T>
+struct TimesRunFactor {
+  const T* factor;  // one per run
+  auto row(int64_t run) const {
+    const T f = factor[run];
+    return [f](T v) { return T(v * f); };
+  }
+};
+
+// out [outer, 2, inner] (inner > 1) = the mean and the maximum of each run of values, from one
+// read of x: the sum in double, r in order (as sum_middle_axis adds it), times 1 / reduced rounded
+// to T; the maximum NaN propagating, r in order (as extreme_values finds it).
+template <typename T, typename Value>
+void mean_and_max_over_middle(const T* xp, int64_t outer, int64_t reduced, int64_t inner, T* out,
+                              Value value) {
+  const T scale = T(1.0 / double(reduced));  // mean = T(sum) * scale, as mul by a scalar rounds
+  const int64_t grain = std::max<int64_t>(1, 64 / reduced);
+  for_each_middle_axis_block(outer, inner, grain, [&](int64_t o, int64_t i0, int64_t n) {
+    double sums[kMiddleAxisBlock];
+    T best[kMiddleAxisBlock];
+    const T* base = xp + o * reduced * inner + i0;
+    prefetch_for_reading(base + inner, n);
+    const auto first = value.row(o * reduced);
+    for (int64_t i = 0; i < n; ++i) {
+      const T v = first(base[i]);
+      sums[i] = 0.0 + double(v), best[i] = v;
+    }
+    for (int64_t r = 1; r < reduced; ++r) {
+      const T* row = base + r * inner;
+      prefetch_for_reading(row + inner, n);
+      const auto at = value.row(o * reduced + r);
+      _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
+        const T v = at(row[i]);
+        sums[i] += double(v);
+        best[i] = (v > best[i] || v != v) ? v : best[i];
+      }
+    }
+    T* mean = out + 2 * o * inner + i0;
+    for (int64_t i = 0; i < n; ++i) mean[i] = T(sums[i]) * scale, mean[inner + i] = best[i];
+  });
+}
+
+// count[i] = how many of the `reduced` rows from base, inner apart, hold m[i] at i (i < n), the
+// rows' values as value.row(first_run + r) gives them: exact in T, as the composed formula's sum
+// of hits is.
+template <typename T, typename Value = AsStored<T>>
+void count_hits(const T* base, const T* m, int64_t reduced, int64_t inner, int64_t n, T* count,
+                Value value = {}, int64_t first_run = 0) {
+  std::fill(count, count + n, T(0));
+  for (int64_t r = 0; r < reduced; ++r) {
+    const T* row = base + r * inner;
+    prefetch_for_reading(row + inner, n);
+    const auto at = value.row(first_run + r);
+    _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) count[i] += T(at(row[i]) == m[i]);
+  }
 }
 
 // Column sums of a tall [rows, columns] matrix (a bias's gradient over thousands of rows) are

@@ -154,25 +154,7 @@ void mean_and_max(const T* xp, int64_t outer, int64_t reduced, int64_t inner, T*
     });
     return;
   }
-  const int64_t grain = std::max<int64_t>(1, 64 / reduced);
-  for_each_middle_axis_block(outer, inner, grain, [&](int64_t o, int64_t i0, int64_t n) {
-    double sums[kMiddleAxisBlock];
-    T best[kMiddleAxisBlock];
-    const T* base = xp + o * reduced * inner + i0;
-    prefetch_for_reading(base + inner, n);
-    for (int64_t i = 0; i < n; ++i) sums[i] = 0.0 + double(base[i]), best[i] = base[i];
-    for (int64_t r = 1; r < reduced; ++r) {
-      const T* row = base + r * inner;
-      prefetch_for_reading(row + inner, n);
-      _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) {
-        const T v = row[i];
-        sums[i] += double(v);
-        best[i] = (v > best[i] || v != v) ? v : best[i];
-      }
-    }
-    T* mean = out + 2 * o * inner + i0;
-    for (int64_t i = 0; i < n; ++i) mean[i] = T(sums[i]) * scale, mean[inner + i] = best[i];
-  });
+  mean_and_max_over_middle(xp, outer, reduced, inner, out, AsStored<T>());
 }
 
 }  // namespace

@@ -31,18 +31,6 @@ int64_t grain_for(int64_t values_per_item) {
   return std::max<int64_t>(1, 16384 / std::max<int64_t>(values_per_item, 1));
 }
 
-// count[i] = how many of the `reduced` rows from base, inner apart, hold m[i] at i (i < n): exact
-// in T, as the composed formula's sum of hits is.
-template <typename T>
-void count_hits(const T* base, const T* m, int64_t reduced, int64_t inner, int64_t n, T* count) {
-  std::fill(count, count + n, T(0));
-  for (int64_t r = 0; r < reduced; ++r) {
-    const T* row = base + r * inner;
-    prefetch_for_reading(row + inner, n);
-    _Pragma("omp simd") for (int64_t i = 0; i < n; ++i) count[i] += T(row[i] == m[i]);
-  }
-}
-
 template <typename T>
 void extreme_gradient_rows(const T* x, const T* kept, const T* gy, T* gx, int64_t outer,
                            int64_t reduced, int64_t inner) {

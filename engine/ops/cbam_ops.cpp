@@ -39,7 +39,8 @@ void check_channel_factor(const Tensor& x, const Tensor& scale, const char* op) 
             shape_str(scale.shape()));
 }
 
-// A contiguous tensor of `rows` x `columns` values seen as that 2-D matrix.
+// A contiguous tensor of `rows` x `columns` values seen as that 2-D matrix: a factor per channel
+// as [N, C] (a factor per position is the block's reduced view, [N, H * W]).
 Tensor as_matrix(const Tensor& t, int64_t rows, int64_t columns) {
   return make_view(t, {rows, columns}, {columns, 1}, t.offset());
 }
@@ -102,7 +103,7 @@ Tensor mul3(const Tensor& x, const Tensor& scale, const Tensor& spatial) {
                pc = detail::contiguous_data(spatial);
   if (out.numel() > 0)
     x.backend().mul3(detail::block_view(xc, block), as_matrix(sc, block.outer, block.mid),
-                     as_matrix(pc, block.outer, block.inner), detail::block_view(out, block));
+                     detail::reduced_block_view(pc, block), detail::block_view(out, block));
   return record(
       name, {x, scale, spatial}, out, [x, scale, spatial, xc, sc, pc, block](const Tensor& gy) {
         if (grad_enabled()) {  // the two muls' rules, the outer one first
@@ -116,9 +117,9 @@ Tensor mul3(const Tensor& x, const Tensor& scale, const Tensor& spatial) {
         if (gx.numel() > 0)
           xc.backend().mul3_backward(
               detail::block_view(detail::contiguous_data(gy), block), detail::block_view(xc, block),
-              as_matrix(sc, block.outer, block.mid), as_matrix(pc, block.outer, block.inner),
+              as_matrix(sc, block.outer, block.mid), detail::reduced_block_view(pc, block),
               detail::block_view(gx, block), as_matrix(g_scale, block.outer, block.mid),
-              as_matrix(g_spatial, block.outer, block.inner));
+              detail::reduced_block_view(g_spatial, block));
         else
           g_scale = zeros(sc.shape(), {.dtype = sc.dtype(), .device = sc.device()}),
           g_spatial = zeros(pc.shape(), {.dtype = pc.dtype(), .device = pc.device()});
