@@ -322,10 +322,14 @@ void forward_images(const ConvShape& s, const T* x, const T* w, const T* wt, con
 }
 
 // gw [O, K] (or [K, O] when gw_transposed()) += the weight gradient of images [n0, n1) by the
-// direct convolution, a few images at a time: as many as keep their padded planes and gy rows
-// within kPassBytes (at least one).
-void direct_weight_grad(const ConvShape& s, const float* x, const float* gy, float* gw, int64_t n0,
-                        int64_t n1) {
+// direct convolution, a pass of a few images at a time: as many as keep their padded planes and gy
+// rows within kPassBytes (at least one). Where gx is wanted, `gx_images(first, end)` computes it
+// for each pass's images right after the pass's tiles, from the gy the pass has just brought into
+// the L2. The tiles ask for the next pass's inputs and gy (prefetch.h), the last pass's for the
+// first pass of images [n1, n_after), which the thread runs next.
+template <typename GxImages>
+void direct_backward(const ConvShape& s, const float* x, const float* gy, float* gw, float* gx,
+                     int64_t n0, int64_t n1, int64_t n_after, GxImages gx_images) {
   constexpr int64_t kPassBytes = 512 << 10;  // half of a 1 MB L2
   thread_local ScratchBuffer xp_scratch, gyq_scratch;
   if (n0 == n1) return;
@@ -336,6 +340,7 @@ void direct_weight_grad(const ConvShape& s, const float* x, const float* gy, flo
       kPassBytes / (int64_t(sizeof(float)) * (image_floats + gy_floats)), 1, n1 - n0);
   float* xp = static_cast<float*>(xp_scratch.get(sizeof(float) * size_t(per_pass * image_floats)));
   float* gyq = static_cast<float*>(gyq_scratch.get(sizeof(float) * size_t(per_pass * gy_floats)));
+  const int64_t bytes = sizeof(float);
   for (int64_t first = n0; first < n1; first += per_pass) {
     const int64_t images = std::min(per_pass, n1 - first);
     for (int64_t i = 0; i < images; ++i) {
@@ -349,10 +354,17 @@ void direct_weight_grad(const ConvShape& s, const float* x, const float* gy, flo
       round_to_bf16_values(xp, images * image_floats, xp);
       round_to_bf16_values(gyq, images * gy_floats, gyq);
     }
+    const int64_t next = first + images;
+    const int64_t next_images = std::min(per_pass, (next < n1 ? n1 : n_after) - next);
+    const PrefetchAhead next_pass =
+        next_images > 0 ? PrefetchAhead({x + next * s.image(), bytes * next_images * s.image()},
+                                        {gy + next * s.O * s.L, bytes * next_images * s.O * s.L})
+                        : PrefetchAhead();
     if (lanes)
-      direct_conv_weight_grad_in_channel_lanes(d, images, xp, gyq, gw);
+      direct_conv_weight_grad_in_channel_lanes(d, images, xp, gyq, gw, next_pass);
     else
       direct_conv_weight_grad(d, images, xp, gyq, gw);
+    if (gx) gx_images(first, next);
   }
 }
 
@@ -458,13 +470,14 @@ void pointwise_backward(const ConvShape& s, const float* x, const float* w, cons
 // The backward of images [n0, n1): gx for them (when wanted; with accumulate_gx, which only the
 // pointwise path takes, added into it), and their sums into gw (when
 // wanted: [groups, O/g, K], or [groups, K, O/g] when gw_transposed()) and gb [O], which it
-// overwrites.
+// overwrites. Images [n1, n_after) are the ones the thread runs next (whose lines the direct
+// weight gradient asks for ahead).
 // With gx_by_flipped_kernel(), wf is flipped_weights, and wft and wfp are its transposed_weights
 // and pair_weights.
 template <typename T>
 void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, const T* wft,
                      const uint32_t* wfp, const T* gy, T* gx, T* gw, double* gb, int64_t n0,
-                     int64_t n1, bool accumulate_gx) {
+                     int64_t n1, int64_t n_after, bool accumulate_gx) {
   thread_local ScratchBuffer cols_scratch, gcols_scratch, rounded_gy_scratch;
   const int64_t Og = s.Og(), K = s.K, L = s.L;
   const ConvShape flipped = s.flipped();
@@ -476,11 +489,50 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, co
   const bool direct_gw = s.direct() || s.direct_bf16();  // gw by the direct convolution
   if (gw && (n0 == n1 || direct_gw)) std::fill(gw, gw + s.O * K, T(0));
   if (gb) std::fill(gb, gb + s.O, 0.0);
-  bool pointwise = false;
+  // gx of image n, where not by the flipped kernel
+  auto gx_of_image = [&](int64_t n) {
+    const T* gyn = gy + n * s.O * L;
+    if (stride2_gx) {
+      if constexpr (std::is_same_v<T, float>) {
+        float* scratch = static_cast<float*>(
+            gcols_scratch.get(sizeof(float) * size_t(stride2_gx->scratch_floats())));
+        const float* gy_read = gyn;
+        if (s.bf16_products) {
+          float* rounded =
+              static_cast<float*>(rounded_gy_scratch.get(sizeof(float) * size_t(s.O * L)));
+          round_to_bf16_values(gyn, s.O * L, rounded);
+          gy_read = rounded;
+        }
+        stride2_gx->run(gy_read, gx + n * s.image(), scratch);
+      }
+      return;
+    }
+    T* gxn = gx + n * s.image();
+    // gcols straight into gx when cols is x, else into scratch for col2im
+    T* gcols = s.cols_is_x() ? gxn : static_cast<T*>(gcols_scratch.get(sizeof(T) * s.cols()));
+    for (int64_t g = 0; g < s.groups; ++g)
+      product(s, true, false, K, L, Og, w + g * Og * K, K, gyn + g * Og * L, L, false,
+              gcols + g * K * L, L);
+    if (!s.cols_is_x()) {
+      std::fill(gxn, gxn + s.image(), T(0));
+      col2im_planes_overwriting(gcols, s.C, s.H, s.W, s.window, gxn);
+    }
+  };
+  // gx of images [a, b): by the flipped kernel in one call (it sets up its shape and scratch once,
+  // not once an image), else image by image
+  auto gx_images = [&](int64_t a, int64_t b) {
+    if (s.gx_by_flipped_kernel())
+      return forward_images<T>(flipped, gy, wf, wft, wfp, nullptr, gx, a, b);
+    for (int64_t n = a; n < b; ++n) gx_of_image(n);
+  };
+  bool pointwise = false, gx_by_passes = false;
   if constexpr (std::is_same_v<T, float>) {
     pointwise = s.pointwise();
     if (pointwise) pointwise_backward(s, x, w, gy, gx, gw, n0, n1, accumulate_gx);
-    if (gw && s.direct()) direct_weight_grad(s, x, gy, gw, n0, n1);
+    if (gw && s.direct()) {
+      direct_backward(s, x, gy, gw, gx, n0, n1, n_after, gx_images);
+      gx_by_passes = true;
+    }
     if (gw && s.direct_bf16()) direct_bf16_weight_grad(s, x, gy, gw, n0, n1);
   }
   for (int64_t n = n0; n < n1; ++n) {
@@ -504,37 +556,9 @@ void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, co
           product(s, false, true, Og, K, L, gyn + g * Og * L, L, cols + g * K * L, L, accumulate,
                   gw + g * Og * K, K);
     }
-    if (!gx || s.gx_by_flipped_kernel()) continue;  // the flipped kernel's: below, for the range
-    if (stride2_gx) {
-      if constexpr (std::is_same_v<T, float>) {
-        float* scratch = static_cast<float*>(
-            gcols_scratch.get(sizeof(float) * size_t(stride2_gx->scratch_floats())));
-        const float* gy_read = gyn;
-        if (s.bf16_products) {
-          float* rounded =
-              static_cast<float*>(rounded_gy_scratch.get(sizeof(float) * size_t(s.O * L)));
-          round_to_bf16_values(gyn, s.O * L, rounded);
-          gy_read = rounded;
-        }
-        stride2_gx->run(gy_read, gx + n * s.image(), scratch);
-      }
-    } else {
-      T* gxn = gx + n * s.image();
-      // gcols straight into gx when cols is x, else into scratch for col2im
-      T* gcols = s.cols_is_x() ? gxn : static_cast<T*>(gcols_scratch.get(sizeof(T) * s.cols()));
-      for (int64_t g = 0; g < s.groups; ++g)
-        product(s, true, false, K, L, Og, w + g * Og * K, K, gyn + g * Og * L, L, false,
-                gcols + g * K * L, L);
-      if (!s.cols_is_x()) {
-        std::fill(gxn, gxn + s.image(), T(0));
-        col2im_planes_overwriting(gcols, s.C, s.H, s.W, s.window, gxn);
-      }
-    }
+    if (gx && !gx_by_passes && !s.gx_by_flipped_kernel()) gx_of_image(n);
   }
-  // gx as the forward convolution of the range's gy, in one call: it sets up its shape and scratch
-  // once, not once an image
-  if (gx && s.gx_by_flipped_kernel())
-    forward_images<T>(flipped, gy, wf, wft, wfp, nullptr, gx, n0, n1);
+  if (gx && !gx_by_passes && s.gx_by_flipped_kernel()) gx_images(n0, n1);
 }
 
 // float32 and float64; under autocast where a bfloat16 kernel rounds float32 operands as it
@@ -597,10 +621,13 @@ void CpuBackend::conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor
     const std::vector<uint32_t> wfp =
         flipped ? pair_weights(s.flipped(), wf.data()) : std::vector<uint32_t>();
     for_each_image_range(s.N, ranges, [&](int64_t r, int64_t n0, int64_t n1) {
+      // the next range, which a thread's contiguous share of the ranges runs next (at its end,
+      // a pass's lines asked for in vain)
+      const int64_t n_after = r + 1 < ranges ? (r + 2) * s.N / ranges : n1;
       backward_images<T>(s, x.data<T>(), w, wf.data(), wft.data(), wfp.data(), gy.data<T>(),
                          gx.defined() ? gx.data<T>() : nullptr,
                          gweight.defined() ? gw_partial.data() + r * OK : nullptr,
-                         gbias.defined() ? gb_partial.data() + r * s.O : nullptr, n0, n1,
+                         gbias.defined() ? gb_partial.data() + r * s.O : nullptr, n0, n1, n_after,
                          accumulate_gx && gx.defined());
     });
     if (gweight.defined()) {

@@ -74,20 +74,23 @@ QKV_AVX512_INLINE void pad_row_split(const float* x_row, int64_t W, int64_t pw, 
 }
 
 // One tile of the forward: outputs [o0, o0 + OB) at positions [q0, q0 + 16 V), summed over every
-// channel and tap in order, into yq's rows.
+// channel and tap in order, into yq's rows. Every second tap asks for one line of `ahead`.
 template <int OB, int V>
 QKV_AVX512_INLINE void forward_tile(const DirectConvShape& s, const float* xp, const float* wt,
-                                    const float* bias, int64_t o0, int64_t q0, float* yq) {
+                                    const float* bias, int64_t o0, int64_t q0, float* yq,
+                                    PrefetchAhead& ahead) {
   __m512 acc[OB][V];
   for (int t = 0; t < OB; ++t) {
     const __m512 b = _mm512_set1_ps(bias ? bias[o0 + t] : 0.f);
     for (int v = 0; v < V; ++v) acc[t][v] = b;
   }
   const int64_t* off = s.tap_offsets.data();
+  const bool asking = !ahead.empty();
   for (int64_t k = 0; k < s.K; ++k) {
     const float* xk = xp + off[k] + q0;
     __m512 xv[V];
     for (int v = 0; v < V; ++v) xv[v] = _mm512_loadu_ps(xk + kLanes * v);
+    if (asking && (k & 1) == 0) ahead.ask_one();
     const float* wk = wt + k * s.O + o0;
     for (int t = 0; t < OB; ++t) {
       const __m512 w = _mm512_set1_ps(wk[t]);
@@ -149,12 +152,12 @@ QKV_AVX512 void forward_lanes(const DirectConvShape& s, const float* xp, const f
 // the rest.
 template <int V>
 QKV_AVX512 void forward_positions(const DirectConvShape& s, const float* xp, const float* wt,
-                                  const float* bias, int64_t q0, float* yq) {
+                                  const float* bias, int64_t q0, float* yq, PrefetchAhead& ahead) {
   int64_t o0 = 0;
-  for (; o0 + 8 <= s.O; o0 += 8) forward_tile<8, V>(s, xp, wt, bias, o0, q0, yq);
-  if (o0 + 4 <= s.O) forward_tile<4, V>(s, xp, wt, bias, o0, q0, yq), o0 += 4;
-  if (o0 + 2 <= s.O) forward_tile<2, V>(s, xp, wt, bias, o0, q0, yq), o0 += 2;
-  if (o0 < s.O) forward_tile<1, V>(s, xp, wt, bias, o0, q0, yq);
+  for (; o0 + 8 <= s.O; o0 += 8) forward_tile<8, V>(s, xp, wt, bias, o0, q0, yq, ahead);
+  if (o0 + 4 <= s.O) forward_tile<4, V>(s, xp, wt, bias, o0, q0, yq, ahead), o0 += 4;
+  if (o0 + 2 <= s.O) forward_tile<2, V>(s, xp, wt, bias, o0, q0, yq, ahead), o0 += 2;
+  if (o0 < s.O) forward_tile<1, V>(s, xp, wt, bias, o0, q0, yq, ahead);
 }
 
 // One tile of the weight gradient: gw[o0 + t][k0 + u] += sum over the images and positions of
@@ -191,12 +194,14 @@ QKV_AVX512_INLINE void weight_grad_tile(const DirectConvShape& s, int64_t images
 // S at displacement j / S).
 template <int KW, int ROWS, int OV, int S>
 QKV_AVX512_INLINE void channel_lanes_tile(const DirectConvShape& s, int64_t images, const float* xp,
-                                          const float* gyt, int64_t r0, int64_t o0, float* gwt) {
+                                          const float* gyt, int64_t r0, int64_t o0, float* gwt,
+                                          PrefetchAhead& ahead) {
   __m512 acc[ROWS][KW][OV];
   for (int r = 0; r < ROWS; ++r)
     for (int j = 0; j < KW; ++j)
       for (int v = 0; v < OV; ++v) acc[r][j][v] = _mm512_setzero_ps();
   const int64_t L = s.Ho * s.Wo;
+  const int64_t per_row = (ahead.lines_left() + images * s.Ho - 1) / (images * s.Ho);
   for (int64_t n = 0; n < images; ++n) {
     const float* x = xp + n * s.padded_floats();
     const float* rows[ROWS][S];
@@ -206,7 +211,8 @@ QKV_AVX512_INLINE void channel_lanes_tile(const DirectConvShape& s, int64_t imag
         rows[r][b] = x + ((c * S + i % S) * S + b) * s.plane + i / S * s.Wq;
     }
     const float* g = gyt + n * L * s.O + o0;
-    for (int64_t oh = 0; oh < s.Ho; ++oh)
+    for (int64_t oh = 0; oh < s.Ho; ++oh) {
+      ahead.ask_lines(per_row);
       for (int64_t ow = 0; ow < s.Wo; ++ow, g += s.O) {
         const int64_t q = oh * s.Wq + ow;
         __m512 gv[OV];
@@ -217,6 +223,7 @@ QKV_AVX512_INLINE void channel_lanes_tile(const DirectConvShape& s, int64_t imag
             for (int v = 0; v < OV; ++v) acc[r][j][v] = _mm512_fmadd_ps(xv, gv[v], acc[r][j][v]);
           }
       }
+    }
   }
   for (int r = 0; r < ROWS; ++r)
     for (int j = 0; j < KW; ++j)
@@ -234,16 +241,18 @@ QKV_AVX512_INLINE void channel_lanes_tile(const DirectConvShape& s, int64_t imag
 template <int ROWS, int P>
 QKV_AVX512_INLINE void channel_lanes_tile_reusing(const DirectConvShape& s, int64_t images,
                                                   const float* xp, const float* gyt, int64_t r0,
-                                                  int64_t o0, float* gwt) {
+                                                  int64_t o0, float* gwt, PrefetchAhead& ahead) {
   __m512 acc[ROWS][3];
   for (int r = 0; r < ROWS; ++r)
     for (int j = 0; j < 3; ++j) acc[r][j] = _mm512_setzero_ps();
   const int64_t L = s.Ho * s.Wo;
+  const int64_t per_row = (ahead.lines_left() + images * s.Ho - 1) / (images * s.Ho);
   for (int64_t n = 0; n < images; ++n) {
     const float* x = xp + n * s.padded_floats();
     const float* rows[ROWS];
     for (int r = 0; r < ROWS; ++r) rows[r] = x + (r0 + r) / s.kh * s.plane + (r0 + r) % s.kh * s.Wq;
     for (int64_t oh = 0; oh < s.Ho; ++oh) {
+      ahead.ask_lines(per_row);
       const float* g = gyt + (n * L + oh * s.Wo) * s.O + o0;
       int64_t ow = 0;
       for (; ow + P <= s.Wo; ow += P) {
@@ -276,45 +285,54 @@ QKV_AVX512_INLINE void channel_lanes_tile_reusing(const DirectConvShape& s, int6
 // Rows [r0, r0 + R) of channel_lanes_all's tiles, 16 OV channels from o0.
 template <int R, int OV, int S>
 QKV_AVX512_INLINE void channel_lanes_rows(const DirectConvShape& s, int64_t images, const float* xp,
-                                          const float* gyt, int64_t r0, int64_t o0, float* gwt) {
+                                          const float* gyt, int64_t r0, int64_t o0, float* gwt,
+                                          PrefetchAhead& ahead) {
   if constexpr (OV == 1 && S == 1)
-    channel_lanes_tile_reusing<R, 4>(s, images, xp, gyt, r0, o0, gwt);
+    channel_lanes_tile_reusing<R, 4>(s, images, xp, gyt, r0, o0, gwt, ahead);
   else
-    channel_lanes_tile<3, R, OV, S>(s, images, xp, gyt, r0, o0, gwt);
+    channel_lanes_tile<3, R, OV, S>(s, images, xp, gyt, r0, o0, gwt, ahead);
 }
 
 // The last `left` rows from r0 (0 < left <= R) as one tile of that many.
 template <int R, int OV, int S>
 QKV_AVX512_INLINE void channel_lanes_rest(const DirectConvShape& s, int64_t images, const float* xp,
                                           const float* gyt, int64_t left, int64_t r0, int64_t o0,
-                                          float* gwt) {
+                                          float* gwt, PrefetchAhead& ahead) {
   if constexpr (R > 0) {
-    if (left == R) return channel_lanes_rows<R, OV, S>(s, images, xp, gyt, r0, o0, gwt);
-    channel_lanes_rest<R - 1, OV, S>(s, images, xp, gyt, left, r0, o0, gwt);
+    if (left == R) return channel_lanes_rows<R, OV, S>(s, images, xp, gyt, r0, o0, gwt, ahead);
+    channel_lanes_rest<R - 1, OV, S>(s, images, xp, gyt, left, r0, o0, gwt, ahead);
   }
 }
 
 // Every row and output channel, ROWS rows at a time, 16 OV channels at a time. The rows left over
 // (all of them for the stem's one input channel: 3) take one tile of that many, not as many tiles
-// of one: a tile's 3 OV sums per row are all its FMA chains, and a pass over gy each.
+// of one: a tile's 3 OV sums per row are all its FMA chains, and a pass over gy each. Each tile
+// asks for its share of `ahead`, a line at a time.
 template <int ROWS, int OV, int S>
 QKV_AVX512 void channel_lanes_all(const DirectConvShape& s, int64_t images, const float* xp,
-                                  const float* gyt, float* gwt) {
-  const int64_t rows = s.C * s.kh;
+                                  const float* gyt, float* gwt, PrefetchAhead& ahead) {
+  const int64_t rows = s.C * s.kh, row_tiles = (rows + ROWS - 1) / ROWS;
+  const int64_t tiles = s.O / (kLanes * OV) * row_tiles;
+  int64_t tile = 0;
   for (int64_t o0 = 0; o0 < s.O; o0 += kLanes * OV) {
     int64_t r0 = 0;
-    for (; r0 + ROWS <= rows; r0 += ROWS)
-      channel_lanes_rows<ROWS, OV, S>(s, images, xp, gyt, r0, o0, gwt);
-    if (r0 < rows) channel_lanes_rest<ROWS - 1, OV, S>(s, images, xp, gyt, rows - r0, r0, o0, gwt);
+    for (; r0 + ROWS <= rows; r0 += ROWS) {
+      ahead.pace(++tile, tiles);
+      channel_lanes_rows<ROWS, OV, S>(s, images, xp, gyt, r0, o0, gwt, ahead);
+    }
+    if (r0 < rows) {
+      ahead.pace(++tile, tiles);
+      channel_lanes_rest<ROWS - 1, OV, S>(s, images, xp, gyt, rows - r0, r0, o0, gwt, ahead);
+    }
   }
 }
 
 template <int S>
 QKV_AVX512 void channel_lanes_at_stride(const DirectConvShape& s, int64_t images, const float* xp,
-                                        const float* gyt, float* gwt) {
-  if (s.O % (4 * kLanes) == 0) return channel_lanes_all<2, 4, S>(s, images, xp, gyt, gwt);
-  if (s.O % (2 * kLanes) == 0) return channel_lanes_all<4, 2, S>(s, images, xp, gyt, gwt);
-  channel_lanes_all<8, 1, S>(s, images, xp, gyt, gwt);
+                                        const float* gyt, float* gwt, PrefetchAhead& ahead) {
+  if (s.O % (4 * kLanes) == 0) return channel_lanes_all<2, 4, S>(s, images, xp, gyt, gwt, ahead);
+  if (s.O % (2 * kLanes) == 0) return channel_lanes_all<4, 2, S>(s, images, xp, gyt, gwt, ahead);
+  channel_lanes_all<8, 1, S>(s, images, xp, gyt, gwt, ahead);
 }
 
 }  // namespace
@@ -392,10 +410,10 @@ namespace {
 // Fewer than 4 output channels at positions [q0, q0 + 16 V): tiles of 2 channels, then 1.
 template <int V>
 QKV_AVX512 void narrow_positions(const DirectConvShape& s, const float* xp, const float* wt,
-                                 const float* bias, int64_t q0, float* yq) {
+                                 const float* bias, int64_t q0, float* yq, PrefetchAhead& ahead) {
   int64_t o0 = 0;
-  if (o0 + 2 <= s.O) forward_tile<2, V>(s, xp, wt, bias, o0, q0, yq), o0 += 2;
-  if (o0 < s.O) forward_tile<1, V>(s, xp, wt, bias, o0, q0, yq);
+  if (o0 + 2 <= s.O) forward_tile<2, V>(s, xp, wt, bias, o0, q0, yq, ahead), o0 += 2;
+  if (o0 < s.O) forward_tile<1, V>(s, xp, wt, bias, o0, q0, yq, ahead);
 }
 
 // yq [O, Qs]: the output at every position of Ho rows of Wq columns; each tile of 3 vectors asks
@@ -410,13 +428,13 @@ QKV_AVX512 void forward_rows(const DirectConvShape& s, const float* xp, const fl
   // flipped kernel, 1 -> 2) a tile of 3 vectors holds 3 or 6 sums, each FMA waiting for the one
   // before it: 8 vectors keep 8 or 16 chains in flight. The sums are the same either way.
   if (s.O < 4)
-    for (; vectors - v >= 8; v += 8) narrow_positions<8>(s, xp, wt, bias, v * kLanes, yq);
+    for (; vectors - v >= 8; v += 8) narrow_positions<8>(s, xp, wt, bias, v * kLanes, yq, ahead);
   for (; vectors - v >= 3 && vectors - v != 4; v += 3) {
-    forward_positions<3>(s, xp, wt, bias, v * kLanes, yq);
-    ahead.up_to(v + 3, vectors);
+    forward_positions<3>(s, xp, wt, bias, v * kLanes, yq, ahead);
+    ahead.up_to(v + 3, vectors);  // what the taps' one line at a time has not yet asked for
   }
-  for (; vectors - v >= 2; v += 2) forward_positions<2>(s, xp, wt, bias, v * kLanes, yq);
-  if (v < vectors) forward_positions<1>(s, xp, wt, bias, v * kLanes, yq);
+  for (; vectors - v >= 2; v += 2) forward_positions<2>(s, xp, wt, bias, v * kLanes, yq, ahead);
+  if (v < vectors) forward_positions<1>(s, xp, wt, bias, v * kLanes, yq, ahead);
 }
 
 // dst[0, n) = interleave(even, odd): dst[2 k] = even[k], dst[2 k + 1] = odd[k], reading even[k]
@@ -476,9 +494,9 @@ void direct_conv_gy_transposed(const DirectConvShape& s, const float* gy, float*
 
 QKV_AVX512 void direct_conv_weight_grad_in_channel_lanes(const DirectConvShape& s, int64_t images,
                                                          const float* xp, const float* gyt,
-                                                         float* gwt) {
-  if (s.stride == 2) return channel_lanes_at_stride<2>(s, images, xp, gyt, gwt);
-  channel_lanes_at_stride<1>(s, images, xp, gyt, gwt);
+                                                         float* gwt, PrefetchAhead ahead) {
+  if (s.stride == 2) return channel_lanes_at_stride<2>(s, images, xp, gyt, gwt, ahead);
+  channel_lanes_at_stride<1>(s, images, xp, gyt, gwt, ahead);
 }
 
 QKV_AVX512 void direct_conv_weight_grad(const DirectConvShape& s, int64_t images, const float* xp,

@@ -124,9 +124,10 @@ void direct_conv_gy_transposed(const DirectConvShape& s, const float* gy, float*
 
 // gwt [K, O] += the weight gradient of `images` images with the output channels across lanes
 // (weight_grad_in_channel_lanes): xp[n] at xp + n * padded_floats(), gyt[n] at gyt + n * Ho * Wo
-// * O.
+// * O. `ahead` (the next pass's inputs and gy) is asked for as the tiles go.
 void direct_conv_weight_grad_in_channel_lanes(const DirectConvShape& s, int64_t images,
-                                              const float* xp, const float* gyt, float* gwt);
+                                              const float* xp, const float* gyt, float* gwt,
+                                              PrefetchAhead ahead = {});
 
 // gw [O, K] += the weight gradient of `images` images: xp[n] at xp + n * padded_floats(), gyq[n]
 // at gyq + n * O * Qs. The images' sums are added in lanes first, then into gw.

@@ -12,6 +12,7 @@
 // (docs/CPU_KERNELS.md, "The pools over channels, read ahead").
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 namespace qkv::cpu {
@@ -69,32 +70,63 @@ struct PrefetchRange {
 };
 
 // The lines of the next piece of work (the next image's input, its output's lines for writing),
-// asked for a share at a time while the present piece computes. Met only when the next piece
-// starts, they stall its first loads and stores one line-fetch after another with the core idle;
-// a share asked for after each tile of the present piece overlaps the fetches with its
-// arithmetic (docs/CPU_KERNELS.md, "The next image asked for during this one").
+// asked for while the present piece computes: a line every few iterations of its arithmetic
+// (ask_one), or a share after each of its tiles (up_to). Met only when the next piece starts,
+// they stall its first loads and stores one line-fetch after another with the core idle
+// (docs/CPU_KERNELS.md, "The next image asked for during this one").
 class PrefetchAhead {
  public:
   PrefetchAhead() = default;  // nothing to ask for
-  explicit PrefetchAhead(PrefetchRange a, PrefetchRange b = {}) : ranges_{a, b} {}
+  explicit PrefetchAhead(PrefetchRange a, PrefetchRange b = {})
+      : ranges_{a, b}, goal_{a.bytes, b.bytes} {}
 
   // Asks for each range's lines up to the fraction done / total of it (0 < total).
   void up_to(int64_t done, int64_t total) {
-    for (int r = 0; r < 2; ++r) {
-      const PrefetchRange& range = ranges_[r];
-      const char* start = static_cast<const char*>(range.start);
-      const int64_t end = range.bytes * done / total;
-      for (; asked_[r] < end; asked_[r] += 64)
-        if (range.write)
-          __builtin_prefetch(start + asked_[r], 1, 3);
-        else
-          __builtin_prefetch(start + asked_[r], 0, 2);
-    }
+    for (int r = 0; r < 2; ++r)
+      for (const int64_t end = ranges_[r].bytes * done / total; asked_[r] < end;) ask(r);
   }
 
+  // Asks for one more line, the two ranges in turn, until both are asked for: for a loop to call
+  // every few iterations of its arithmetic. A share of a few dozen lines asked back to back (up_to
+  // after a tile) holds the core up until the line-fill buffers take them, each waiting out a
+  // fetch from memory; a line at a time overlaps them with the arithmetic (docs/CPU_KERNELS.md,
+  // "The next image's lines asked for one at a time").
+  void ask_one() {
+    const int r = asked_[turn_] < goal_[turn_] ? turn_ : turn_ ^ 1;
+    if (asked_[r] < goal_[r]) ask(r);
+    turn_ ^= 1;
+  }
+
+  // Limits ask_one to the fraction done / total of each range (0 < total): each tile of a piece
+  // sets the goal to the share up to its end, and asks for the lines to it spread over its loop
+  // (lines_left, ask_lines).
+  void pace(int64_t done, int64_t total) {
+    for (int r = 0; r < 2; ++r) goal_[r] = ranges_[r].bytes * done / total;
+  }
+  int64_t lines_left() const {
+    int64_t lines = 0;
+    for (int r = 0; r < 2; ++r) lines += std::max<int64_t>(0, goal_[r] - asked_[r] + 63) / 64;
+    return lines;
+  }
+  void ask_lines(int64_t n) {
+    for (; n > 0; --n) ask_one();
+  }
+  bool empty() const { return ranges_[0].bytes == 0 && ranges_[1].bytes == 0; }
+
  private:
+  void ask(int r) {
+    const char* line = static_cast<const char*>(ranges_[r].start) + asked_[r];
+    if (ranges_[r].write)
+      __builtin_prefetch(line, 1, 3);
+    else
+      __builtin_prefetch(line, 0, 2);
+    asked_[r] += 64;
+  }
+
   PrefetchRange ranges_[2];
+  int64_t goal_[2] = {0, 0};  // ask_one's limit: all of each range, unless paced
   int64_t asked_[2] = {0, 0};
+  int turn_ = 0;
 };
 
 }  // namespace qkv::cpu

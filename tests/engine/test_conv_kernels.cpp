@@ -79,6 +79,11 @@ const std::vector<ConvCase> kCases = {
     {{2, 2, 13, 12}, {1, 2, 7, 7}, 1, 3, 1, false},
     {{2, 1, 9, 8}, {3, 1, 7, 7}, 1, 3, 1, true},
     {{17, 2, 40, 40}, {64, 2, 3, 3}, 1, 1, 1, true},
+    // ranges of two and three images in passes of two and one (the weight gradient and gx pass by
+    // pass, each pass's tiles asking for the next pass's lines, the range's last for the next
+    // range's), with gx by the flipped kernel and, at stride 2, by phases in passes of one image
+    {{33, 16, 40, 40}, {16, 16, 3, 3}, 1, 1, 1, false},
+    {{33, 8, 80, 80}, {16, 8, 3, 3}, 2, 1, 1, false},
     // and at stride 2, on phase planes: 16, 32 and 64 channels across lanes (odd and even
     // padded sizes), 1x2 without padding, 7x7 with 5 channels, and rows of 37 (a padded row split
     // into phases of 20: two vectors each)
