@@ -188,6 +188,11 @@ class Backend {
                                          bool accumulate = false);
   // out = (x * scale) * spatial, rounded as the two muls round it.
   virtual void mul3(const Tensor& x, const Tensor& scale, const Tensor& spatial, const Tensor& out);
+  // out = relu(residual + (x * scale) * spatial) for residual of x's layout, rounded as mul3 and
+  // add_relu round it: add_relu(residual, mul3(...))'s bits. (Its backward is add_relu's mask and
+  // mul3_backward.)
+  virtual void mul3_add_relu(const Tensor& residual, const Tensor& x, const Tensor& scale,
+                             const Tensor& spatial, const Tensor& out);
   // Its gradients for gy of x's shape, the two muls': with g1 = gy * spatial, gx = g1 * scale,
   // g_scale = the sum over inner of g1 * x, g_spatial = the sum over the middle axis of gy * (x *
   // scale), each sum as mul's gradient for a broadcast factor adds it (mul_gradients). The default

@@ -109,6 +109,13 @@ void register_engine_gradcheck_cases(OpRegistry& r) {
            [](X x) { return mean_amax_scaled(x[0], x[1]); });
   add_case("mul3", {{{2, 3, 2, 2}}, {{2, 3, 1, 1}}, {{2, 1, 2, 2}}},
            [](X x) { return mul3(x[0], x[1], x[2]); });
+  // the product within 0.1 of zero keeps residual + product clear of the kink
+  add_case("mul3_add_relu",
+           {{{2, 3, 2, 2}, away},
+            in_range({2, 3, 2, 2}, -0.5, 0.5),
+            in_range({2, 3, 1, 1}, -0.5, 0.5),
+            in_range({2, 1, 2, 2}, -0.4, 0.4)},
+           [](X x) { return mul3_add_relu(x[0], x[1], x[2], x[3]); });
 
   // linear algebra: batch broadcasting, a transposed operand, vectors
   add_case("matmul", {{{2, 3, 4}}, {{4, 5}}}, [](X x) { return matmul(x[0], x[1]); });

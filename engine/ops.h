@@ -128,6 +128,10 @@ Tensor mean_amax_scaled(const Tensor& x, const Tensor& scale);
 // CBAM's output, mul(mul(x, scale), spatial) for scale [N, C, 1, ...] and spatial [N, 1, ...],
 // without x * scale written out: the same values and gradients, bit for bit.
 Tensor mul3(const Tensor& x, const Tensor& scale, const Tensor& spatial);
+// A residual block's end after CBAM, add_relu(residual, mul3(x, scale, spatial)) for residual of
+// x's shape, without the product written out: the same values and gradients, bit for bit.
+Tensor mul3_add_relu(const Tensor& residual, const Tensor& x, const Tensor& scale,
+                     const Tensor& spatial);
 Tensor argmax(const Tensor& x, int dim, bool keepdim = false);  // int64
 Tensor argmin(const Tensor& x, int dim, bool keepdim = false);
 // torch.max(x, dim): values and indices.

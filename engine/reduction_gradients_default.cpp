@@ -102,6 +102,13 @@ void Backend::mul3(const Tensor& x, const Tensor& scale, const Tensor& spatial, 
   binary(BinaryOp::mul, product, along_middle(spatial, x), out);
 }
 
+void Backend::mul3_add_relu(const Tensor& residual, const Tensor& x, const Tensor& scale,
+                            const Tensor& spatial, const Tensor& out) {
+  Tensor product = Tensor::empty(x.shape(), x.dtype(), x.device());
+  mul3(x, scale, spatial, product);
+  binary(BinaryOp::add_relu, residual, product, out);
+}
+
 // The two muls' rules in the sweep's order: the outer one's (gy * spatial and spatial's sum),
 // then the inner one's at its gradient g1.
 void Backend::mul3_backward(const Tensor& gy, const Tensor& x, const Tensor& scale,

@@ -57,11 +57,23 @@ CBAM::CBAM(int64_t c, int64_t r, int64_t k) {
 // (docs/CPU_KERNELS.md). The output is the three ops' bits; the gradients agree to rounding: y's
 // two gradients are each multiplied by cw and then added, where the ops add them first.
 Tensor CBAM::forward(const Tensor& x) {
+  const Weights w = weights(x);
+  return mul3(x, w.channel, w.spatial);
+}
+
+// relu(residual + forward(x)) in one pass: the output's product and the residual's add_relu
+// without the product written out (mul3_add_relu), the same bits.
+Tensor CBAM::forward_add_relu(const Tensor& x, const Tensor& residual) {
+  const Weights w = weights(x);
+  return mul3_add_relu(residual, x, w.channel, w.spatial);
+}
+
+CBAM::Weights CBAM::weights(const Tensor& x) {
   Tensor cw = channel->weights(x);
   Tensor sw = spatial->weights_of_maps(mean_amax_scaled(x, cw));
   last_channel_weights = cw.detach().flatten(1);
   last_spatial_map = sw.detach().squeeze(1);
-  return mul3(x, cw, sw);
+  return {cw, sw};
 }
 
 }  // namespace qkv::nn

@@ -45,11 +45,19 @@ class CBAM : public Layer {
  public:
   explicit CBAM(int64_t channels, int64_t reduction = 16, int64_t kernel_size = 7);
   Tensor forward(const Tensor& x) override;
+  // relu(residual + forward(x)), residual of x's shape: a residual block's end, in one pass.
+  Tensor forward_add_relu(const Tensor& x, const Tensor& residual);
   std::string describe() const override { return "CBAM"; }
   std::shared_ptr<ChannelAttention> channel;
   std::shared_ptr<SpatialAttention> spatial;
   Tensor last_channel_weights;  // [B, C] of the last forward (detached)
   Tensor last_spatial_map;      // [B, H, W] of the last forward (detached)
+
+ private:
+  struct Weights {
+    Tensor channel, spatial;  // [B, C, 1, 1] and [B, 1, H, W]
+  };
+  Weights weights(const Tensor& x);  // and keeps them as the last ones
 };
 
 }  // namespace qkv::nn

@@ -32,13 +32,15 @@ ResidualBlock::ResidualBlock(int64_t in, int64_t out, int64_t stride, const std:
 Tensor ResidualBlock::forward(const Tensor& x) {
   Tensor y = bn2->forward(conv2->forward(bn1->forward_relu(conv1->forward(x))));
   if (se) y = se->forward(y);
-  if (cbam) y = cbam->forward(y);
   Tensor identity = shortcut_conv ? shortcut_bn->forward(shortcut_conv->forward(x)) : x;
   // The identity first: the backward sweep then runs the main branch's rules before the
   // shortcut's (autograd.cpp's topo_order follows a node's inputs in order), so x's gradient sum
   // already holds conv1's gradient when the 1x1 shortcut's rule runs, and that rule adds its own
   // in place (a quarter of the positions at stride 2) where a whole gradient, mostly zero, was
-  // written and then added. a + b is b + a: the same values either way.
+  // written and then added. a + b is b + a: the same values either way. After CBAM the add and
+  // ReLU are CBAM's output pass (forward_add_relu): the same bits as add_relu(identity,
+  // cbam->forward(y)), its output never written.
+  if (cbam) return cbam->forward_add_relu(y, identity);
   return add_relu(identity, y);
 }
 

@@ -77,9 +77,12 @@ void scaled_mean_amax_gradient(const T* x, const T* scale, const T* out, const T
   });
 }
 
-template <typename T>
-void mul3_rows(const T* x, const T* scale, const T* spatial, T* out, int64_t outer, int64_t reduced,
-               int64_t inner) {
+// out = (x * scale) * spatial; with kResidual relu(residual + that), the product rounded first
+// (this file is built without FMA contraction) and relu's rule on the rounded sum, as add_relu has
+// it.
+template <typename T, bool kResidual>
+void mul3_rows(const T* x, const T* scale, const T* spatial, const T* residual, T* out,
+               int64_t outer, int64_t reduced, int64_t inner) {
   parallel_for(0, outer, images_per_task(reduced, inner), [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o) {
       const T* f = spatial + o * inner;
@@ -88,9 +91,18 @@ void mul3_rows(const T* x, const T* scale, const T* spatial, T* out, int64_t out
         const T* row = x + at;
         T* to = out + at;
         prefetch_for_reading(row + inner, inner);
+        if constexpr (kResidual) prefetch_for_reading(residual + at + inner, inner);
         if (o + 1 < e || r + 1 < reduced) prefetch_for_writing(to + inner, inner);
         const T sr = scale[o * reduced + r];
-        _Pragma("omp simd") for (int64_t i = 0; i < inner; ++i) to[i] = row[i] * sr * f[i];
+        if constexpr (kResidual) {
+          const T* add = residual + at;
+          _Pragma("omp simd") for (int64_t i = 0; i < inner; ++i) {
+            const T v = add[i] + row[i] * sr * f[i];
+            to[i] = v < T(0) ? T(0) : v;
+          }
+        } else {
+          _Pragma("omp simd") for (int64_t i = 0; i < inner; ++i) to[i] = row[i] * sr * f[i];
+        }
       }
     }
   });
@@ -160,8 +172,17 @@ void CpuBackend::mul3(const Tensor& x, const Tensor& scale, const Tensor& spatia
                       const Tensor& out) {
   const int64_t outer = x.size(0), reduced = x.size(1), inner = x.size(2);
   QKV_DISPATCH_FLOAT(x.dtype(), "mul3", [&] {
-    mul3_rows(x.data<T>(), scale.data<T>(), spatial.data<T>(), out.data<T>(), outer, reduced,
-              inner);
+    mul3_rows<T, false>(x.data<T>(), scale.data<T>(), spatial.data<T>(), nullptr, out.data<T>(),
+                        outer, reduced, inner);
+  });
+}
+
+void CpuBackend::mul3_add_relu(const Tensor& residual, const Tensor& x, const Tensor& scale,
+                               const Tensor& spatial, const Tensor& out) {
+  const int64_t outer = x.size(0), reduced = x.size(1), inner = x.size(2);
+  QKV_DISPATCH_FLOAT(x.dtype(), "mul3_add_relu", [&] {
+    mul3_rows<T, true>(x.data<T>(), scale.data<T>(), spatial.data<T>(), residual.data<T>(),
+                       out.data<T>(), outer, reduced, inner);
   });
 }
 

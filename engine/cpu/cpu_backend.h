@@ -39,6 +39,8 @@ class CpuBackend final : public Backend {
                                  bool accumulate = false) override;
   void mul3(const Tensor& x, const Tensor& scale, const Tensor& spatial,
             const Tensor& out) override;
+  void mul3_add_relu(const Tensor& residual, const Tensor& x, const Tensor& scale,
+                     const Tensor& spatial, const Tensor& out) override;
   void mul3_backward(const Tensor& gy, const Tensor& x, const Tensor& scale, const Tensor& spatial,
                      const Tensor& gx, const Tensor& g_scale, const Tensor& g_spatial) override;
   void matmul(const Tensor& a, const Tensor& b, const Tensor& out,

@@ -85,9 +85,12 @@ Tensor mean_amax_scaled(const Tensor& x, const Tensor& scale) {
   });
 }
 
-QKV_RECORDED_OP("mul3", "engine", composed);
-Tensor mul3(const Tensor& x, const Tensor& scale, const Tensor& spatial) {
-  const char* name = "mul3";
+namespace {
+
+// mul3's checks: x and scale as check_channel_factor has them, spatial [N, 1, ...] with x's dtype
+// and device.
+void check_mul3_operands(const Tensor& x, const Tensor& scale, const Tensor& spatial,
+                         const char* name) {
   check_channel_factor(x, scale, name);
   detail::check_defined(spatial, name, "spatial");
   detail::check_same_dtype(x, spatial, name);
@@ -97,34 +100,81 @@ Tensor mul3(const Tensor& x, const Tensor& scale, const Tensor& spatial) {
   QKV_CHECK(spatial.shape() == spatial_shape, name, "spatial must be ", shape_str(spatial_shape),
             " (a factor per position of x ", shape_str(x.shape()), "), got ",
             shape_str(spatial.shape()));
-  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+}
+
+// mul3's gradients of x, scale and spatial for gy: the two muls' rules (composed where a graph
+// is wanted), else the one-pass kernel.
+grads mul3_gradients(const Tensor& gy, const Tensor& x, const Tensor& scale,
+                     const Tensor& spatial) {
+  if (grad_enabled()) {  // the two muls' rules, the outer one first
+    const Tensor g1 = mul(gy, spatial);
+    return grads{mul(g1, scale), sum_to(mul(g1, x), scale.shape()),
+                 sum_to(mul(gy, mul(x, scale)), spatial.shape())};
+  }
   const Split3 block = channel_block(x);
   const Tensor xc = detail::contiguous_data(x), sc = detail::contiguous_data(scale),
                pc = detail::contiguous_data(spatial);
+  Tensor gx = Tensor::empty(xc.shape(), xc.dtype(), xc.device());
+  Tensor g_scale = Tensor::empty(sc.shape(), sc.dtype(), sc.device());
+  Tensor g_spatial = Tensor::empty(pc.shape(), pc.dtype(), pc.device());
+  if (gx.numel() > 0)
+    xc.backend().mul3_backward(detail::block_view(detail::contiguous_data(gy), block),
+                               detail::block_view(xc, block), as_matrix(sc, block.outer, block.mid),
+                               detail::reduced_block_view(pc, block), detail::block_view(gx, block),
+                               as_matrix(g_scale, block.outer, block.mid),
+                               detail::reduced_block_view(g_spatial, block));
+  else
+    g_scale = zeros(sc.shape(), {.dtype = sc.dtype(), .device = sc.device()}),
+    g_spatial = zeros(pc.shape(), {.dtype = pc.dtype(), .device = pc.device()});
+  return grads{gx, g_scale, g_spatial};
+}
+
+}  // namespace
+
+QKV_RECORDED_OP("mul3", "engine", composed);
+Tensor mul3(const Tensor& x, const Tensor& scale, const Tensor& spatial) {
+  const char* name = "mul3";
+  check_mul3_operands(x, scale, spatial, name);
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  const Split3 block = channel_block(x);
   if (out.numel() > 0)
-    x.backend().mul3(detail::block_view(xc, block), as_matrix(sc, block.outer, block.mid),
-                     detail::reduced_block_view(pc, block), detail::block_view(out, block));
-  return record(
-      name, {x, scale, spatial}, out, [x, scale, spatial, xc, sc, pc, block](const Tensor& gy) {
-        if (grad_enabled()) {  // the two muls' rules, the outer one first
-          const Tensor g1 = mul(gy, spatial);
-          return grads{mul(g1, scale), sum_to(mul(g1, x), scale.shape()),
-                       sum_to(mul(gy, mul(x, scale)), spatial.shape())};
-        }
-        Tensor gx = Tensor::empty(xc.shape(), xc.dtype(), xc.device());
-        Tensor g_scale = Tensor::empty(sc.shape(), sc.dtype(), sc.device());
-        Tensor g_spatial = Tensor::empty(pc.shape(), pc.dtype(), pc.device());
-        if (gx.numel() > 0)
-          xc.backend().mul3_backward(
-              detail::block_view(detail::contiguous_data(gy), block), detail::block_view(xc, block),
-              as_matrix(sc, block.outer, block.mid), detail::reduced_block_view(pc, block),
-              detail::block_view(gx, block), as_matrix(g_scale, block.outer, block.mid),
-              detail::reduced_block_view(g_spatial, block));
-        else
-          g_scale = zeros(sc.shape(), {.dtype = sc.dtype(), .device = sc.device()}),
-          g_spatial = zeros(pc.shape(), {.dtype = pc.dtype(), .device = pc.device()});
-        return grads{gx, g_scale, g_spatial};
-      });
+    x.backend().mul3(detail::block_view(detail::contiguous_data(x), block),
+                     as_matrix(detail::contiguous_data(scale), block.outer, block.mid),
+                     detail::reduced_block_view(detail::contiguous_data(spatial), block),
+                     detail::block_view(out, block));
+  return record(name, {x, scale, spatial}, out, [x, scale, spatial](const Tensor& gy) {
+    return mul3_gradients(gy, x, scale, spatial);
+  });
+}
+
+// The residual comes first among the inputs, as in add_relu(residual, y): the backward sweep runs
+// the rules of x's graph before the residual's (autograd.cpp's topo_order), which a residual
+// block's shortcut relies on (nn/residual_block.cpp).
+QKV_RECORDED_OP("mul3_add_relu", "engine", composed);
+Tensor mul3_add_relu(const Tensor& residual, const Tensor& x, const Tensor& scale,
+                     const Tensor& spatial) {
+  const char* name = "mul3_add_relu";
+  check_mul3_operands(x, scale, spatial, name);
+  detail::check_defined(residual, name, "residual");
+  detail::check_same_dtype(x, residual, name);
+  detail::check_same_device(x, residual, name);
+  QKV_CHECK(residual.shape() == x.shape(), name, "residual must be ", shape_str(x.shape()),
+            " (x's shape), got ", shape_str(residual.shape()));
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  const Split3 block = channel_block(x);
+  if (out.numel() > 0)
+    x.backend().mul3_add_relu(detail::block_view(detail::contiguous_data(residual), block),
+                              detail::block_view(detail::contiguous_data(x), block),
+                              as_matrix(detail::contiguous_data(scale), block.outer, block.mid),
+                              detail::reduced_block_view(detail::contiguous_data(spatial), block),
+                              detail::block_view(out, block));
+  // add_relu's rule (gy masked by the output: the residual's gradient), then mul3's at that
+  return record(name, {residual, x, scale, spatial}, out,
+                [x, scale, spatial, kept = out.detach()](const Tensor& gy) {
+                  const Tensor g = relu_backward(gy, kept);
+                  grads product = mul3_gradients(g, x, scale, spatial);
+                  return grads{g, product[0], product[1], product[2]};
+                });
 }
 
 }  // namespace qkv

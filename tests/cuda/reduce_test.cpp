@@ -68,9 +68,9 @@ BOOST_AUTO_TEST_CASE(ties_pick_the_first_index_and_nan_wins, *utf::precondition(
 }
 
 // amax's gradient (Backend::extreme_backward), mul's broadcast factor's (product_sum) and both of
-// mul's operands' (mul_gradients), mean_amax and its gradient, CBAM's mean_amax_scaled and mul3
-// and theirs: the GPU's composed defaults against the CPU's one-pass kernels, with ties, a NaN run
-// and infinities.
+// mul's operands' (mul_gradients), mean_amax and its gradient, CBAM's mean_amax_scaled, mul3 and
+// mul3_add_relu and theirs: the GPU's composed defaults against the CPU's one-pass kernels, with
+// ties, a NaN run and infinities.
 BOOST_AUTO_TEST_CASE(reduction_gradients_in_both_layouts, *utf::precondition(gpu_present)) {
   for (DType t : {DType::f32, DType::f64})
     for (const Shape& s : {Shape{7, 33, 1}, Shape{3, 5, 300}}) {
@@ -125,6 +125,10 @@ BOOST_AUTO_TEST_CASE(reduction_gradients_in_both_layouts, *utf::precondition(gpu
       host().mul3(x, scale, spatial, want);
       gpu().mul3(on_gpu(x), on_gpu(scale), on_gpu(spatial), got);
       check_close(got, want, tolerance(t), "mul3 " + what);
+      Tensor residual = random_tensor(s, t, -1, 1, 72);  // mixed signs: some sums clip
+      host().mul3_add_relu(residual, x, scale, spatial, want);
+      gpu().mul3_add_relu(on_gpu(residual), on_gpu(x), on_gpu(scale), on_gpu(spatial), got);
+      check_close(got, want, tolerance(t), "mul3_add_relu " + what);
       Tensor gy_full = random_tensor(s, t, -1, 1, 71);
       Tensor g_spatial = Tensor::empty({s[0], s[2]}, t),
              g_spatial_gpu = Tensor::empty({s[0], s[2]}, t, Device::cuda());

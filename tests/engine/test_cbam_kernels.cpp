@@ -1,8 +1,9 @@
-// CBAM's passes with the channel weights folded in: the CPU's kernels for mean_amax_scaled and
-// mul3 and their gradients (engine/cpu/cbam_kernels.cpp) against Backend's defaults (the ops'
-// own sequence, which CUDA runs), bit for bit, over the shapes CBAM has and the edges the kernels
-// hand to the defaults, with ties, NaN and infinities, at one and two threads; then the ops
-// against the ops they replace, and CBAM against its three-op form.
+// CBAM's passes with the channel weights folded in: the CPU's kernels for mean_amax_scaled,
+// mul3 (and mul3_add_relu, a residual block's end) and their gradients
+// (engine/cpu/cbam_kernels.cpp) against Backend's defaults (the ops' own sequence, which CUDA
+// runs), bit for bit, over the shapes CBAM has and the edges the kernels hand to the defaults, with
+// ties, NaN and infinities, at one and two threads; then the ops against the ops they replace, and
+// CBAM against its three-op form.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 
@@ -90,6 +91,14 @@ BOOST_AUTO_TEST_CASE(kernels_give_the_defaults_bits) {
     BOOST_TEST(equal_values(gx, gx_composed));
     BOOST_TEST(equal_values(gs, gs_composed));
     BOOST_TEST(equal_values(gp, gp_composed));
+
+    // with a residual added and the ReLU: in.sum's signs mixed, so some sums clip (NaN and the
+    // infinities of the products pass through the add)
+    Tensor added = empty_like(in.x), added_composed = empty_like(in.x);
+    cpu.mul3_add_relu(in.sum, in.x, in.scale, in.spatial, added);
+    cpu.Backend::mul3_add_relu(in.sum, in.x, in.scale, in.spatial, added_composed);
+    BOOST_TEST(equal_values(added, added_composed));
+    BOOST_TEST(!equal_values(added, out));
   });
 }
 
@@ -107,6 +116,10 @@ BOOST_AUTO_TEST_CASE(the_ops_give_the_ops_they_replace_bits) {
       BOOST_TEST(equal_values(pool, pool_ops));
       const Tensor out = mul3(x, cw, sw), out_ops = mul(mul(x, cw), sw);
       BOOST_TEST(equal_values(out, out_ops));
+      Tensor res = randn({3, 16, 7, 7}, o);
+      const Tensor added = mul3_add_relu(res, x, cw, sw), added_ops = add_relu(res, out_ops);
+      BOOST_TEST(equal_values(added, added_ops));
+      BOOST_TEST(amin(added).item() == 0.0);  // some sums clipped
       for (bool create_graph : {false, true}) {
         BOOST_TEST_CONTEXT("create_graph " << create_graph) {
           auto grads_of = [&](const Tensor& y, const Tensor& r, const std::vector<Tensor>& in) {
@@ -120,6 +133,10 @@ BOOST_AUTO_TEST_CASE(the_ops_give_the_ops_they_replace_bits) {
                      h_ops = grads_of(out_ops, r_out, {x, cw, sw});
           for (int i = 0; i < 3; ++i)
             BOOST_CHECK_MESSAGE(equal_values(h[i], h_ops[i]), "input " << i);
+          const auto a = grads_of(added, r_out, {res, x, cw, sw}),
+                     a_ops = grads_of(added_ops, r_out, {res, x, cw, sw});
+          for (int i = 0; i < 4; ++i)
+            BOOST_CHECK_MESSAGE(equal_values(a[i], a_ops[i]), "mul3_add_relu's input " << i);
         }
       }
     }
@@ -171,6 +188,34 @@ BOOST_AUTO_TEST_CASE(cbam_matches_its_three_op_form) {
   }
 }
 
+// A residual block's end, relu(identity + CBAM(y)) in CBAM's output pass: the values and every
+// gradient (the identity's, y's, CBAM's parameters') bit for bit against add_relu after forward.
+BOOST_AUTO_TEST_CASE(cbam_with_the_residual_add_gives_add_relu_after_it_bits) {
+  manual_seed(44);
+  nn::CBAM cbam(16, 4, 7);
+  Tensor y = randn({2, 16, 14, 14}, {.requires_grad = true});
+  Tensor identity = randn({2, 16, 14, 14}, {.requires_grad = true});
+  const Tensor r = randn({2, 16, 14, 14});
+  auto gradients = [&](auto block) {
+    y.zero_grad();
+    identity.zero_grad();
+    cbam.zero_grad();
+    const Tensor out = block(mul(y, 1.5), mul(identity, 1.5));
+    sum(mul(out, r)).backward();
+    std::vector<Tensor> g{y.grad(), identity.grad()};
+    for (const Tensor& p : cbam.parameters()) g.push_back(p.grad());
+    return std::pair{out, g};
+  };
+  const auto [fused, g] = gradients(
+      [&](const Tensor& in, const Tensor& res) { return cbam.forward_add_relu(in, res); });
+  const auto [ops, g_ops] = gradients(
+      [&](const Tensor& in, const Tensor& res) { return add_relu(res, cbam.forward(in)); });
+  BOOST_TEST(equal_values(fused, ops));
+  BOOST_REQUIRE_EQUAL(g.size(), g_ops.size());
+  for (size_t i = 0; i < g.size(); ++i)
+    BOOST_CHECK_MESSAGE(equal_values(g[i], g_ops[i]), "gradient " << i);
+}
+
 BOOST_AUTO_TEST_CASE(shapes_that_are_not_a_factor_per_channel_or_position_are_errors) {
   const Tensor x = randn({2, 3, 4, 4});
   check_error(
@@ -190,6 +235,16 @@ BOOST_AUTO_TEST_CASE(shapes_that_are_not_a_factor_per_channel_or_position_are_er
       {"mul3", "spatial must be [2,1,4,4]", "got [2,3,4,4]"});
   check_error([&] { mean_amax_scaled(randn({3}), randn({3})); },
               {"mean_amax_scaled", "x must be [N, C, ...]"});
+  check_error(
+      [&] {
+        mul3_add_relu(randn({2, 3, 4, 1}), x, randn({2, 3, 1, 1}), randn({2, 1, 4, 4}));
+      },
+      {"mul3_add_relu", "residual must be [2,3,4,4]", "got [2,3,4,1]"});
+  check_error(
+      [&] {
+        mul3_add_relu(x, x, randn({2, 3, 1, 1}), randn({2, 2, 4, 4}));
+      },
+      {"mul3_add_relu", "spatial must be [2,1,4,4]"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()
