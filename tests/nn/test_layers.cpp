@@ -155,33 +155,38 @@ BOOST_AUTO_TEST_CASE(torch_differences_on_purpose) {
 }
 
 // A residual block with a 1x1 shortcut at stride 2 hands its input's gradient sum to the
-// shortcut's rule after the main branch's (its identity is add_relu's first input), and the CPU's
-// pointwise kernel adds its gradient into it: no accumulate_grad pass over the input in the
-// backward. The gradient is the one the sweep sums when the shortcut's rule runs first (the main
-// branch as add_relu's first input), bit for bit. (The input is made by an op: a leaf's gradient
-// is summed apart, into its .grad.)
+// shortcut's rule after the main branch's (its identity is add_relu's first input, or with CBAM
+// mul3_add_relu's), and the CPU's pointwise kernel adds its gradient into it: no accumulate_grad
+// pass over the input in the backward. The gradient is the one the sweep sums when the shortcut's
+// rule runs first (the main branch as add_relu's first input), bit for bit. (The input is made by
+// an op: a leaf's gradient is summed apart, into its .grad.)
 BOOST_AUTO_TEST_CASE(a_strided_shortcut_adds_its_gradient_into_the_blocks_input_sum) {
-  manual_seed(23);
-  ResidualBlock block(4, 8, 2, "none", 4);
-  const Tensor x0 = randn({3, 4, 10, 10}), v = randn({3, 8, 5, 5});
-  Tensor x = x0.detach().requires_grad_();
-  int sums = 0;
-  {
-    Profiler profiler;
-    sum(mul(block.forward(mul(x, 2.0)), v)).backward();
-    for (const ProfileEvent& e : profiler.events())
-      sums += e.name == "accumulate_grad" && e.shapes == shape_str(x.shape());
+  for (const char* attention : {"none", "cbam"}) {
+    BOOST_TEST_CONTEXT(attention) {
+      manual_seed(23);
+      ResidualBlock block(4, 8, 2, attention, 4);
+      const Tensor x0 = randn({3, 4, 10, 10}), v = randn({3, 8, 5, 5});
+      Tensor x = x0.detach().requires_grad_();
+      int sums = 0;
+      {
+        Profiler profiler;
+        sum(mul(block.forward(mul(x, 2.0)), v)).backward();
+        for (const ProfileEvent& e : profiler.events())
+          sums += e.name == "accumulate_grad" && e.shapes == shape_str(x.shape());
+      }
+      const Tensor xw = x0.detach().requires_grad_(), h = mul(xw, 2.0);
+      Tensor y = block.bn2->forward(
+          block.conv2->forward(block.bn1->forward_relu(block.conv1->forward(h))));
+      if (block.cbam) y = block.cbam->forward(y);
+      const Tensor identity = block.shortcut_bn->forward(block.shortcut_conv->forward(h));
+      sum(mul(add_relu(y, identity), v)).backward();
+      BOOST_TEST(qkv::testing::equal_values(x.grad(), xw.grad()));
+      const Window2d shortcut{.kernel_h = 1, .kernel_w = 1, .stride_h = 2, .stride_w = 2};
+      const bool in_place =
+          x.backend().conv2d_adds_into_gx(x, block.shortcut_conv->weight, shortcut, 1);
+      BOOST_TEST(sums == (in_place ? 0 : 1));
+    }
   }
-  const Tensor xw = x0.detach().requires_grad_(), h = mul(xw, 2.0);
-  const Tensor y =
-      block.bn2->forward(block.conv2->forward(block.bn1->forward_relu(block.conv1->forward(h))));
-  const Tensor identity = block.shortcut_bn->forward(block.shortcut_conv->forward(h));
-  sum(mul(add_relu(y, identity), v)).backward();
-  BOOST_TEST(qkv::testing::equal_values(x.grad(), xw.grad()));
-  const Window2d shortcut{.kernel_h = 1, .kernel_w = 1, .stride_h = 2, .stride_w = 2};
-  const bool in_place =
-      x.backend().conv2d_adds_into_gx(x, block.shortcut_conv->weight, shortcut, 1);
-  BOOST_TEST(sums == (in_place ? 0 : 1));
 }
 
 // A feed-forward block with a GELU runs its activation and dropout as one gelu_dropout op while
