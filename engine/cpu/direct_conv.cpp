@@ -201,7 +201,7 @@ QKV_AVX512_INLINE void channel_lanes_tile(const DirectConvShape& s, int64_t imag
     for (int j = 0; j < KW; ++j)
       for (int v = 0; v < OV; ++v) acc[r][j][v] = _mm512_setzero_ps();
   const int64_t L = s.Ho * s.Wo;
-  const int64_t per_row = (ahead.lines_left() + images * s.Ho - 1) / (images * s.Ho);
+  const int64_t per_row = ahead.lines_each(images * s.Ho);
   for (int64_t n = 0; n < images; ++n) {
     const float* x = xp + n * s.padded_floats();
     const float* rows[ROWS][S];
@@ -246,7 +246,7 @@ QKV_AVX512_INLINE void channel_lanes_tile_reusing(const DirectConvShape& s, int6
   for (int r = 0; r < ROWS; ++r)
     for (int j = 0; j < 3; ++j) acc[r][j] = _mm512_setzero_ps();
   const int64_t L = s.Ho * s.Wo;
-  const int64_t per_row = (ahead.lines_left() + images * s.Ho - 1) / (images * s.Ho);
+  const int64_t per_row = ahead.lines_each(images * s.Ho);
   for (int64_t n = 0; n < images; ++n) {
     const float* x = xp + n * s.padded_floats();
     const float* rows[ROWS];

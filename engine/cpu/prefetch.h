@@ -99,7 +99,7 @@ class PrefetchAhead {
 
   // Limits ask_one to the fraction done / total of each range (0 < total): each tile of a piece
   // sets the goal to the share up to its end, and asks for the lines to it spread over its loop
-  // (lines_left, ask_lines).
+  // (lines_each, ask_lines).
   void pace(int64_t done, int64_t total) {
     for (int r = 0; r < 2; ++r) goal_[r] = ranges_[r].bytes * done / total;
   }
@@ -108,6 +108,8 @@ class PrefetchAhead {
     for (int r = 0; r < 2; ++r) lines += std::max<int64_t>(0, goal_[r] - asked_[r] + 63) / 64;
     return lines;
   }
+  // The lines to ask for at each of `steps` points of a loop to reach the goal (0 < steps).
+  int64_t lines_each(int64_t steps) const { return (lines_left() + steps - 1) / steps; }
   void ask_lines(int64_t n) {
     for (; n > 0; --n) ask_one();
   }
