@@ -42,6 +42,7 @@
 #include "engine/cpu/pointwise_conv.h"
 #include "engine/cpu/prefetch.h"
 #include "engine/cpu/scratch_buffer.h"
+#include "engine/cpu/winograd_conv.h"
 #include "engine/dispatch.h"
 #include "engine/parallel.h"
 
@@ -86,6 +87,14 @@ struct ConvShape {
     return float32 && !direct_bf16() && groups == 1 && window.stride_w == stride && !pointwise() &&
            (stride == 1 || (stride == 2 && window.kernel_h * window.kernel_w > 1)) &&
            window.dilation_h == 1 && window.dilation_w == 1 && L > 0 && direct_conv_enabled();
+  }
+  // The forward (and so gx at stride 1) of a 3x3 window at stride 1 with padding 1 in float32
+  // takes Winograd's F(2x2, 3x3) (winograd_conv.h) where it is faster than the direct
+  // convolution: not under autocast, whose products must stay those of the rounded operands.
+  bool winograd() const {
+    return direct() && !bf16_products && window.kernel_h == 3 && window.kernel_w == 3 &&
+           window.stride_h == 1 && window.pad_h == 1 && window.pad_w == 1 &&
+           winograd_conv_takes(C, H, W, O);
   }
   // Under autocast, where VDPBF16PS is the bfloat16 kernel, the float32 direct convolution's
   // shapes take its bfloat16 twin (direct_conv_bf16.h): the forward, for y and for gx by the
@@ -193,7 +202,8 @@ const T* columns_of(const ConvShape& s, const T* xn, ScratchBuffer& scratch) {
 }
 
 // The weights [O, C/g, kh, kw] as forward_images reads them: wt [groups, K, O/g] when
-// forward_transposed() or direct(), else nothing.
+// forward_transposed() or direct(), else nothing; when winograd(), followed by the transformed
+// weights U [16, C, O] (winograd_weights), made once a call rather than once an image range.
 template <typename T>
 std::vector<T> transposed_weights(const ConvShape& s, const T* w) {
   std::vector<T> wt;
@@ -203,6 +213,12 @@ std::vector<T> transposed_weights(const ConvShape& s, const T* w) {
   for (int64_t g = 0; g < s.groups; ++g)
     for (int64_t o = 0; o < Og; ++o)
       for (int64_t k = 0; k < K; ++k) wt[size_t((g * K + k) * Og + o)] = w[(g * Og + o) * K + k];
+  if constexpr (std::is_same_v<T, float>)
+    if (s.winograd()) {
+      const WinogradShape shape(s.C, s.H, s.W, s.O, 1);
+      wt.resize(size_t(s.O * K + shape.weight_floats()));
+      winograd_weights(shape, wt.data(), wt.data() + s.O * K);
+    }
   return wt;
 }
 
@@ -278,6 +294,24 @@ void forward_images(const ConvShape& s, const T* x, const T* w, const T* wt, con
         if (s.bf16_products) round_to_bf16_values(p.gathers() ? xs : xn, p.C * p.L, xs);
         pointwise_conv_product(p.O, p.C, p.L, w, p.C, 1, p.gathers() || s.bf16_products ? xs : xn,
                                bias, y + n * p.O * p.L);
+      }
+      return;
+    }
+  if constexpr (std::is_same_v<T, float>)
+    if (s.winograd()) {
+      const int64_t group = WinogradShape::group(s.C, s.H, s.W, s.O), bytes = sizeof(float);
+      float* scratch = static_cast<float*>(cols_scratch.get(
+          sizeof(float) * size_t(WinogradShape(s.C, s.H, s.W, s.O, group).scratch_floats())));
+      for (int64_t n = n0; n < n1; n += group) {
+        const int64_t images = std::min(group, n1 - n), next = n + images;
+        const int64_t next_images = std::min(group, n1 - next);
+        const PrefetchAhead ahead =
+            next_images > 0
+                ? PrefetchAhead({x + next * s.image(), bytes * next_images * s.image()},
+                                {y + next * s.O * L, bytes * next_images * s.O * L, true})
+                : PrefetchAhead();
+        winograd_conv_forward(WinogradShape(s.C, s.H, s.W, s.O, images), x + n * s.image(),
+                              wt + s.O * K, bias, y + n * s.O * L, scratch, ahead);
       }
       return;
     }

@@ -14,7 +14,8 @@
 // xp[c][q + i * Wp + j], with gy laid out on the same Wp-column rows and zero in the discarded
 // columns; a tile of 4 output channels x 6 taps keeps its sums in vector lanes over the positions
 // of a few images and adds them up once. The input's gradient at stride 1 is the forward
-// convolution of gy by the flipped kernel (conv2d_kernels.cpp), so it takes the forward here.
+// convolution of gy by the flipped kernel (conv2d_kernels.cpp), so it takes the forward here
+// (or, for 3x3 windows with padding 1 and enough channels, Winograd's: winograd_conv.h).
 //
 // What it assumes: float32, stride 1 or 2 (the same along both axes), dilation 1, one group, a CPU
 // with AVX-512F (direct_conv_enabled); any kernel size and padding with a non-empty output. Sums

@@ -12,10 +12,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "engine/backend.h"
 #include "engine/cpu/direct_conv.h"
+#include "engine/cpu/winograd_conv.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
 #include "nn/conv.h"
@@ -39,6 +41,17 @@ double best_ms(const std::function<void()>& fn, int reps = 7,
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   return best;
+}
+
+// Writes 64 MB (more than the L3) each call, so that the next call finds its operands in memory,
+// as the step's convolutions do.
+std::function<void()> cache_evictor() {
+  auto evict = std::make_shared<std::vector<char>>(size_t(64) << 20);
+  auto round = std::make_shared<int>(0);
+  return [evict, round] {
+    ++*round;
+    for (size_t i = 0; i < evict->size(); i += 64) (*evict)[i] = char(*round);
+  };
 }
 
 // The reference: windows as a stack of strided views; autograd through view/stack/matmul.
@@ -215,12 +228,7 @@ void shortcuts_from_memory() {
   std::printf("\nthe 1x1 shortcuts, batch 128, %d threads: warm / from memory (best of 7, ms)\n",
               num_threads());
   std::printf("%-26s %6s %17s %17s\n", "[N,C,H,W] -> O", "kernel", "forward", "backward");
-  std::vector<char> evict(size_t(64) << 20);  // larger than the L3
-  int round = 0;
-  auto evict_caches = [&] {
-    ++round;
-    for (size_t i = 0; i < evict.size(); i += 64) evict[i] = char(round);
-  };
+  const std::function<void()> evict_caches = cache_evictor();
   struct Layer {
     int64_t c, h, o;
   };
@@ -233,7 +241,7 @@ void shortcuts_from_memory() {
     Tensor gx = Tensor::empty(x.shape()), gw = Tensor::empty(w.shape());
     double ms[2][2];
     for (int cold = 0; cold < 2; ++cold) {
-      const std::function<void()> before = cold ? std::function<void()>(evict_caches) : nullptr;
+      const std::function<void()> before = cold ? evict_caches : nullptr;
       ms[cold][0] = best_ms([&] { cpu.conv2d_forward(x, w, Tensor(), window, 1); }, 7, before);
       ms[cold][1] = best_ms(
           [&] { cpu.conv2d_backward(gy, x, w, Tensor(), window, 1, gx, gw, Tensor()); }, 7, before);
@@ -243,6 +251,53 @@ void shortcuts_from_memory() {
                   long(l.o));
     std::printf("%-26s %6s   %6.3f / %6.3f   %6.3f / %6.3f\n", name, "1x1/2", ms[0][0], ms[1][0],
                 ms[0][1], ms[1][1]);
+  }
+}
+
+// Winograd's F(2x2, 3x3) against the direct convolution on the 3x3 layers at stride 1 with padding
+// 1: the CNN's three, and three where it is not taken because it was not faster (winograd_conv.h),
+// taken here all the same. The forward and the input gradient (the forward of gy by the flipped
+// kernel), warm and from memory as in the step (64 MB written before each call), best of 7, ms.
+void winograd_against_direct() {
+  if (!cpu::direct_conv_enabled()) return;  // both kernels need AVX-512
+  std::printf(
+      "\n3x3/1 convolutions, batch 128, %d threads: direct / Winograd F(2x2,3x3), warm and"
+      " from memory (best of 7, ms)\n",
+      num_threads());
+  std::printf("%-26s %9s %17s %17s %17s %17s\n", "[N,C,H,W] -> O", "taken", "forward warm",
+              "forward memory", "input grad warm", "input grad memory");
+  const std::function<void()> evict_caches = cache_evictor();
+  struct Layer {
+    int64_t c, h, o;
+  };
+  for (Layer l : {Layer{16, 28, 16}, Layer{32, 14, 32}, Layer{64, 7, 64}, Layer{8, 28, 8},
+                  Layer{16, 14, 16}, Layer{16, 7, 16}}) {
+    manual_seed(2);
+    Tensor x = randn({128, l.c, l.h, l.h}), w = randn({l.o, l.c, 3, 3});
+    const Window2d window{.kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+    Backend& cpu = x.backend();
+    Tensor gy = cpu.conv2d_forward(x, w, Tensor(), window, 1).y;
+    Tensor gx = Tensor::empty(x.shape());
+    const bool taken = cpu::winograd_conv_takes(l.c, l.h, l.h, l.o);
+    double ms[2][4];  // direct, Winograd; forward and gx, warm and from memory
+    for (int winograd = 0; winograd < 2; ++winograd) {
+      cpu::set_winograd_conv_use(winograd ? cpu::WinogradUse::always : cpu::WinogradUse::off);
+      for (int cold = 0; cold < 2; ++cold) {
+        const std::function<void()> before = cold ? evict_caches : nullptr;
+        ms[winograd][cold] =
+            best_ms([&] { cpu.conv2d_forward(x, w, Tensor(), window, 1); }, 7, before);
+        ms[winograd][2 + cold] = best_ms(
+            [&] { cpu.conv2d_backward(gy, x, w, Tensor(), window, 1, gx, Tensor(), Tensor()); }, 7,
+            before);
+      }
+    }
+    cpu::set_winograd_conv_use(cpu::WinogradUse::where_faster);
+    char name[64];
+    std::snprintf(name, sizeof name, "[128,%ld,%ld,%ld] -> %ld", long(l.c), long(l.h), long(l.h),
+                  long(l.o));
+    std::printf("%-26s %9s", name, taken ? "yes" : "no");
+    for (int part = 0; part < 4; ++part) std::printf("   %6.3f / %6.3f", ms[0][part], ms[1][part]);
+    std::printf("\n");
   }
 }
 }  // namespace
@@ -281,6 +336,7 @@ int main(int argc, char** argv) {
   direct_against_im2col();
   weight_gradient_copies_against_tiles();
   shortcuts_from_memory();
+  winograd_against_direct();
   batch_norm_relu_against_two_ops();
   return 0;
 }

@@ -11,6 +11,7 @@
 #include "engine/cpu/direct_conv.h"
 #include "engine/cpu/direct_conv_bf16.h"
 #include "engine/cpu/gemm_bf16.h"
+#include "engine/cpu/winograd_conv.h"
 #include "engine/ops.h"
 #include "tests/engine/conv_reference.h"
 #include "tests/engine/helpers.h"
@@ -94,6 +95,15 @@ const std::vector<ConvCase> kCases = {
     {{2, 32, 8, 7}, {16, 32, 3, 3}, 2, 1, 1, true},  // gx's phases with 32 channels across lanes
     {{2, 6, 8, 7}, {10, 6, 1, 2}, 2, 0, 1, true},
     {{2, 2, 15, 13}, {5, 2, 7, 7}, 2, 3, 1, false},
+    // a 3x3 window at stride 1 with padding 1 and enough channels (winograd_conv_takes) takes
+    // Winograd's F(2x2, 3x3) (winograd_conv.h) for y and gx: odd and even sizes (the last tiles
+    // half outside), rows of 28 (the widest it takes), output channels in tiles of 8, 4 and 1 (17,
+    // 20, 48: y's and gx's), groups of several images and of one (ranges of 2 and 3 images), tiles
+    // in register tiles of 3, 2 and 1 vectors
+    {{37, 48, 5, 6}, {17, 48, 3, 3}, 1, 1, 1, true},
+    {{2, 16, 21, 28}, {20, 16, 3, 3}, 1, 1, 1, true},
+    {{3, 24, 15, 27}, {16, 24, 3, 3}, 1, 1, 1, false},
+    {{5, 32, 7, 7}, {32, 32, 3, 3}, 1, 1, 1, true},
     // a 1x1 window without padding takes the pointwise convolution (pointwise_conv.h): at stride
     // 1 with tiles of 8, 4, 2 and 1 output channels (15) and of 3, 2 and 1 vectors of positions
     // (a ragged last one); at stride 2 from odd and even sizes, and from rows of 37 (19 output
@@ -239,16 +249,62 @@ BOOST_AUTO_TEST_CASE(direct_forward_gives_the_same_bits_with_channels_or_positio
       Tensor x = random(c.x, seed, DType::f32), w = random(c.w, seed + 1, DType::f32);
       Tensor b = random({c.w[0]}, seed + 2, DType::f32);
       auto run = [&](bool lanes) {
+        cpu::set_winograd_conv_use(cpu::WinogradUse::off);  // [2, 32, 7, 7] -> 32 would take it
         cpu::set_direct_conv_forward_lanes_enabled(lanes);
         Tensor xg = x.detach().requires_grad_();
         Tensor y = conv2d(xg, w, b, c.stride, 1, 1);
         sum(mul(y, random(y.shape(), seed + 3, DType::f32))).backward();
         cpu::set_direct_conv_forward_lanes_enabled(true);
+        cpu::set_winograd_conv_use(cpu::WinogradUse::where_faster);
         return std::vector<Tensor>{y.detach(), xg.grad()};
       };
       const std::vector<Tensor> rows = run(false), lanes = run(true);
       BOOST_TEST(testing::equal_values(rows[0], lanes[0]));
       BOOST_TEST(testing::equal_values(rows[1], lanes[1]));
+    }
+    seed += 10;
+  }
+}
+
+// The CNN's 3x3 layers at stride 1 take Winograd's F(2x2, 3x3) for y and gx, and it is as close
+// to the direct loops' float64 values as the direct convolution: its transforms add and subtract
+// before the products, which costs a few units in the last place, not more.
+BOOST_AUTO_TEST_CASE(winograd_takes_the_cnns_layers_as_close_to_exact_as_the_direct_convolution) {
+  if (!cpu::direct_conv_enabled()) return;  // no AVX-512
+  uint64_t seed = 700;
+  for (const Shape& xs : {Shape{2, 16, 28, 28}, Shape{3, 32, 14, 14}, Shape{6, 64, 7, 7}}) {
+    BOOST_TEST_CONTEXT("x " << shape_str(xs)) {
+      BOOST_TEST(cpu::winograd_conv_takes(xs[1], xs[2], xs[3], xs[1]));
+      Tensor x = random(xs, seed, DType::f32),
+             w = random({xs[1], xs[1], 3, 3}, seed + 1, DType::f32);
+      Tensor b = random({xs[1]}, seed + 2, DType::f32);
+      Tensor g = random(xs, seed + 3, DType::f32);
+      const testing::ConvReference want = testing::direct_conv2d(x, w, b, g, 1, 1, 1);
+      // the largest error from the exact values, relative to the largest value
+      auto error = [](const Tensor& got, const std::vector<double>& exact) {
+        double largest = 0, worst = 0;
+        const std::vector<float> values = got.to_vector<float>();
+        for (size_t i = 0; i < exact.size(); ++i) {
+          largest = std::max(largest, std::abs(exact[i]));
+          worst = std::max(worst, std::abs(double(values[i]) - exact[i]));
+        }
+        return worst / largest;
+      };
+      std::vector<double> errors;  // y's and gx's, by Winograd then by the direct convolution
+      for (bool winograd : {true, false}) {
+        cpu::set_winograd_conv_use(winograd ? cpu::WinogradUse::where_faster
+                                            : cpu::WinogradUse::off);
+        Tensor xg = x.detach().requires_grad_();
+        Tensor y = conv2d(xg, w, b, 1, 1, 1);
+        sum(mul(y, g)).backward();
+        cpu::set_winograd_conv_use(cpu::WinogradUse::where_faster);
+        errors.push_back(error(y, want.y));
+        errors.push_back(error(xg.grad(), want.gx));
+      }
+      BOOST_TEST_MESSAGE("errors " << errors[0] << " " << errors[1] << " " << errors[2] << " "
+                                   << errors[3]);
+      BOOST_TEST(errors[0] < 2 * std::max(errors[2], 1e-7));
+      BOOST_TEST(errors[1] < 2 * std::max(errors[3], 1e-7));
     }
     seed += 10;
   }

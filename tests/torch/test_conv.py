@@ -29,6 +29,9 @@ f.case("conv2d_stride2_pad1", f32, conv2d(f32, stride=2, padding=1))
 # float32 1x1 windows without padding take the CPU's pointwise convolution: a residual shortcut
 f.case("conv2d_1x1", f32, conv2d(f32, k=1))
 f.case("conv2d_1x1_stride2_no_bias", f32, conv2d(f32, cout=32, k=1, stride=2, bias=False, size=(9, 37)))
+# float32 3x3 "same" windows with enough channels take the CPU's Winograd F(2x2, 3x3) for y and for
+# gx (by the flipped kernel); odd sizes leave the last tiles half outside
+f.case("conv2d_3x3_same_48_to_17", f32, conv2d(f32, cin=48, cout=17, padding=1, size=(9, 13)))
 
 
 def batch_norm(dtype, steps=3, momentum=0.1, eps=1e-5):
