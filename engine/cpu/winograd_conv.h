@@ -16,10 +16,10 @@
 // rows of tiles: an image's tile row (up to 14 tiles, rows of W <= 28) is one vector.
 //
 // The values are not the direct convolution's bits: the transforms add and subtract before the
-// products. They are no less accurate: against float64 loops the largest error of y and gx in the
-// CNN's layers is 2-4e-7 of the largest value, the direct convolution's 4-10e-7 (the conv_kernels
-// test holds it to twice the direct one's). Each tile's sums run in a fixed order, whatever group
-// of images it is in, so a result does not depend on the thread count.
+// products. They are no less accurate against float64 loops (the conv_kernels test holds their
+// error to twice the direct convolution's; docs/CPU_KERNELS.md has both). Each tile's sums run in
+// a fixed order, whatever group of images it is in, so a result does not depend on the thread
+// count.
 #pragma once
 
 #include <cstdint>
@@ -33,9 +33,9 @@ namespace qkv::cpu {
 // odd), T = images * th * tw of them numbered row by row through the images one after the other,
 // Ts rounded up to whole vectors. The products run on the group's tiles together: at 7 x 7 an
 // image has 16 tiles, one vector, and a register tile of one vector waits on its broadcasts. V's
-// and M's 16 planes lie a line more than their C Ts or O Ts floats apart: 16 planes a multiple of 4
-// KB apart (C Ts = 1024 at 7 x 7 with 64 channels) fall in one set of the L1, which holds 12, and
-// each row of tiles stores one vector to each plane (2.5x slower transforms at [64, 7, 7]).
+// and M's 16 planes lie a line more than their C Ts or O Ts floats apart: each row of tiles
+// stores one vector to each plane, and 16 planes a multiple of 4 KB apart (C Ts = 1024 at 7 x 7
+// with 64 channels) would fall in one set of the L1, which holds 12 lines.
 struct WinogradShape {
   int64_t C, H, W, O, images;
   int64_t th, tw, T, Ts;
