@@ -28,6 +28,12 @@ QKV_AVX512_INLINE __mmask16 lanes_below(int64_t n) {
   return n <= 0 ? __mmask16(0) : n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
 }
 
+// Lanes [lo, hi) of a vector (lo may be negative, hi past 16): a row's part inside [0, W) seen
+// from a vector that starts before or ends after it.
+QKV_AVX512_INLINE __mmask16 lanes_between(int64_t lo, int64_t hi) {
+  return __mmask16(lanes_below(hi) & ~lanes_below(lo));
+}
+
 // Asks for the line 1 KB past p. Masked loads that miss the caches get no help from the hardware
 // prefetcher (on Zen 5, a stride-2 padding copy reading its input from memory through them ran at
 // a third of the speed of the same loop with plain loads, and at nearly that speed with this

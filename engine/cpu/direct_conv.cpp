@@ -23,11 +23,6 @@ std::atomic<bool> turned_on{true};
 
 constexpr int64_t kLanes = 16;
 
-// Lanes [lo, hi) of a vector.
-QKV_AVX512_INLINE __mmask16 lanes_between(int64_t lo, int64_t hi) {
-  return __mmask16(lanes_below(hi) & ~lanes_below(lo));
-}
-
 // The 16 values of a padded row from column `col`: x_row[col - pw + l] where that is inside [0,
 // W), else zero. The masked load touches only the lanes inside the row. Callers read rows in
 // order, the input's and gy's from memory, hence the prefetch (for y's rows, copied from planes

@@ -18,11 +18,6 @@ std::atomic<WinogradUse> in_use{WinogradUse::where_faster};
 
 constexpr int64_t kLanes = 16;
 
-// Lanes [lo, hi) of a vector.
-QKV_AVX512_INLINE __mmask16 lanes_between(int64_t lo, int64_t hi) {
-  return __mmask16(lanes_below(hi) & ~lanes_below(lo));
-}
-
 // The four column phases of one row of tiles: lane t of phase j is element 2 t + j of the 32 in
 // (lo, hi), the row's values from column -1 on.
 QKV_AVX512_INLINE void column_phases(__m512 lo, __m512 hi, __m512 phase[4]) {
@@ -194,6 +189,14 @@ bool winograd_conv_takes(int64_t C, int64_t H, int64_t W, int64_t O) {
 
 void set_winograd_conv_use(WinogradUse use) { in_use.store(use, std::memory_order_relaxed); }
 
+// G applied along three values: (g0, (g0 + g1 + g2) / 2, (g0 - g1 + g2) / 2, g2).
+inline void kernel_transform(float g0, float g1, float g2, float out[4]) {
+  out[0] = g0;
+  out[1] = 0.5f * (g0 + g1 + g2);
+  out[2] = 0.5f * (g0 - g1 + g2);
+  out[3] = g2;
+}
+
 void winograd_weights(const WinogradShape& s, const float* wt, float* u) {
   const int64_t C = s.C, O = s.O;
   for (int64_t c = 0; c < C; ++c) {
@@ -201,20 +204,13 @@ void winograd_weights(const WinogradShape& s, const float* wt, float* u) {
     float* uc = u + c * O;
 #pragma omp simd
     for (int64_t o = 0; o < O; ++o) {
-      float gg[4][3];  // G g
-      for (int j = 0; j < 3; ++j) {
-        const float g0 = g[j * O + o], g1 = g[(3 + j) * O + o], g2 = g[(6 + j) * O + o];
-        gg[0][j] = g0;
-        gg[1][j] = 0.5f * (g0 + g1 + g2);
-        gg[2][j] = 0.5f * (g0 - g1 + g2);
-        gg[3][j] = g2;
-      }
-      for (int i = 0; i < 4; ++i) {  // (G g) G^T
-        const float h0 = gg[i][0], h1 = gg[i][1], h2 = gg[i][2];
-        uc[(i * 4 + 0) * C * O + o] = h0;
-        uc[(i * 4 + 1) * C * O + o] = 0.5f * (h0 + h1 + h2);
-        uc[(i * 4 + 2) * C * O + o] = 0.5f * (h0 - h1 + h2);
-        uc[(i * 4 + 3) * C * O + o] = h2;
+      float gg[3][4];  // G g, column j in gg[j]
+      for (int j = 0; j < 3; ++j)
+        kernel_transform(g[j * O + o], g[(3 + j) * O + o], g[(6 + j) * O + o], gg[j]);
+      for (int i = 0; i < 4; ++i) {  // (G g) G^T, along row i of G g
+        float row[4];
+        kernel_transform(gg[0][i], gg[1][i], gg[2][i], row);
+        for (int k = 0; k < 4; ++k) uc[(i * 4 + k) * C * O + o] = row[k];
       }
     }
   }
