@@ -31,6 +31,7 @@
 #include "train/bench/fma_peak.h"
 #include "train/bench/memory_bandwidth.h"
 #include "train/bench/openblas.h"
+#include "train/bench/tile_ceiling.h"
 #include "train/profile_report.h"
 #include "train/profile_timeline.h"
 
@@ -191,6 +192,13 @@ int main(int argc, char** argv) {
         mfu(step_flops, median(total)), peak, num_threads(), num_threads() == 1 ? "" : "s",
         mfu(flops[0] / steps, median(fwd)), mfu(flops[1] / steps, median(bwd)),
         mfu(flops[2] / steps, median(upd)));
+    // and against the most its products could reach: the GEMM's tile with nothing to wait for
+    const bench::TileCeiling tile = bench::measured_tile_ceiling(num_threads());
+    std::printf(
+        "%.1f%% of the GEMM tile's rate %.1f GFLOP/s (%s on its panels in L1, measured now: "
+        "%.1f%% of the FMA peak)\n",
+        100 * step_flops / (median(total) * 1e-3) * 1e-9 / tile.gflops, tile.gflops,
+        tile.kernel.c_str(), 100 * tile.gflops / peak);
     // a bf16 step also against the peak of the instruction its products run on
     const double bf16_peak =
         compute_dtype == DType::bf16 ? bench::measured_bf16_peak_gflops(num_threads()) : 0;

@@ -77,8 +77,12 @@ has "after enough warm-up steps every request is a cache hit" "$scratch/warm.out
 "$qkv" --threads 1 bench peak >"$scratch/peak.out" 2>&1
 has "bench peak measures the FMA peak" "$scratch/peak.out" "^512 bit +1 +[0-9.]*[1-9]|^256 bit +1 +[0-9.]*[1-9]"
 has "bench peak measures the memory bandwidth" "$scratch/peak.out" "^ +1 +[0-9.]*[1-9][0-9.]*$"
+has "bench peak times the GEMM's tile against the FMA peak" "$scratch/peak.out" \
+  "^ +1 +[0-9.]*[1-9][0-9.]* +[0-9.]*[1-9][0-9.]*%$"
 lacks "one thread has no second to hand data to" "$scratch/peak.out" "handing data"
 "$qkv" --threads 2 bench peak --json >"$scratch/peak2.out" 2>&1
+has "bench peak's json names the tile's kernel and depth" "$scratch/peak2.out" \
+  '^\{"measure":"tile","kernel":"[a-z0-9]+ [0-9]+x[0-9]+","depth":[0-9]+,"threads":2,"gflops":[0-9.]*[1-9]'
 has "bench peak times a cache line's round trip and reads of the other thread's writes" \
   "$scratch/peak2.out" \
   '^\{"measure":"handoff","round_trip_ns":[0-9.]*[1-9][0-9.]*,"read_kib":256,"own_gbs":[0-9.]*[1-9][0-9.]*,"other_gbs":[0-9.]*[1-9][0-9.]*,"gelu_issuing_us":[0-9.]*[1-9][0-9.]*,"gelu_worker_us":[0-9.]*[1-9]'

@@ -10,6 +10,7 @@
 #include "engine/parallel.h"
 #include "train/bench/core_handoff.h"
 #include "train/bench/memory_bandwidth.h"
+#include "train/bench/tile_ceiling.h"
 
 namespace qkv::bench {
 namespace {
@@ -158,9 +159,11 @@ int run_peak_bench(const PeakBenchOptions& options) {
         "float32 FMA peak, measured on registers (GFLOP/s; 2 FLOPs per lane per FMA)\n"
         "%-8s %7s %9s %12s\n",
         "width", "threads", "GFLOP/s", "per thread");
+  std::vector<double> widest_peak;  // per entry of options.threads
   for (int width : widths)
     for (int threads : options.threads) {
       double gf = measured_fma_peak_gflops(width, threads, 0.2);
+      if (width == widths.back()) widest_peak.push_back(gf);
       if (options.json)
         std::printf("{\"measure\":\"fma\",\"width_bits\":%d,\"threads\":%d,\"gflops\":%.2f}\n",
                     width, threads, gf);
@@ -169,6 +172,28 @@ int run_peak_bench(const PeakBenchOptions& options) {
                     gf, gf / threads);
       std::fflush(stdout);
     }
+  // The ceiling of the products: the GEMM's own tile, against the widest FMA's peak.
+  const int64_t depth = ceiling_tile_depth();
+  for (size_t i = 0; i < options.threads.size(); ++i) {
+    const int threads = options.threads[i];
+    const TileCeiling tile = measured_tile_ceiling(threads, 0.2);
+    const double share = 100 * tile.gflops / widest_peak[i];
+    if (options.json) {
+      std::printf(
+          "{\"measure\":\"tile\",\"kernel\":\"%s\",\"depth\":%lld,\"threads\":%d,"
+          "\"gflops\":%.2f,\"of_fma_peak\":%.4f}\n",
+          tile.kernel.c_str(), static_cast<long long>(depth), threads, tile.gflops, share / 100);
+      continue;
+    }
+    if (i == 0)
+      std::printf(
+          "\nqkv's GEMM register tile (%s, depth %lld) on its packed panels in L1: the most its "
+          "products can reach\n%7s %9s %17s\n",
+          tile.kernel.c_str(), static_cast<long long>(depth), "threads", "GFLOP/s",
+          "of the FMA peak");
+    std::printf("%7d %9.1f %16.1f%%\n", threads, tile.gflops, share);
+    std::fflush(stdout);
+  }
   // The yardstick of the ops that only move data: main memory's rate, at each thread count.
   const double mib = double(stream_bytes_per_array()) / (1 << 20);
   if (!options.json)

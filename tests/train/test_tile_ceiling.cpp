@@ -1,0 +1,59 @@
+// `qkv bench peak`'s tile ceiling (train/bench/tile_ceiling.h): the call it times is a real
+// product of its two panels by the kernel gemm() uses; the result names that kernel and its depth.
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <vector>
+
+#include "engine/cpu/gemm_kernel.h"
+#include "engine/parallel.h"
+#include "train/bench/tile_ceiling.h"
+
+using namespace qkv;
+
+BOOST_AUTO_TEST_SUITE(tile_ceiling)
+
+BOOST_AUTO_TEST_CASE(the_timed_call_is_the_panels_product_by_gemms_kernel) {
+  const cpu::GemmMicrokernel<float>& k = *cpu::gemm_kernels<float>().front();
+  const int64_t depth = bench::ceiling_tile_depth();
+  BOOST_TEST(int64_t(sizeof(float)) * depth * (k.mr + k.nr) <= (int64_t(24) << 10));
+  BOOST_TEST(depth >= 64);
+  // 64-byte aligned panels of values with a distinct product in every element of the tile
+  std::vector<float> a(size_t(depth * k.mr) + 16), b(size_t(depth * k.nr) + 16),
+      c(size_t(k.mr * k.nr), NAN);
+  auto aligned = [](std::vector<float>& v) {
+    float* p = v.data();
+    while (reinterpret_cast<uintptr_t>(p) % 64) ++p;
+    return p;
+  };
+  float* pa = aligned(a);
+  float* pb = aligned(b);
+  for (int64_t p = 0; p < depth; ++p) {
+    for (int i = 0; i < k.mr; ++i) pa[p * k.mr + i] = float((p * 3 + i * 7) % 11) - 5;
+    for (int j = 0; j < k.nr; ++j) pb[p * k.nr + j] = float((p * 5 + j * 3) % 13) - 6;
+  }
+  bench::run_ceiling_tile(depth, pa, pb, c.data());
+  for (int i = 0; i < k.mr; ++i)
+    for (int j = 0; j < k.nr; ++j) {
+      double expected = 0;  // small integers: every partial sum exact in float32
+      for (int64_t p = 0; p < depth; ++p)
+        expected += double(pa[p * k.mr + i]) * double(pb[p * k.nr + j]);
+      BOOST_TEST(c[size_t(i * k.nr + j)] == expected, "tile (" << i << ", " << j << ")");
+    }
+}
+
+BOOST_AUTO_TEST_CASE(the_ceiling_names_its_kernel_and_depth_and_restores_the_pool) {
+  const cpu::GemmMicrokernel<float>& k = *cpu::gemm_kernels<float>().front();
+  const int saved = num_threads();
+  const bench::TileCeiling one = bench::measured_tile_ceiling(1, 0.02);
+  const bench::TileCeiling two = bench::measured_tile_ceiling(2, 0.02);
+  BOOST_TEST(num_threads() == saved);  // the pool's size is restored
+  BOOST_TEST(one.kernel ==
+             std::string(k.name) + " " + std::to_string(k.mr) + "x" + std::to_string(k.nr));
+  BOOST_TEST(one.depth == bench::ceiling_tile_depth());
+  BOOST_TEST(std::isfinite(one.gflops));
+  BOOST_TEST(one.gflops > 0);
+  BOOST_TEST(std::isfinite(two.gflops));
+  BOOST_TEST(two.gflops > 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
