@@ -28,6 +28,7 @@
 // those products exactly), and every other product the bfloat16 GEMM on float32 operands rounded
 // as it packs them.
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <type_traits>
 #include <vector>
@@ -38,6 +39,7 @@
 #include "engine/cpu/direct_conv_bf16.h"
 #include "engine/cpu/gemm.h"
 #include "engine/cpu/gemm_bf16.h"
+#include "engine/cpu/gemm_pack.h"
 #include "engine/cpu/im2col.h"
 #include "engine/cpu/pointwise_conv.h"
 #include "engine/cpu/prefetch.h"
@@ -201,6 +203,19 @@ const T* columns_of(const ConvShape& s, const T* xn, ScratchBuffer& scratch) {
   return cols;
 }
 
+// dst [cols, rows] = src [rows, cols] transposed: in 16 x 16 squares in registers where the CPU
+// has AVX-512 and T is float (one value at a time, a 64-channel layer's weights took 66 us, each
+// store a line apart from the one before).
+template <typename T>
+void transpose_block(const T* src, int64_t rows, int64_t cols, T* dst) {
+  static const bool squares = __builtin_cpu_supports("avx512f");
+  if constexpr (std::is_same_v<T, float>)
+    if (squares && rows <= INT32_MAX)
+      return pack_transposed_avx512(src, cols, rows, cols, int(rows), dst);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+}
+
 // The weights [O, C/g, kh, kw] as forward_images reads them: wt [groups, K, O/g] when
 // forward_transposed() or direct(), else nothing; when winograd(), followed by the transformed
 // weights U [16, C, O] (winograd_weights), made once a call rather than once an image range.
@@ -211,8 +226,7 @@ std::vector<T> transposed_weights(const ConvShape& s, const T* w) {
   const int64_t Og = s.Og(), K = s.K;
   wt.resize(size_t(s.O * K));
   for (int64_t g = 0; g < s.groups; ++g)
-    for (int64_t o = 0; o < Og; ++o)
-      for (int64_t k = 0; k < K; ++k) wt[size_t((g * K + k) * Og + o)] = w[(g * Og + o) * K + k];
+    transpose_block(w + g * Og * K, Og, K, wt.data() + g * K * Og);
   if constexpr (std::is_same_v<T, float>)
     if (s.winograd()) {
       const WinogradShape shape(s.C, s.H, s.W, s.O, 1);
@@ -507,19 +521,15 @@ void pointwise_backward(const ConvShape& s, const float* x, const float* w, cons
 // overwrites. Images [n1, n_after) are the ones the thread runs next (whose lines the direct
 // weight gradient asks for ahead).
 // With gx_by_flipped_kernel(), wf is flipped_weights, and wft and wfp are its transposed_weights
-// and pair_weights.
+// and pair_weights. At stride 2 on the direct path gx goes phase by phase, by stride2_gx.
 template <typename T>
 void backward_images(const ConvShape& s, const T* x, const T* w, const T* wf, const T* wft,
-                     const uint32_t* wfp, const T* gy, T* gx, T* gw, double* gb, int64_t n0,
-                     int64_t n1, int64_t n_after, bool accumulate_gx) {
+                     const uint32_t* wfp, const DirectConvInputGrad* stride2_gx, const T* gy, T* gx,
+                     T* gw, double* gb, int64_t n0, int64_t n1, int64_t n_after,
+                     bool accumulate_gx) {
   thread_local ScratchBuffer cols_scratch, gcols_scratch, rounded_gy_scratch;
   const int64_t Og = s.Og(), K = s.K, L = s.L;
   const ConvShape flipped = s.flipped();
-  // at stride 2 (direct), gx phase by phase (direct_conv.h)
-  std::optional<DirectConvInputGrad> stride2_gx;
-  if constexpr (std::is_same_v<T, float>)
-    if (gx && (s.direct() || s.direct_bf16()) && s.window.stride_h == 2)
-      stride2_gx.emplace(s.direct_shape(), w);  // under autocast on w rounded, and gy (below)
   const bool direct_gw = s.direct() || s.direct_bf16();  // gw by the direct convolution
   if (gw && (n0 == n1 || direct_gw)) std::fill(gw, gw + s.O * K, T(0));
   if (gb) std::fill(gb, gb + s.O, 0.0);
@@ -644,8 +654,13 @@ void CpuBackend::conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor
   const ConvShape s(x, weight, window, groups);
   QKV_DISPATCH_FLOAT(x.dtype(), "conv2d", [&] {
     const int64_t ranges = image_ranges(s.N), OK = s.O * s.K;
-    // each range's partial sums, added in range order
-    std::vector<T> gw_partial(gweight.defined() ? size_t(ranges * OK) : 0);
+    // each range's partial sums, added in range order; kept between calls (allocated and zeroed
+    // anew, 2.4 MB at [64, 64, 3, 3], they cost the calling thread 50 us before the ranges could
+    // start), and not zeroed: backward_images writes a range's sums whole
+    thread_local ScratchBuffer gw_partial_scratch;
+    T* gw_partial = gweight.defined()
+                        ? static_cast<T*>(gw_partial_scratch.get(sizeof(T) * size_t(ranges * OK)))
+                        : nullptr;
     std::vector<double> gb_partial(gbias.defined() ? size_t(ranges * s.O) : 0);
     const bool flipped = gx.defined() && s.gx_by_flipped_kernel();
     const std::vector<T> rounded = bf16_rounded_weights(s, weight.data<T>());
@@ -654,13 +669,20 @@ void CpuBackend::conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor
     const std::vector<T> wft = flipped ? transposed_weights(s.flipped(), wf.data()) : wf;
     const std::vector<uint32_t> wfp =
         flipped ? pair_weights(s.flipped(), wf.data()) : std::vector<uint32_t>();
+    // at stride 2 on the direct path, gx phase by phase (direct_conv.h): its sub-kernels made
+    // once a call, not once a range (under autocast from w rounded, and gy is rounded per image)
+    std::optional<DirectConvInputGrad> stride2_gx;
+    if constexpr (std::is_same_v<T, float>)
+      if (gx.defined() && (s.direct() || s.direct_bf16()) && s.window.stride_h == 2)
+        stride2_gx.emplace(s.direct_shape(), w);
     for_each_image_range(s.N, ranges, [&](int64_t r, int64_t n0, int64_t n1) {
       // the next range, which a thread's contiguous share of the ranges runs next (at its end,
       // a pass's lines asked for in vain)
       const int64_t n_after = r + 1 < ranges ? (r + 2) * s.N / ranges : n1;
-      backward_images<T>(s, x.data<T>(), w, wf.data(), wft.data(), wfp.data(), gy.data<T>(),
+      backward_images<T>(s, x.data<T>(), w, wf.data(), wft.data(), wfp.data(),
+                         stride2_gx ? &*stride2_gx : nullptr, gy.data<T>(),
                          gx.defined() ? gx.data<T>() : nullptr,
-                         gweight.defined() ? gw_partial.data() + r * OK : nullptr,
+                         gweight.defined() ? gw_partial + r * OK : nullptr,
                          gbias.defined() ? gb_partial.data() + r * s.O : nullptr, n0, n1, n_after,
                          accumulate_gx && gx.defined());
     });
@@ -670,17 +692,20 @@ void CpuBackend::conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor
       // the ranges added in order into the first, element by element in the partials' own layout
       // (read across a transposed layout, each element's sixteen terms were a cache line apart
       // each: 0.4 ms of a 3.9 ms weight gradient at [128, 64, 7, 7]), then put in place
-      T* total = gw_partial.data();
-      for (int64_t r = 1; r < ranges; ++r) {
-        const T* part = gw_partial.data() + r * OK;
-        for (int64_t at = 0; at < OK; ++at) total[at] += part[at];
+      // (by both threads: the same order for each element, so the same bits)
+      T* total = gw_partial;
+      parallel_for(0, OK, 4096, [&](int64_t a0, int64_t a1) {
+        for (int64_t r = 1; r < ranges; ++r) {
+          const T* part = gw_partial + r * OK;
+          for (int64_t at = a0; at < a1; ++at) total[at] += part[at];
+        }
+      });
+      for (int64_t g = 0; g < s.groups; ++g) {
+        if (s.gw_transposed())
+          transpose_block(total + g * K * Og, K, Og, gw + g * Og * K);
+        else
+          std::copy(total + g * Og * K, total + (g + 1) * Og * K, gw + g * Og * K);
       }
-      const bool transposed = s.gw_transposed();
-      for (int64_t g = 0; g < s.groups; ++g)
-        for (int64_t o = 0; o < Og; ++o)
-          for (int64_t k = 0; k < K; ++k)
-            gw[(g * Og + o) * K + k] =
-                total[transposed ? (g * K + k) * Og + o : (g * Og + o) * K + k];
     }
     if (gbias.defined()) {
       T* gb = gbias.data<T>();

@@ -197,23 +197,41 @@ inline void kernel_transform(float g0, float g1, float g2, float out[4]) {
   out[3] = g2;
 }
 
-void winograd_weights(const WinogradShape& s, const float* wt, float* u) {
+namespace {
+
+// Planes i * 4 .. i * 4 + 3 of U: row i of G g (element i of G applied down each column of taps),
+// then G along that row. i is a constant, so the loop over o vectorizes.
+template <int i>
+QKV_AVX512 void weights_row(const WinogradShape& s, const float* wt, float* u) {
   const int64_t C = s.C, O = s.O;
   for (int64_t c = 0; c < C; ++c) {
     const float* g = wt + c * 9 * O;  // tap (i, j) of output o at g[(3 i + j) O + o]
     float* uc = u + c * O;
 #pragma omp simd
     for (int64_t o = 0; o < O; ++o) {
-      float gg[3][4];  // G g, column j in gg[j]
-      for (int j = 0; j < 3; ++j)
-        kernel_transform(g[j * O + o], g[(3 + j) * O + o], g[(6 + j) * O + o], gg[j]);
-      for (int i = 0; i < 4; ++i) {  // (G g) G^T, along row i of G g
-        float row[4];
-        kernel_transform(gg[0][i], gg[1][i], gg[2][i], row);
-        for (int k = 0; k < 4; ++k) uc[(i * 4 + k) * C * O + o] = row[k];
+      float gi[3];
+      for (int j = 0; j < 3; ++j) {
+        float column[4];
+        kernel_transform(g[j * O + o], g[(3 + j) * O + o], g[(6 + j) * O + o], column);
+        gi[j] = column[i];
       }
+      float row[4];
+      kernel_transform(gi[0], gi[1], gi[2], row);
+      for (int k = 0; k < 4; ++k) uc[(i * 4 + k) * C * O + o] = row[k];
     }
   }
+}
+
+}  // namespace
+
+// One row of G g at a time, so four of U's planes are written together, not sixteen: the planes
+// lie C O floats apart, a multiple of 4 KB from 32 channels on, and sixteen lines in one set of
+// the L1 (which holds 12) evicted each other on every store.
+void winograd_weights(const WinogradShape& s, const float* wt, float* u) {
+  weights_row<0>(s, wt, u);
+  weights_row<1>(s, wt, u);
+  weights_row<2>(s, wt, u);
+  weights_row<3>(s, wt, u);
 }
 
 void winograd_conv_forward(const WinogradShape& s, const float* x, const float* u,
