@@ -2,6 +2,8 @@
 // product of its two panels by the kernel gemm() uses; the result names that kernel and its depth.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/cpu/gemm_kernel.h"
@@ -17,7 +19,7 @@ BOOST_AUTO_TEST_CASE(the_timed_call_is_the_panels_product_by_gemms_kernel) {
   const int64_t depth = bench::ceiling_tile_depth();
   BOOST_TEST(int64_t(sizeof(float)) * depth * (k.mr + k.nr) <= (int64_t(24) << 10));
   BOOST_TEST(depth >= 64);
-  // 64-byte aligned panels of values with a distinct product in every element of the tile
+  // 64-byte aligned panels of small integers, a different pattern in each row and column
   std::vector<float> a(size_t(depth * k.mr) + 16), b(size_t(depth * k.nr) + 16),
       c(size_t(k.mr * k.nr), NAN);
   auto aligned = [](std::vector<float>& v) {
