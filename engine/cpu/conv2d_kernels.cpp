@@ -204,8 +204,7 @@ const T* columns_of(const ConvShape& s, const T* xn, ScratchBuffer& scratch) {
 }
 
 // dst [cols, rows] = src [rows, cols] transposed: in 16 x 16 squares in registers where the CPU
-// has AVX-512 and T is float (one value at a time, a 64-channel layer's weights took 66 us, each
-// store a line apart from the one before).
+// has AVX-512 and T is float (one value at a time, each store lands a line from the one before).
 template <typename T>
 void transpose_block(const T* src, int64_t rows, int64_t cols, T* dst) {
   static const bool squares = __builtin_cpu_supports("avx512f");
@@ -654,9 +653,9 @@ void CpuBackend::conv2d_backward(const Tensor& gy, const Tensor& x, const Tensor
   const ConvShape s(x, weight, window, groups);
   QKV_DISPATCH_FLOAT(x.dtype(), "conv2d", [&] {
     const int64_t ranges = image_ranges(s.N), OK = s.O * s.K;
-    // each range's partial sums, added in range order; kept between calls (allocated and zeroed
-    // anew, 2.4 MB at [64, 64, 3, 3], they cost the calling thread 50 us before the ranges could
-    // start), and not zeroed: backward_images writes a range's sums whole
+    // each range's partial sums, added in range order: kept between calls, and not zeroed, since
+    // backward_images writes a range's sums whole (allocating and zeroing them was the calling
+    // thread's work alone, before the ranges could start)
     thread_local ScratchBuffer gw_partial_scratch;
     T* gw_partial = gweight.defined()
                         ? static_cast<T*>(gw_partial_scratch.get(sizeof(T) * size_t(ranges * OK)))
