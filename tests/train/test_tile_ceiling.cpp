@@ -2,11 +2,11 @@
 // product of its two panels by the kernel gemm() uses; the result names that kernel and its depth.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
-#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "engine/cpu/gemm_kernel.h"
+#include "engine/cpu/scratch_buffer.h"
 #include "engine/parallel.h"
 #include "train/bench/tile_ceiling.h"
 
@@ -20,15 +20,10 @@ BOOST_AUTO_TEST_CASE(the_timed_call_is_the_panels_product_by_gemms_kernel) {
   BOOST_TEST(int64_t(sizeof(float)) * depth * (k.mr + k.nr) <= (int64_t(24) << 10));
   BOOST_TEST(depth >= 64);
   // 64-byte aligned panels of small integers, a different pattern in each row and column
-  std::vector<float> a(size_t(depth * k.mr) + 16), b(size_t(depth * k.nr) + 16),
-      c(size_t(k.mr * k.nr), NAN);
-  auto aligned = [](std::vector<float>& v) {
-    float* p = v.data();
-    while (reinterpret_cast<uintptr_t>(p) % 64) ++p;
-    return p;
-  };
-  float* pa = aligned(a);
-  float* pb = aligned(b);
+  cpu::ScratchBuffer a_panel, b_panel;
+  float* pa = static_cast<float*>(a_panel.get(sizeof(float) * size_t(depth * k.mr)));
+  float* pb = static_cast<float*>(b_panel.get(sizeof(float) * size_t(depth * k.nr)));
+  std::vector<float> c(size_t(k.mr * k.nr), NAN);
   for (int64_t p = 0; p < depth; ++p) {
     for (int i = 0; i < k.mr; ++i) pa[p * k.mr + i] = float((p * 3 + i * 7) % 11) - 5;
     for (int j = 0; j < k.nr; ++j) pb[p * k.nr + j] = float((p * 5 + j * 3) % 13) - 6;

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "engine/parallel.h"
+#include "train/bench/all_threads.h"
 #include "train/bench/core_handoff.h"
 #include "train/bench/memory_bandwidth.h"
 #include "train/bench/tile_ceiling.h"
@@ -88,17 +89,7 @@ std::vector<int> fma_vector_widths() {
 }
 
 double measured_fma_peak_gflops(int width_bits, int threads, double seconds) {
-  std::vector<double> per_thread(static_cast<size_t>(threads));
-  const int saved = qkv::num_threads();
-  qkv::set_num_threads(threads);
-  // One chunk per thread, so every pool thread runs the loop at the same time.
-  parallel_for(0, threads, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) per_thread[size_t(t)] = fma_flops(width_bits, seconds);
-  });
-  qkv::set_num_threads(saved);
-  double total = 0;
-  for (double p : per_thread) total += p;
-  return total * 1e-9;
+  return summed_over_threads(threads, [&] { return fma_flops(width_bits, seconds); }) * 1e-9;
 }
 
 namespace {
@@ -173,7 +164,6 @@ int run_peak_bench(const PeakBenchOptions& options) {
       std::fflush(stdout);
     }
   // The ceiling of the products: the GEMM's own tile, against the widest FMA's peak.
-  const int64_t depth = ceiling_tile_depth();
   for (size_t i = 0; i < options.threads.size(); ++i) {
     const int threads = options.threads[i];
     const TileCeiling tile = measured_tile_ceiling(threads, 0.2);
@@ -182,14 +172,15 @@ int run_peak_bench(const PeakBenchOptions& options) {
       std::printf(
           "{\"measure\":\"tile\",\"kernel\":\"%s\",\"depth\":%lld,\"threads\":%d,"
           "\"gflops\":%.2f,\"of_fma_peak\":%.4f}\n",
-          tile.kernel.c_str(), static_cast<long long>(depth), threads, tile.gflops, share / 100);
+          tile.kernel.c_str(), static_cast<long long>(tile.depth), threads, tile.gflops,
+          share / 100);
       continue;
     }
     if (i == 0)
       std::printf(
           "\nqkv's GEMM register tile (%s, depth %lld) on its packed panels in L1: the most its "
           "products can reach\n%7s %9s %17s\n",
-          tile.kernel.c_str(), static_cast<long long>(depth), "threads", "GFLOP/s",
+          tile.kernel.c_str(), static_cast<long long>(tile.depth), "threads", "GFLOP/s",
           "of the FMA peak");
     std::printf("%7d %9.1f %16.1f%%\n", threads, tile.gflops, share);
     std::fflush(stdout);
